@@ -1,0 +1,174 @@
+package kv
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+const apiPrefix = "$JS.API."
+
+// apiResponse is the error part every JetStream API answer may carry.
+type apiResponse struct {
+	Error *jetstream.APIError `json:"error,omitempty"`
+}
+
+// Error codes this package acts on.
+const (
+	codeNoMessage          = jetstream.JSErrCodeMessageNotFound                 // 10037
+	codeStreamNotFound     = jetstream.JSErrCodeStreamNotFound                  // 10059
+	codeWrongLastSeq       = jetstream.JSErrCodeStreamWrongLastSequence         // 10071
+	codeWrongLastSeqConst  = jetstream.JSErrCodeStreamWrongLastSequenceConstant // 10164
+	codeJSNotEnabled       = jetstream.JSErrCodeJetStreamNotEnabled             // 10076
+	codeJSNotEnabledForAcc = jetstream.JSErrCodeJetStreamNotEnabledForAccount   // 10039
+	codeLastSeqNotReady    = 10163                                              // expected last sequence per subject temporarily unavailable
+	codeMsgTTLDisabled     = 10166                                              // per-message TTL is disabled
+)
+
+func isWrongLastSeq(e *jetstream.APIError) bool {
+	return e != nil && (e.ErrorCode == codeWrongLastSeq || e.ErrorCode == codeWrongLastSeqConst)
+}
+
+// transient reports server answers worth retrying: the stream is electing a
+// leader or catching up.
+func transient(e *jetstream.APIError) bool {
+	return e != nil && (e.Code == 503 || e.ErrorCode == codeLastSeqNotReady)
+}
+
+// attemptCtx bounds one request inside a call, so that a lost answer leaves
+// time to retry and to find out whether the write landed.
+func (c *Client) attemptCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	d := max(c.timeout/2, 250*time.Millisecond)
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < d {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, d)
+}
+
+// requestError maps a failed request to this package's sentinels.
+func (c *Client) requestError(what string, err error) error {
+	switch {
+	case errors.Is(err, nats.ErrPermissionViolation):
+		return fmt.Errorf("%w: %s on %s: %w", ErrPermission, what, c.url, err)
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
+		if last := c.nc.LastError(); last != nil && errors.Is(last, nats.ErrPermissionViolation) ||
+			last != nil && strings.Contains(strings.ToLower(last.Error()), "permissions violation") {
+			return fmt.Errorf("%w: %s on %s: %w", ErrPermission, what, c.url, last)
+		}
+		return fmt.Errorf("%w: %s: no answer from %s in time: %w", ErrUnavailable, what, c.url, err)
+	case errors.Is(err, context.Canceled):
+		return fmt.Errorf("%s: %w", what, err)
+	default:
+		return fmt.Errorf("%w: %s on %s: %w", ErrUnavailable, what, c.url, err)
+	}
+}
+
+// apiError maps an error from the jetstream package's management calls.
+func (c *Client) apiError(what string, err error) error {
+	var apiErr *jetstream.APIError
+	switch {
+	case errors.Is(err, jetstream.ErrBucketNotFound), errors.Is(err, jetstream.ErrStreamNotFound):
+		return fmt.Errorf("%w: %s on %s: %w", ErrBucketNotFound, what, c.url, err)
+	case errors.Is(err, jetstream.ErrJetStreamNotEnabled), errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount),
+		errors.Is(err, nats.ErrNoResponders), errors.Is(err, jetstream.ErrNoStreamResponse):
+		return fmt.Errorf("%w: %s on %s: %w", ErrJetStreamDisabled, what, c.url, err)
+	case errors.As(err, &apiErr):
+		return fmt.Errorf("%s on %s: %w", what, c.url, err)
+	default:
+		return c.requestError(what, err)
+	}
+}
+
+// call sends a JetStream API request and decodes the answer into out (which
+// embeds apiResponse). An API error in the answer is returned as is.
+func (c *Client) call(ctx context.Context, what, subj string, req, out any) error {
+	var data []byte
+	if req != nil {
+		var err error
+		if data, err = json.Marshal(req); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+	}
+	for {
+		actx, cancel := c.attemptCtx(ctx)
+		resp, err := c.nc.RequestWithContext(actx, subj, data)
+		cancel()
+		if errors.Is(err, nats.ErrNoResponders) {
+			return fmt.Errorf("%w: %s on %s: %w", ErrJetStreamDisabled, what, c.url, err)
+		}
+		if err != nil {
+			if ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)) {
+				continue // reads are safe to repeat
+			}
+			return c.requestError(what, err)
+		}
+		if err := json.Unmarshal(resp.Data, out); err != nil {
+			return fmt.Errorf("%s: undecodable answer from %s: %w", what, c.url, err)
+		}
+		return nil
+	}
+}
+
+type streamInfoResponse struct {
+	apiResponse
+	jetstream.StreamInfo
+}
+
+// streamInfo reads a stream's configuration and the server's time.
+func (c *Client) streamInfo(ctx context.Context, stream string) (*jetstream.StreamInfo, error) {
+	ctx, cancel := c.callCtx(ctx)
+	defer cancel()
+	var resp streamInfoResponse
+	what := "read bucket " + strings.TrimPrefix(stream, "KV_")
+	if err := c.call(ctx, what, apiPrefix+"STREAM.INFO."+stream, nil, &resp); err != nil {
+		return nil, err
+	}
+	if resp.Error != nil {
+		return nil, c.streamError(what, resp.Error)
+	}
+	return &resp.StreamInfo, nil
+}
+
+func (c *Client) streamError(what string, e *jetstream.APIError) error {
+	switch e.ErrorCode {
+	case codeStreamNotFound:
+		return fmt.Errorf("%w: %s on %s: %w", ErrBucketNotFound, what, c.url, e)
+	case codeJSNotEnabled, codeJSNotEnabledForAcc:
+		return fmt.Errorf("%w: %s on %s: %w", ErrJetStreamDisabled, what, c.url, e)
+	case codeMsgTTLDisabled:
+		return fmt.Errorf("%w: %s on %s: the bucket does not allow per-key TTLs: %w", ErrBucketMismatch, what, c.url, e)
+	}
+	if e.Code == 403 || strings.Contains(strings.ToLower(e.Description), "permission") {
+		return fmt.Errorf("%w: %s on %s: %w", ErrPermission, what, c.url, e)
+	}
+	if transient(e) {
+		return fmt.Errorf("%w: %s on %s: %w", ErrUnavailable, what, c.url, e)
+	}
+	return fmt.Errorf("%s on %s: %w", what, c.url, e)
+}
+
+// storedMsg is a message as STREAM.MSG.GET returns it.
+type storedMsg struct {
+	Subject string    `json:"subject"`
+	Seq     uint64    `json:"seq"`
+	Header  []byte    `json:"hdrs,omitempty"`
+	Data    []byte    `json:"data,omitempty"`
+	Time    time.Time `json:"time"`
+}
+
+type msgGetResponse struct {
+	apiResponse
+	Message *storedMsg `json:"message,omitempty"`
+}
+
+type pubAckResponse struct {
+	apiResponse
+	Stream string `json:"stream"`
+	Seq    uint64 `json:"seq"`
+}

@@ -1,0 +1,179 @@
+package kv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// BucketConfig is the expected shape of a bucket. Buckets always keep one
+// revision per key and store on disk.
+type BucketConfig struct {
+	// Name of the bucket: letters, digits, '-' and '_'.
+	Name string
+	// Description shown by NATS tools. Default: none.
+	Description string
+	// TTL is the bucket-wide TTL counted from each key's last write; 0 means
+	// none, so keys live until deleted or until their own TTL runs out.
+	// Default: 0.
+	TTL time.Duration
+	// MarkerTTL is how long delete tombstones and expiry markers stay
+	// visible. Setting it (at least 1s) is what lets keys carry their own TTL
+	// and lets watchers see expiries. Default: 0, which Ensure rejects.
+	MarkerTTL time.Duration
+	// Replicas is the number of servers holding the bucket. Default: 1.
+	Replicas int
+}
+
+var bucketNameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
+
+func (cfg BucketConfig) validate() error {
+	if !bucketNameRE.MatchString(cfg.Name) {
+		return fmt.Errorf("%w: bucket name %q: use letters, digits, '-' and '_'", ErrInvalidConfig, cfg.Name)
+	}
+	if cfg.MarkerTTL < time.Second {
+		return fmt.Errorf("%w: bucket %s: marker TTL %s must be at least 1s", ErrInvalidConfig, cfg.Name, cfg.MarkerTTL)
+	}
+	if cfg.TTL < 0 || cfg.Replicas < 0 || cfg.Replicas > 5 {
+		return fmt.Errorf("%w: bucket %s: TTL must be >= 0 and replicas 1-5", ErrInvalidConfig, cfg.Name)
+	}
+	return nil
+}
+
+func (cfg BucketConfig) replicas() int { return max(cfg.Replicas, 1) }
+
+func (cfg BucketConfig) kvConfig() jetstream.KeyValueConfig {
+	return jetstream.KeyValueConfig{
+		Bucket:         cfg.Name,
+		Description:    cfg.Description,
+		History:        1,
+		TTL:            cfg.TTL,
+		Storage:        jetstream.FileStorage,
+		Replicas:       cfg.replicas(),
+		LimitMarkerTTL: cfg.MarkerTTL,
+	}
+}
+
+// Bucket is a handle on one bucket. Making it costs no round trip; a missing
+// bucket shows up as ErrBucketNotFound on the first call.
+type Bucket struct {
+	c      *Client
+	cfg    BucketConfig
+	stream string // KV_<name>
+	prefix string // $KV.<name>.
+}
+
+// Bucket returns a handle on the bucket cfg names, without checking that it
+// exists or has cfg's settings (see Ensure and Check).
+func (c *Client) Bucket(cfg BucketConfig) *Bucket {
+	return &Bucket{c: c, cfg: cfg, stream: "KV_" + cfg.Name, prefix: "$KV." + cfg.Name + "."}
+}
+
+// Name is the bucket's name.
+func (b *Bucket) Name() string { return b.cfg.Name }
+
+// Config is the configuration the handle was made with.
+func (b *Bucket) Config() BucketConfig { return b.cfg }
+
+// Client is the client the handle uses.
+func (b *Bucket) Client() *Client { return b.c }
+
+// Ensure creates the bucket if it does not exist and returns a handle on it.
+// If it exists with other settings, Ensure returns the handle and a
+// *MismatchError (ErrBucketMismatch) listing the differences instead of
+// using it silently; Apply changes them.
+func (c *Client) Ensure(ctx context.Context, cfg BucketConfig) (*Bucket, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	err := c.Check(ctx, cfg)
+	if errors.Is(err, ErrBucketNotFound) {
+		ctx, cancel := c.callCtx(ctx)
+		defer cancel()
+		_, err = c.js.CreateKeyValue(ctx, cfg.kvConfig())
+		if errors.Is(err, jetstream.ErrBucketExists) || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			err = c.Check(ctx, cfg) // created meanwhile by someone else
+		} else if err != nil {
+			err = c.apiError("create bucket "+cfg.Name, err)
+		}
+	}
+	if err != nil && !errors.Is(err, ErrBucketMismatch) {
+		return nil, err
+	}
+	return c.Bucket(cfg), err
+}
+
+// Check compares an existing bucket with cfg. It returns nil when they
+// match, a *MismatchError (ErrBucketMismatch) listing the differences, or
+// ErrBucketNotFound.
+func (c *Client) Check(ctx context.Context, cfg BucketConfig) error {
+	info, err := c.streamInfo(ctx, "KV_"+cfg.Name)
+	if err != nil {
+		return err
+	}
+	sc := info.Config
+	var diffs []Difference
+	add := func(setting string, have, want any) {
+		diffs = append(diffs, Difference{Setting: setting, Have: fmt.Sprint(have), Want: fmt.Sprint(want)})
+	}
+	if sc.MaxAge != cfg.TTL {
+		add("ttl", durOrNone(sc.MaxAge), durOrNone(cfg.TTL))
+	}
+	if sc.MaxMsgsPerSubject != 1 {
+		add("history", sc.MaxMsgsPerSubject, 1)
+	}
+	if !sc.AllowMsgTTL || sc.SubjectDeleteMarkerTTL != cfg.MarkerTTL {
+		have := "off"
+		if sc.AllowMsgTTL {
+			have = durOrNone(sc.SubjectDeleteMarkerTTL)
+		}
+		add("marker_ttl", have, durOrNone(cfg.MarkerTTL))
+	}
+	if sc.Replicas != cfg.replicas() {
+		add("replicas", sc.Replicas, cfg.replicas())
+	}
+	if sc.Storage != jetstream.FileStorage {
+		add("storage", sc.Storage, jetstream.FileStorage)
+	}
+	if len(diffs) > 0 {
+		return &MismatchError{Bucket: cfg.Name, Differences: diffs}
+	}
+	return nil
+}
+
+// Apply changes an existing bucket's settings to cfg (or creates it). Markers
+// can be turned on but not off; shortening a TTL expires keys older than it.
+func (c *Client) Apply(ctx context.Context, cfg BucketConfig) error {
+	if err := cfg.validate(); err != nil {
+		return err
+	}
+	ctx, cancel := c.callCtx(ctx)
+	defer cancel()
+	if _, err := c.js.CreateOrUpdateKeyValue(ctx, cfg.kvConfig()); err != nil {
+		return c.apiError("update bucket "+cfg.Name, err)
+	}
+	return nil
+}
+
+// DeleteBucket removes a bucket and everything in it. Missing is not an
+// error.
+func (c *Client) DeleteBucket(ctx context.Context, name string) error {
+	ctx, cancel := c.callCtx(ctx)
+	defer cancel()
+	err := c.js.DeleteKeyValue(ctx, name)
+	if err == nil || errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil
+	}
+	return c.apiError("delete bucket "+name, err)
+}
+
+func durOrNone(d time.Duration) string {
+	if d == 0 {
+		return "none"
+	}
+	return d.String()
+}

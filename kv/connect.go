@@ -1,0 +1,287 @@
+package kv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/nats-io/jsm.go/natscontext"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// DefaultURL is where Connect goes when no URL or context names a server.
+const DefaultURL = "nats://127.0.0.1:4222"
+
+// DefaultTimeout bounds each call to the server when no deadline is given.
+const DefaultTimeout = 5 * time.Second
+
+// Client is a connection to a NATS server with JetStream, the root handle of
+// this package. It is safe for concurrent use.
+type Client struct {
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	pushJS  nats.JetStreamContext // watches use the push ordered consumer, as nats.go's KV does
+	ownConn bool
+	timeout time.Duration
+	url     string // redacted
+}
+
+// Option configures Connect or NewClient.
+type Option func(*config) error
+
+type config struct {
+	url         string
+	contextName string
+	name        string
+	timeout     time.Duration
+	credsFile   string
+	nkeyFile    string
+	user        string
+	password    string
+	token       string
+	tlsCA       string
+	tlsCert     string
+	tlsKey      string
+	natsOpts    []nats.Option
+}
+
+// WithURL sets the server URL (a comma-separated list is allowed). Default:
+// the context's URL, else DefaultURL.
+func WithURL(u string) Option {
+	return func(c *config) error { c.url = strings.TrimSpace(u); return nil }
+}
+
+// WithContext loads a nats CLI context by name (from
+// ~/.config/nats/context/NAME.json) for the URL and credentials; options
+// given alongside it take precedence. Default: none.
+func WithContext(name string) Option {
+	return func(c *config) error { c.contextName = name; return nil }
+}
+
+// WithName sets the connection name the server shows. Default: "baton".
+func WithName(name string) Option {
+	return func(c *config) error { c.name = name; return nil }
+}
+
+// WithTimeout bounds connecting and each call that has no earlier deadline.
+// Default: DefaultTimeout.
+func WithTimeout(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: timeout %s must be positive", ErrInvalidConfig, d)
+		}
+		c.timeout = d
+		return nil
+	}
+}
+
+// WithCredsFile authenticates with a NATS credentials file. Default: none.
+func WithCredsFile(path string) Option {
+	return func(c *config) error { c.credsFile = path; return nil }
+}
+
+// WithNKeyFile authenticates with an nkey seed file. Default: none.
+func WithNKeyFile(path string) Option {
+	return func(c *config) error { c.nkeyFile = path; return nil }
+}
+
+// WithUserPassword authenticates with a user and password. Default: none.
+func WithUserPassword(user, password string) Option {
+	return func(c *config) error { c.user, c.password = user, password; return nil }
+}
+
+// WithToken authenticates with a token. Default: none.
+func WithToken(token string) Option {
+	return func(c *config) error { c.token = token; return nil }
+}
+
+// WithTLS sets a CA file to verify the server, and a client certificate and
+// key for mutual TLS; any may be empty. Default: the system roots, no client
+// certificate.
+func WithTLS(caFile, certFile, keyFile string) Option {
+	return func(c *config) error {
+		if (certFile == "") != (keyFile == "") {
+			return fmt.Errorf("%w: a TLS client certificate needs both a cert and a key file", ErrInvalidConfig)
+		}
+		c.tlsCA, c.tlsCert, c.tlsKey = caFile, certFile, keyFile
+		return nil
+	}
+}
+
+// WithNATSOptions passes further options to nats.Connect (reconnect policy,
+// handlers...). They are applied last. Default: none.
+func WithNATSOptions(opts ...nats.Option) Option {
+	return func(c *config) error { c.natsOpts = append(c.natsOpts, opts...); return nil }
+}
+
+// Connect dials the server. It returns ErrUnavailable when the server cannot
+// be reached, ErrPermission when it refuses the credentials and
+// ErrInvalidConfig when the options or the context cannot be used; every
+// message names the URL tried, never a secret.
+func Connect(ctx context.Context, opts ...Option) (*Client, error) {
+	cfg := config{name: "baton", timeout: DefaultTimeout}
+	for _, o := range opts {
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	var nopts []nats.Option
+	serverURL := cfg.url
+	if cfg.contextName != "" {
+		nctx, err := natscontext.New(cfg.contextName, true)
+		if err != nil {
+			return nil, fmt.Errorf("%w: nats context %q: %w", ErrInvalidConfig, cfg.contextName, err)
+		}
+		if nctx.JSDomain() != "" || nctx.JSAPIPrefix() != "" {
+			return nil, fmt.Errorf("%w: nats context %q sets a JetStream domain or API prefix, which baton does not support", ErrInvalidConfig, cfg.contextName)
+		}
+		copts, err := nctx.NATSOptions()
+		if err != nil {
+			return nil, fmt.Errorf("%w: nats context %q: %w", ErrInvalidConfig, cfg.contextName, err)
+		}
+		nopts = append(nopts, copts...)
+		if serverURL == "" {
+			serverURL = nctx.ServerURL()
+		}
+	}
+	if serverURL == "" {
+		serverURL = DefaultURL
+	}
+	timeout := cfg.timeout
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = min(timeout, time.Until(dl))
+	}
+	nopts = append(nopts, nats.Name(cfg.name), nats.Timeout(timeout))
+	switch {
+	case cfg.credsFile != "":
+		nopts = append(nopts, nats.UserCredentials(cfg.credsFile))
+	case cfg.nkeyFile != "":
+		o, err := nats.NkeyOptionFromSeed(cfg.nkeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("%w: nkey file %s: %w", ErrInvalidConfig, cfg.nkeyFile, err)
+		}
+		nopts = append(nopts, o)
+	}
+	if cfg.user != "" {
+		nopts = append(nopts, nats.UserInfo(cfg.user, cfg.password))
+	}
+	if cfg.token != "" {
+		nopts = append(nopts, nats.Token(cfg.token))
+	}
+	if cfg.tlsCA != "" {
+		nopts = append(nopts, nats.RootCAs(cfg.tlsCA))
+	}
+	if cfg.tlsCert != "" {
+		nopts = append(nopts, nats.ClientCert(cfg.tlsCert, cfg.tlsKey))
+	}
+	nopts = append(nopts, cfg.natsOpts...)
+
+	redacted := RedactURL(serverURL)
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("%w: connect to %s: %w", ErrUnavailable, redacted, err)
+	}
+	nc, err := nats.Connect(serverURL, nopts...)
+	if err != nil {
+		return nil, connectError(redacted, err)
+	}
+	c, err := newClient(nc, cfg.timeout)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	c.ownConn = true
+	c.url = redacted
+	return c, nil
+}
+
+// NewClient wraps a connection the caller made and keeps owning: Close does
+// not close it. Only WithTimeout applies.
+func NewClient(nc *nats.Conn, opts ...Option) (*Client, error) {
+	cfg := config{timeout: DefaultTimeout}
+	for _, o := range opts {
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	c, err := newClient(nc, cfg.timeout)
+	if err != nil {
+		return nil, err
+	}
+	c.url = RedactURL(nc.ConnectedUrl())
+	return c, nil
+}
+
+func newClient(nc *nats.Conn, timeout time.Duration) (*Client, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	pushJS, err := nc.JetStream()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	return &Client{nc: nc, js: js, pushJS: pushJS, timeout: timeout}, nil
+}
+
+func connectError(u string, err error) error {
+	switch {
+	case errors.Is(err, nats.ErrAuthorization), errors.Is(err, nats.ErrAuthExpired),
+		errors.Is(err, nats.ErrAuthRevoked), errors.Is(err, nats.ErrAccountAuthExpired),
+		strings.Contains(strings.ToLower(err.Error()), "authorization violation"):
+		return fmt.Errorf("%w: %s refused the credentials: %w", ErrPermission, u, err)
+	case errors.Is(err, nats.ErrNoServers):
+		return fmt.Errorf("%w: cannot reach %s: %w", ErrUnavailable, u, err)
+	default:
+		return fmt.Errorf("%w: connect to %s: %w", ErrUnavailable, u, err)
+	}
+}
+
+// Conn is the underlying NATS connection.
+func (c *Client) Conn() *nats.Conn { return c.nc }
+
+// URL is the server URL with any credentials removed.
+func (c *Client) URL() string { return c.url }
+
+// Timeout is the bound applied to each call without an earlier deadline.
+func (c *Client) Timeout() time.Duration { return c.timeout }
+
+// Close closes the connection if Connect made it. It is idempotent.
+func (c *Client) Close() {
+	if c.ownConn {
+		c.nc.Close()
+	}
+}
+
+// callCtx bounds one substrate call by the client's timeout.
+func (c *Client) callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= c.timeout {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, c.timeout)
+}
+
+// RedactURL removes user information (passwords, tokens) from a URL or a
+// comma-separated list of URLs, for messages and logs.
+func RedactURL(s string) string {
+	parts := strings.Split(s, ",")
+	for i, p := range parts {
+		p = strings.TrimSpace(p)
+		u, err := url.Parse(p)
+		if err != nil || u.Host == "" {
+			if at := strings.LastIndex(p, "@"); at >= 0 {
+				p = "***" + p[at:]
+			}
+			parts[i] = p
+			continue
+		}
+		if u.User != nil {
+			u.User = url.User("***")
+		}
+		parts[i] = u.String()
+	}
+	return strings.Join(parts, ",")
+}

@@ -1,0 +1,30 @@
+// Package kv is baton's substrate: NATS JetStream key-value buckets used as
+// a small, strongly ordered store of ownership records.
+//
+// What it guarantees: every write that decides ownership is a compare-and-set
+// on the key's last revision (Create, Update and Delete never overwrite
+// blindly); reads that decide ownership are answered by the stream leader, so
+// a replica that lags cannot show a stale owner; a revision mismatch is
+// re-read from the leader before it is reported, so a replicated stream's
+// false conflict or a timed-out write that did land is not mistaken for a
+// loss. Revisions are the stream sequence: they only grow, across deletes,
+// expiry, restarts and leader changes, which makes them usable as fences.
+//
+// What it does not guarantee: a key outlives its TTL only while someone
+// renews it, and the server, not the client, decides when it expires (on a
+// 250 ms tick, so a key can remain visible a few hundred milliseconds past its
+// deadline). With the default lazy fsync an operating-system crash or power
+// loss can lose acknowledged writes; run the server with sync always when that
+// matters. A client's clock plays no part in any decision here.
+//
+// Keys carry their own TTL (the per-message TTL of JetStream, whole seconds,
+// at least one second); renewals keep it because Update republishes it with
+// the CAS header. Deletes leave a tombstone that carries an optional note and
+// itself expires after the bucket's marker TTL, and the server writes an
+// expiry marker when a key's TTL runs out, so a watcher can tell a delete
+// (OpDelete) from an expiry (OpExpire).
+//
+// The package also embeds a nats-server (StartServer), used by `baton up` and
+// by every test, and connects to external servers with URLs, credentials,
+// TLS and nats CLI contexts (Connect).
+package kv

@@ -1,0 +1,148 @@
+package kv
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// Op says what an entry's revision did to its key.
+type Op uint8
+
+const (
+	// OpPut is a live value.
+	OpPut Op = iota
+	// OpDelete is a tombstone written by a client (a delete or purge).
+	OpDelete
+	// OpExpire is the marker the server writes when the key's TTL ran out.
+	OpExpire
+)
+
+func (o Op) String() string {
+	switch o {
+	case OpPut:
+		return "put"
+	case OpDelete:
+		return "delete"
+	case OpExpire:
+		return "expire"
+	default:
+		return fmt.Sprintf("op(%d)", uint8(o))
+	}
+}
+
+// Entry is one revision of a key as the server stores it.
+type Entry struct {
+	Key      string
+	Value    []byte
+	Revision uint64
+	// Created is the server's time of this revision.
+	Created time.Time
+	Op      Op
+	// TTL is the key's own TTL as stored with this revision (0: none).
+	TTL time.Duration
+}
+
+// Live reports whether the entry holds a value (not a tombstone).
+func (e Entry) Live() bool { return e.Op == OpPut }
+
+// ExpiresAt is when the server will remove the key unless it is rewritten
+// (the zero time when the entry has no TTL).
+func (e Entry) ExpiresAt() time.Time {
+	if e.TTL <= 0 {
+		return time.Time{}
+	}
+	return e.Created.Add(e.TTL)
+}
+
+// Header names of the JetStream KV conventions and of the server.
+const (
+	hdrKVOperation    = "KV-Operation"
+	hdrMarkerReason   = "Nats-Marker-Reason"
+	hdrTTL            = "Nats-TTL"
+	hdrRollup         = "Nats-Rollup"
+	hdrExpectedLastSS = "Nats-Expected-Last-Subject-Sequence"
+	kvOpDelete        = "DEL"
+	kvOpPurge         = "PURGE"
+	rollupSubject     = "sub"
+)
+
+// opFromHeader classifies a stored message by its headers.
+func opFromHeader(h nats.Header) Op {
+	if len(h) == 0 {
+		return OpPut
+	}
+	switch h.Get(hdrKVOperation) {
+	case kvOpDelete, kvOpPurge:
+		return OpDelete
+	}
+	switch h.Get(hdrMarkerReason) {
+	case "MaxAge":
+		return OpExpire
+	case "Purge", "Remove":
+		return OpDelete
+	}
+	return OpPut
+}
+
+// ttlFromHeader reads the per-message TTL; "never" and garbage read as 0.
+func ttlFromHeader(h nats.Header) time.Duration {
+	v := h.Get(hdrTTL)
+	if v == "" {
+		return 0
+	}
+	if d, err := time.ParseDuration(v); err == nil && d > 0 {
+		return d
+	}
+	var secs int64
+	if _, err := fmt.Sscanf(v, "%d", &secs); err == nil && secs > 0 {
+		return time.Duration(secs) * time.Second
+	}
+	return 0
+}
+
+// MaxKeyLen is the longest key ValidateKey accepts.
+const MaxKeyLen = 128
+
+// KeyRule describes valid keys, for error messages.
+const KeyRule = "1-128 characters of A-Z a-z 0-9 - _ = . with no leading or trailing '.' and no '..'"
+
+// ValidateKey checks a key (a slot or lease name) against KeyRule. The error
+// wraps ErrInvalidKey and quotes the rule.
+func ValidateKey(key string) error {
+	bad := func(why string) error {
+		return fmt.Errorf("%w: %q %s; use %s", ErrInvalidKey, key, why, KeyRule)
+	}
+	switch {
+	case key == "":
+		return bad("is empty")
+	case len(key) > MaxKeyLen:
+		return bad(fmt.Sprintf("is %d characters long", len(key)))
+	case key[0] == '.' || key[len(key)-1] == '.':
+		return bad("starts or ends with '.'")
+	case strings.Contains(key, ".."):
+		return bad("contains '..'")
+	}
+	for _, r := range key {
+		if !keyChar(r) {
+			return bad(fmt.Sprintf("contains %q", r))
+		}
+	}
+	return nil
+}
+
+func keyChar(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' ||
+		r == '-' || r == '_' || r == '=' || r == '.'
+}
+
+// ValidateTTL checks that d is usable as a key TTL: a whole number of
+// seconds, at least one second (the server's granularity).
+func ValidateTTL(d time.Duration) error {
+	if d < time.Second || d%time.Second != 0 {
+		return fmt.Errorf("%w: %s; a TTL is a whole number of seconds, at least 1s", ErrInvalidTTL, d)
+	}
+	return nil
+}

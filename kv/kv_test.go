@@ -1,0 +1,460 @@
+package kv_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/kv/kvtest"
+)
+
+func testBucket(t *testing.T) (*kv.Client, *kv.Bucket) {
+	t.Helper()
+	s := kvtest.StartServer(t)
+	c := kvtest.Connect(t, s.ClientURL())
+	b, err := c.Ensure(context.Background(), kv.BucketConfig{Name: "test", MarkerTTL: time.Minute})
+	if err != nil {
+		t.Fatalf("ensure: %v", err)
+	}
+	return c, b
+}
+
+func outMsgs(c *kv.Client) uint64 { return c.Conn().Stats().OutMsgs }
+
+func TestCreate_FreshKeyIsOneRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	c, b := testBucket(t)
+	before := outMsgs(c)
+	rev, err := b.Create(ctx, "a", []byte("v1"), 5*time.Second)
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	if got := outMsgs(c) - before; got != 1 {
+		t.Errorf("create sent %d messages, want 1", got)
+	}
+	e, err := b.Get(ctx, "a")
+	if err != nil {
+		t.Fatalf("get: %v", err)
+	}
+	if e.Revision != rev || string(e.Value) != "v1" || e.TTL != 5*time.Second || e.Op != kv.OpPut {
+		t.Errorf("get = %+v, want revision %d value v1 ttl 5s put", e, rev)
+	}
+}
+
+func TestCreate_LiveKeyConflictCarriesCurrent(t *testing.T) {
+	ctx := context.Background()
+	_, b := testBucket(t)
+	rev, err := b.Create(ctx, "a", []byte("first"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = b.Create(ctx, "a", []byte("second"), 0)
+	var ce *kv.ConflictError
+	if !errors.Is(err, kv.ErrConflict) || !errors.As(err, &ce) {
+		t.Fatalf("second create: %v, want ErrConflict", err)
+	}
+	if ce.Current == nil || ce.Current.Revision != rev || string(ce.Current.Value) != "first" {
+		t.Errorf("conflict current = %+v, want first at %d", ce.Current, rev)
+	}
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) || (apiErr.ErrorCode != 10071 && apiErr.ErrorCode != 10164) {
+		t.Errorf("conflict does not carry the server error: %v", err)
+	}
+}
+
+func TestCreate_OverTombstoneGetsLargerRevision(t *testing.T) {
+	ctx := context.Background()
+	_, b := testBucket(t)
+	r1, err := b.Create(ctx, "a", []byte("x"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Delete(ctx, "a", r1, []byte("bye")); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	r2, err := b.Create(ctx, "a", []byte("y"), 0)
+	if err != nil {
+		t.Fatalf("create over tombstone: %v", err)
+	}
+	if r2 <= r1 {
+		t.Errorf("revision after re-create %d, want > %d", r2, r1)
+	}
+}
+
+func TestDelete_LeavesExpiringTombstoneWithNote(t *testing.T) {
+	ctx := context.Background()
+	_, b := testBucket(t)
+	rev, _ := b.Create(ctx, "a", []byte("x"), 0)
+	err := b.Delete(ctx, "a", rev+10, []byte("stale"))
+	if !errors.Is(err, kv.ErrConflict) {
+		t.Fatalf("delete at a wrong revision: %v, want ErrConflict", err)
+	}
+	if err := b.Delete(ctx, "a", rev, []byte("closed")); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	if _, err := b.Get(ctx, "a"); !errors.Is(err, kv.ErrNotFound) {
+		t.Errorf("get after delete: %v, want ErrNotFound", err)
+	}
+	e, err := b.Latest(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Op != kv.OpDelete || string(e.Value) != "closed" || e.TTL != time.Minute {
+		t.Errorf("tombstone = %+v, want delete with note and the marker TTL", e)
+	}
+	// Repeating the same delete is recognised as already done; another
+	// delete at the old revision is a conflict that shows the tombstone.
+	if err := b.Delete(ctx, "a", rev, []byte("closed")); err != nil {
+		t.Errorf("repeated delete: %v, want nil (it landed)", err)
+	}
+	var ce *kv.ConflictError
+	if err := b.Delete(ctx, "a", rev, []byte("other")); !errors.As(err, &ce) || ce.Current == nil || ce.Current.Op != kv.OpDelete {
+		t.Errorf("second delete: %v, want a conflict showing the tombstone", err)
+	}
+}
+
+func TestUpdate_WrongRevisionConflicts(t *testing.T) {
+	ctx := context.Background()
+	_, b := testBucket(t)
+	r1, _ := b.Create(ctx, "a", []byte("1"), 0)
+	r2, err := b.Update(ctx, "a", []byte("2"), 0, r1)
+	if err != nil || r2 <= r1 {
+		t.Fatalf("update: %d, %v", r2, err)
+	}
+	var ce *kv.ConflictError
+	if _, err := b.Update(ctx, "a", []byte("3"), 0, r1); !errors.As(err, &ce) || ce.Current.Revision != r2 {
+		t.Fatalf("stale update: %v, want conflict showing revision %d", err, r2)
+	}
+	if _, err := b.Update(ctx, "a", []byte("3"), 0, 0); !errors.Is(err, kv.ErrInvalidConfig) {
+		t.Errorf("update at revision 0: %v, want ErrInvalidConfig (it would create)", err)
+	}
+}
+
+func TestUpdate_SameValueAtLaterRevisionCountsAsLanded(t *testing.T) {
+	// A write whose answer was lost, retried, is recognised by its value.
+	ctx := context.Background()
+	_, b := testBucket(t)
+	r1, _ := b.Create(ctx, "a", []byte("1"), 0)
+	r2, err := b.Update(ctx, "a", []byte("2"), 0, r1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.Update(ctx, "a", []byte("2"), 0, r1)
+	if err != nil || got != r2 {
+		t.Errorf("retried update = %d, %v; want %d, nil", got, err, r2)
+	}
+}
+
+func TestUpdate_RenewalKeepsTTLAndExpiryIsSeen(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for a TTL")
+	}
+	ctx := context.Background()
+	_, b := testBucket(t)
+	w, err := b.Watch(ctx, "a", kv.UpdatesOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	rev, err := b.Create(ctx, "a", []byte("0"), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Renew for three TTLs.
+	for i := 1; i <= 8; i++ {
+		time.Sleep(400 * time.Millisecond)
+		if rev, err = b.Update(ctx, "a", []byte(fmt.Sprint(i)), time.Second, rev); err != nil {
+			t.Fatalf("renewal %d: %v", i, err)
+		}
+	}
+	e, err := b.Get(ctx, "a")
+	if err != nil || e.TTL != time.Second {
+		t.Fatalf("after renewals: %+v, %v; want live with TTL 1s", e, err)
+	}
+	// Stop renewing: the watcher sees the expiry marker.
+	deadline := time.After(3 * time.Second)
+	for {
+		select {
+		case u := <-w.Updates():
+			if u != nil && u.Op == kv.OpExpire {
+				if u.Key != "a" || u.Revision <= rev {
+					t.Errorf("expiry marker %+v", u)
+				}
+				// A renewal now is refused and does not resurrect the key.
+				if _, err := b.Update(ctx, "a", []byte("late"), time.Second, rev); !errors.Is(err, kv.ErrConflict) {
+					t.Errorf("renewal after expiry: %v, want ErrConflict", err)
+				}
+				if _, err := b.Get(ctx, "a"); !errors.Is(err, kv.ErrNotFound) {
+					t.Errorf("get after expiry: %v, want ErrNotFound", err)
+				}
+				return
+			}
+		case <-deadline:
+			t.Fatal("no expiry marker within 3s of a 1s TTL")
+		}
+	}
+}
+
+func TestWatch_InitialValuesThenChanges(t *testing.T) {
+	ctx := context.Background()
+	_, b := testBucket(t)
+	r1, _ := b.Create(ctx, "a", []byte("1"), 0)
+	b.Create(ctx, "b", []byte("1"), 0)
+	w, err := b.Watch(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	next := func() *kv.Entry {
+		t.Helper()
+		select {
+		case e := <-w.Updates():
+			return e
+		case <-time.After(5 * time.Second):
+			t.Fatal("no update")
+			return nil
+		}
+	}
+	if a, bb, end := next(), next(), next(); a == nil || bb == nil || end != nil || a.Key != "a" || bb.Key != "b" {
+		t.Fatalf("initial = %v %v %v, want a, b, nil", a, bb, end)
+	}
+	b.Delete(ctx, "a", r1, []byte("note"))
+	if e := next(); e.Key != "a" || e.Op != kv.OpDelete || string(e.Value) != "note" {
+		t.Errorf("delete event = %+v", e)
+	}
+}
+
+func TestWatch_EmptyBucketSignalsEndOfInitialValues(t *testing.T) {
+	_, b := testBucket(t)
+	w, err := b.Watch(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	select {
+	case e := <-w.Updates():
+		if e != nil {
+			t.Errorf("first update %+v, want nil marker", e)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no end-of-initial marker")
+	}
+}
+
+func TestWatch_StopsWithContext(t *testing.T) {
+	_, b := testBucket(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	w, err := b.Watch(ctx, "", kv.UpdatesOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	for range w.Updates() {
+	}
+}
+
+func TestList_LiveEntriesInOneWatch(t *testing.T) {
+	ctx := context.Background()
+	c, b := testBucket(t)
+	const n = 300
+	var gone uint64
+	for i := range n {
+		rev, err := b.Create(ctx, fmt.Sprintf("k%03d", i), []byte("v"), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 7 {
+			gone = rev
+		}
+	}
+	if err := b.Delete(ctx, "k007", gone, nil); err != nil {
+		t.Fatal(err)
+	}
+	before := outMsgs(c)
+	es, err := b.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sent := outMsgs(c) - before; sent > 10 {
+		t.Errorf("list sent %d messages for %d keys; want a handful (one watch)", sent, n)
+	}
+	if len(es) != n-1 {
+		t.Fatalf("list has %d entries, want %d", len(es), n-1)
+	}
+	for i := 1; i < len(es); i++ {
+		if es[i-1].Key >= es[i].Key {
+			t.Fatalf("not sorted at %d: %s >= %s", i, es[i-1].Key, es[i].Key)
+		}
+		if es[i].Key == "k007" {
+			t.Fatal("deleted key listed")
+		}
+	}
+}
+
+func TestEnsure_ReportsAndAppliesDifferentSettings(t *testing.T) {
+	ctx := context.Background()
+	s := kvtest.StartServer(t)
+	c := kvtest.Connect(t, s.ClientURL())
+	js, _ := jetstream.New(c.Conn())
+	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "odd", TTL: 5 * time.Second, History: 3}); err != nil {
+		t.Fatal(err)
+	}
+	want := kv.BucketConfig{Name: "odd", MarkerTTL: time.Minute}
+	_, err := c.Ensure(ctx, want)
+	var me *kv.MismatchError
+	if !errors.As(err, &me) || !errors.Is(err, kv.ErrBucketMismatch) {
+		t.Fatalf("ensure over a different bucket: %v, want MismatchError", err)
+	}
+	got := map[string]bool{}
+	for _, d := range me.Differences {
+		got[d.Setting] = true
+	}
+	for _, s := range []string{"ttl", "history", "marker_ttl"} {
+		if !got[s] {
+			t.Errorf("difference %q not reported in %v", s, me)
+		}
+	}
+	if err := c.Apply(ctx, want); err != nil {
+		t.Fatalf("apply: %v", err)
+	}
+	if err := c.Check(ctx, want); err != nil {
+		t.Errorf("check after apply: %v", err)
+	}
+}
+
+func TestErrors_MissingBucket(t *testing.T) {
+	ctx := context.Background()
+	s := kvtest.StartServer(t)
+	c := kvtest.Connect(t, s.ClientURL())
+	b := c.Bucket(kv.BucketConfig{Name: "nope", MarkerTTL: time.Minute})
+	if _, err := b.Create(ctx, "a", []byte("x"), 0); !errors.Is(err, kv.ErrBucketNotFound) {
+		t.Errorf("create: %v", err)
+	}
+	if _, err := b.Latest(ctx, "a"); !errors.Is(err, kv.ErrBucketNotFound) {
+		t.Errorf("latest: %v", err)
+	}
+	if _, err := b.List(ctx); !errors.Is(err, kv.ErrBucketNotFound) {
+		t.Errorf("list: %v", err)
+	}
+	if err := c.Check(ctx, b.Config()); !errors.Is(err, kv.ErrBucketNotFound) {
+		t.Errorf("check: %v", err)
+	}
+}
+
+func TestErrors_JetStreamDisabled(t *testing.T) {
+	ctx := context.Background()
+	s := kvtest.StartServer(t, kv.WithServerOptions(func(o *server.Options) { o.JetStream = false }))
+	c := kvtest.Connect(t, s.ClientURL())
+	cfg := kv.BucketConfig{Name: "x", MarkerTTL: time.Minute}
+	if _, err := c.Ensure(ctx, cfg); !errors.Is(err, kv.ErrJetStreamDisabled) {
+		t.Errorf("ensure: %v, want ErrJetStreamDisabled", err)
+	}
+	if _, err := c.Bucket(cfg).Create(ctx, "a", nil, 0); !errors.Is(err, kv.ErrJetStreamDisabled) {
+		t.Errorf("create: %v, want ErrJetStreamDisabled", err)
+	}
+}
+
+func TestErrors_UnreachableNamesURL(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := kv.Connect(ctx, kv.WithURL("nats://127.0.0.1:1"), kv.WithTimeout(time.Second))
+	if !errors.Is(err, kv.ErrUnavailable) || !strings.Contains(err.Error(), "nats://127.0.0.1:1") {
+		t.Errorf("connect to a closed port: %v, want ErrUnavailable naming the URL", err)
+	}
+}
+
+func TestReplicated_ConcurrentCreatesOneWinner(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster")
+	}
+	ctx := context.Background()
+	cl := kvtest.StartCluster(t, 3)
+	c := kvtest.Connect(t, cl.URLs())
+	b, err := c.Ensure(ctx, kv.BucketConfig{Name: "r3", MarkerTTL: time.Minute, Replicas: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 16
+	for round := range 20 {
+		key := fmt.Sprintf("k%d", round)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		errs := make([]error, n)
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				_, errs[i] = b.Create(ctx, key, []byte(fmt.Sprint(i)), 0)
+			}()
+		}
+		close(start)
+		wg.Wait()
+		wins := 0
+		for _, err := range errs {
+			switch {
+			case err == nil:
+				wins++
+			case !errors.Is(err, kv.ErrConflict):
+				t.Fatalf("round %d: %v, want nil or ErrConflict", round, err)
+			}
+		}
+		if wins != 1 {
+			t.Fatalf("round %d: %d winners", round, wins)
+		}
+	}
+}
+
+func TestReplicated_ReadsComeFromTheLeader(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster")
+	}
+	ctx := context.Background()
+	cl := kvtest.StartCluster(t, 3)
+	setup := kvtest.Connect(t, cl.URLs())
+	if _, err := setup.Ensure(ctx, kv.BucketConfig{Name: "r3", MarkerTTL: time.Minute, Replicas: 3}); err != nil {
+		t.Fatal(err)
+	}
+	leader := cl.StreamLeader("KV_r3")
+	if leader < 0 {
+		t.Fatal("no stream leader")
+	}
+	// Write through one follower and read through the other.
+	var w, r int
+	for i := range cl.Servers {
+		if i != leader {
+			if w == r {
+				r = i
+			}
+			w = i
+		}
+	}
+	wc := kvtest.Connect(t, cl.Servers[w].ClientURL(), kv.WithNATSOptions(nats.DontRandomize()))
+	rc := kvtest.Connect(t, cl.Servers[r].ClientURL(), kv.WithNATSOptions(nats.DontRandomize()))
+	wb, rb := wc.Bucket(kv.BucketConfig{Name: "r3", MarkerTTL: time.Minute}), rc.Bucket(kv.BucketConfig{Name: "r3", MarkerTTL: time.Minute})
+	rev, err := wb.Create(ctx, "k", []byte("0"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 300; i++ {
+		if rev, err = wb.Update(ctx, "k", []byte(fmt.Sprint(i)), 0, rev); err != nil {
+			t.Fatal(err)
+		}
+		e, err := rb.Latest(ctx, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Revision != rev {
+			t.Fatalf("read %d after update %d: revision %d, want %d (stale)", i, i, e.Revision, rev)
+		}
+	}
+}

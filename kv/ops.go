@@ -1,0 +1,290 @@
+package kv
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// maxCASAttempts bounds the re-read-and-retry loop of one CAS call: a create
+// over a tombstone, a replicated stream's false conflict, a lost answer.
+const maxCASAttempts = 4
+
+// Latest returns the key's last revision as the stream leader holds it,
+// whatever it is: a value, a tombstone (OpDelete) or an expiry marker
+// (OpExpire). It returns ErrNotFound if the key has no message at all.
+func (b *Bucket) Latest(ctx context.Context, key string) (Entry, error) {
+	if err := ValidateKey(key); err != nil {
+		return Entry{}, err
+	}
+	ctx, cancel := b.c.callCtx(ctx)
+	defer cancel()
+	return b.latest(ctx, key)
+}
+
+func (b *Bucket) latest(ctx context.Context, key string) (Entry, error) {
+	var resp msgGetResponse
+	what := "read " + b.cfg.Name + "/" + key
+	// STREAM.MSG.GET is answered by the stream leader; a direct get could be
+	// answered by a lagging replica.
+	req := map[string]string{"last_by_subj": b.prefix + key}
+	if err := b.c.call(ctx, what, apiPrefix+"STREAM.MSG.GET."+b.stream, req, &resp); err != nil {
+		return Entry{}, err
+	}
+	if resp.Error != nil {
+		if resp.Error.ErrorCode == codeNoMessage {
+			return Entry{}, fmt.Errorf("%w: %s/%s", ErrNotFound, b.cfg.Name, key)
+		}
+		return Entry{}, b.c.streamError(what, resp.Error)
+	}
+	if resp.Message == nil {
+		return Entry{}, fmt.Errorf("%s: empty answer from %s", what, b.c.url)
+	}
+	m := resp.Message
+	var h nats.Header
+	if len(m.Header) > 0 {
+		var err error
+		if h, err = nats.DecodeHeadersMsg(m.Header); err != nil {
+			return Entry{}, fmt.Errorf("%s revision %d: undecodable headers: %w", what, m.Seq, err)
+		}
+	}
+	return b.entryOf(m.Subject, m.Seq, m.Time, h, m.Data), nil
+}
+
+func (b *Bucket) entryOf(subject string, seq uint64, t time.Time, h nats.Header, data []byte) Entry {
+	return Entry{
+		Key:      subject[min(len(b.prefix), len(subject)):],
+		Value:    data,
+		Revision: seq,
+		Created:  t.UTC(),
+		Op:       opFromHeader(h),
+		TTL:      ttlFromHeader(h),
+	}
+}
+
+// Get returns the key's live value. A key without one (never written,
+// deleted or expired) is ErrNotFound.
+func (b *Bucket) Get(ctx context.Context, key string) (Entry, error) {
+	e, err := b.Latest(ctx, key)
+	if err != nil {
+		return Entry{}, err
+	}
+	if !e.Live() {
+		return Entry{}, fmt.Errorf("%w: %s/%s: %s at revision %d", ErrNotFound, b.cfg.Name, key, e.Op, e.Revision)
+	}
+	return e, nil
+}
+
+// Create writes value under key if the key has no live value, with the given
+// TTL (0: only the bucket's). It returns the new revision, or a
+// *ConflictError (ErrConflict) carrying the live entry that is in the way.
+func (b *Bucket) Create(ctx context.Context, key string, value []byte, ttl time.Duration) (uint64, error) {
+	if err := b.checkWrite(key, ttl); err != nil {
+		return 0, err
+	}
+	ctx, cancel := b.c.callCtx(ctx)
+	defer cancel()
+	expected := uint64(0)
+	lost := false // an attempt's answer was lost: it may have landed
+	for attempt := 1; ; attempt++ {
+		rev, err := b.publish(ctx, b.putMsg(key, value, ttl, expected))
+		if !errors.Is(err, ErrConflict) && !errors.Is(err, errNoAnswer) {
+			return rev, err
+		}
+		lost = lost || errors.Is(err, errNoAnswer)
+		cur, rerr := b.latest(ctx, key)
+		switch {
+		case errors.Is(rerr, ErrNotFound):
+			expected = 0
+		case rerr != nil:
+			return 0, rerr
+		case cur.Live() && lost && bytes.Equal(cur.Value, value):
+			return cur.Revision, nil // an earlier attempt landed
+		case cur.Live():
+			return 0, &ConflictError{Key: key, Expected: expected, Current: &cur, Err: err}
+		default:
+			expected = cur.Revision // create over a tombstone or expiry marker
+		}
+		if attempt >= maxCASAttempts {
+			return 0, b.gaveUp(key, expected, err)
+		}
+	}
+}
+
+// gaveUp reports a CAS loop that ran out of attempts without a clear answer.
+func (b *Bucket) gaveUp(key string, expected uint64, last error) error {
+	if errors.Is(last, errNoAnswer) {
+		return fmt.Errorf("%w: write %s/%s: %w", ErrUnavailable, b.cfg.Name, key, last)
+	}
+	return &ConflictError{Key: key, Expected: expected, Err: last}
+}
+
+// Update replaces the key's value if its last revision is rev, renewing its
+// TTL (ttl is written again with the value, so a renewal never drops it). It
+// never writes over a tombstone: a deleted or expired key stays gone. It
+// returns the new revision or a *ConflictError (ErrConflict).
+func (b *Bucket) Update(ctx context.Context, key string, value []byte, ttl time.Duration, rev uint64) (uint64, error) {
+	if err := b.checkWrite(key, ttl); err != nil {
+		return 0, err
+	}
+	if rev == 0 {
+		return 0, fmt.Errorf("%w: update of %q needs the revision it replaces", ErrInvalidConfig, key)
+	}
+	ctx, cancel := b.c.callCtx(ctx)
+	defer cancel()
+	for attempt := 1; ; attempt++ {
+		newRev, err := b.publish(ctx, b.putMsg(key, value, ttl, rev))
+		if !errors.Is(err, ErrConflict) && !errors.Is(err, errNoAnswer) {
+			return newRev, err
+		}
+		cur, rerr := b.latest(ctx, key)
+		switch {
+		case errors.Is(rerr, ErrNotFound):
+			return 0, &ConflictError{Key: key, Expected: rev, Err: err}
+		case rerr != nil:
+			return 0, rerr
+		case cur.Live() && cur.Revision > rev && bytes.Equal(cur.Value, value):
+			return cur.Revision, nil // landed: a lost answer or a false conflict
+		case cur.Live() && cur.Revision == rev:
+			if attempt >= maxCASAttempts {
+				return 0, b.gaveUp(key, rev, err)
+			}
+			continue // unchanged: the conflict was false, or the write never arrived
+		default:
+			return 0, &ConflictError{Key: key, Expected: rev, Current: &cur, Err: err}
+		}
+	}
+}
+
+// Delete removes the key if its last revision is rev. It leaves a tombstone
+// carrying note (which watchers and Latest see) that itself expires after
+// the bucket's marker TTL. It returns a *ConflictError (ErrConflict) if the
+// key changed, was deleted or expired since rev.
+func (b *Bucket) Delete(ctx context.Context, key string, rev uint64, note []byte) error {
+	if err := ValidateKey(key); err != nil {
+		return err
+	}
+	if rev == 0 {
+		return fmt.Errorf("%w: delete of %q needs the revision it removes", ErrInvalidConfig, key)
+	}
+	ctx, cancel := b.c.callCtx(ctx)
+	defer cancel()
+	for attempt := 1; ; attempt++ {
+		_, err := b.publish(ctx, b.deleteMsg(key, note, rev))
+		if !errors.Is(err, ErrConflict) && !errors.Is(err, errNoAnswer) {
+			return err
+		}
+		cur, rerr := b.latest(ctx, key)
+		switch {
+		case errors.Is(rerr, ErrNotFound):
+			return &ConflictError{Key: key, Expected: rev, Err: err}
+		case rerr != nil:
+			return rerr
+		case cur.Op == OpDelete && cur.Revision > rev && len(note) > 0 && bytes.Equal(cur.Value, note):
+			return nil // landed
+		case cur.Live() && cur.Revision == rev:
+			if attempt >= maxCASAttempts {
+				return b.gaveUp(key, rev, err)
+			}
+			continue
+		default:
+			return &ConflictError{Key: key, Expected: rev, Current: &cur, Err: err}
+		}
+	}
+}
+
+func (b *Bucket) checkWrite(key string, ttl time.Duration) error {
+	if err := ValidateKey(key); err != nil {
+		return err
+	}
+	if ttl != 0 {
+		return ValidateTTL(ttl)
+	}
+	return nil
+}
+
+func (b *Bucket) putMsg(key string, value []byte, ttl time.Duration, expected uint64) *nats.Msg {
+	m := &nats.Msg{Subject: b.prefix + key, Data: value, Header: nats.Header{}}
+	m.Header.Set(hdrExpectedLastSS, strconv.FormatUint(expected, 10))
+	if ttl > 0 {
+		m.Header.Set(hdrTTL, ttl.String())
+	}
+	return m
+}
+
+// deleteMsg is a purge that rolls up the key's revisions into a tombstone
+// that expires after the bucket's marker TTL (a plain delete tombstone would
+// stay forever, and on expiry the server would add a second marker).
+func (b *Bucket) deleteMsg(key string, note []byte, expected uint64) *nats.Msg {
+	m := &nats.Msg{Subject: b.prefix + key, Data: note, Header: nats.Header{}}
+	m.Header.Set(hdrKVOperation, kvOpPurge)
+	m.Header.Set(hdrRollup, rollupSubject)
+	m.Header.Set(hdrExpectedLastSS, strconv.FormatUint(expected, 10))
+	if b.cfg.MarkerTTL >= time.Second {
+		m.Header.Set(hdrTTL, b.cfg.MarkerTTL.String())
+	}
+	return m
+}
+
+// errNoAnswer marks a publish whose answer was lost: it may have landed.
+var errNoAnswer = errors.New("kv: no answer to a write; it may have been applied")
+
+// publish sends one write and waits for the stream's acknowledgement,
+// retrying while the stream elects a leader. A conflict comes back as
+// ErrConflict (wrapping the server's error) and a lost answer as errNoAnswer.
+func (b *Bucket) publish(ctx context.Context, m *nats.Msg) (uint64, error) {
+	what := "write " + b.cfg.Name + "/" + m.Subject[len(b.prefix):]
+	backoff := 10 * time.Millisecond
+	retry := func() bool {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(backoff):
+			backoff = min(2*backoff, 250*time.Millisecond)
+			return true
+		}
+	}
+	for {
+		actx, cancel := b.c.attemptCtx(ctx)
+		resp, err := b.c.nc.RequestMsgWithContext(actx, m)
+		cancel()
+		if errors.Is(err, nats.ErrNoResponders) {
+			// No stream took the subject: a missing bucket, JetStream off, or
+			// a stream between leaders.
+			if _, ierr := b.c.streamInfo(ctx, b.stream); ierr != nil {
+				return 0, ierr
+			}
+			if retry() {
+				continue
+			}
+			return 0, b.c.requestError(what, ctx.Err())
+		}
+		if err != nil {
+			if ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)) {
+				return 0, errNoAnswer
+			}
+			return 0, b.c.requestError(what, err)
+		}
+		var ack pubAckResponse
+		if err := json.Unmarshal(resp.Data, &ack); err != nil {
+			return 0, fmt.Errorf("%s: undecodable acknowledgement from %s: %w", what, b.c.url, err)
+		}
+		switch {
+		case ack.Error == nil:
+			return ack.Seq, nil
+		case isWrongLastSeq(ack.Error):
+			return 0, fmt.Errorf("%w: %w", ErrConflict, error(ack.Error))
+		case transient(ack.Error) && retry():
+			continue
+		default:
+			return 0, b.c.streamError(what, ack.Error)
+		}
+	}
+}
+

@@ -1,0 +1,255 @@
+package kv
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// DefaultListen is where StartServer listens for clients by default.
+const DefaultListen = "127.0.0.1:4222"
+
+// Server is an embedded nats-server with JetStream.
+type Server struct {
+	ns      *server.Server
+	once    sync.Once
+	tempDir string // removed on Shutdown when StartServer made it
+}
+
+// ServerOption configures StartServer.
+type ServerOption func(*serverConfig) error
+
+type serverConfig struct {
+	opts     server.Options
+	log      io.Writer
+	verbose  bool
+	edits    []func(*server.Options)
+	ready    time.Duration
+	hasStore bool
+}
+
+// WithListen sets the client listen address HOST:PORT; port -1 picks a free
+// port. Default: DefaultListen (loopback only).
+func WithListen(hostport string) ServerOption {
+	return func(c *serverConfig) error {
+		host, port, err := splitHostPort(hostport)
+		if err != nil {
+			return err
+		}
+		c.opts.Host, c.opts.Port = host, port
+		return nil
+	}
+}
+
+// WithStoreDir sets the JetStream store directory. Default: a fresh
+// directory under the system temp dir, suitable for tests only.
+func WithStoreDir(dir string) ServerOption {
+	return func(c *serverConfig) error { c.opts.StoreDir, c.hasStore = dir, dir != ""; return nil }
+}
+
+// WithHTTP enables the monitoring endpoint on HOST:PORT. Default: off.
+func WithHTTP(hostport string) ServerOption {
+	return func(c *serverConfig) error {
+		host, port, err := splitHostPort(hostport)
+		if err != nil {
+			return err
+		}
+		c.opts.HTTPHost, c.opts.HTTPPort = host, port
+		return nil
+	}
+}
+
+// WithServerName names the server; names must be unique in a cluster.
+// Default: a generated id.
+func WithServerName(name string) ServerOption {
+	return func(c *serverConfig) error { c.opts.ServerName = name; return nil }
+}
+
+// WithCluster joins a JetStream cluster: its name, this server's route
+// listen address HOST:PORT (port -1 picks a free port) and the route URLs of
+// the other servers (nats://host:port). Default: standalone.
+func WithCluster(name, listen string, routes []string) ServerOption {
+	return func(c *serverConfig) error {
+		if name == "" {
+			return fmt.Errorf("%w: a cluster needs a name", ErrInvalidConfig)
+		}
+		host, port, err := splitHostPort(listen)
+		if err != nil {
+			return err
+		}
+		c.opts.Cluster.Name, c.opts.Cluster.Host, c.opts.Cluster.Port = name, host, port
+		c.opts.Routes = server.RoutesFromStr(strings.Join(routes, ","))
+		return nil
+	}
+}
+
+// WithSyncAlways makes the store fsync every write before acknowledging it.
+// Default: false, an fsync every two minutes: a process crash loses nothing,
+// an OS crash or power loss can lose the acknowledged writes of that window.
+func WithSyncAlways(always bool) ServerOption {
+	return func(c *serverConfig) error { c.opts.SyncAlways = always; return nil }
+}
+
+// WithLog writes the server's warnings and errors to w, and its notices too
+// when verbose. Default: silent.
+func WithLog(w io.Writer, verbose bool) ServerOption {
+	return func(c *serverConfig) error { c.log, c.verbose = w, verbose; return nil }
+}
+
+// WithReadyTimeout bounds how long StartServer waits for the server to accept
+// clients. Default: 10s.
+func WithReadyTimeout(d time.Duration) ServerOption {
+	return func(c *serverConfig) error { c.ready = d; return nil }
+}
+
+// WithServerOptions edits nats-server's options directly (authorization,
+// TLS, limits); edits run after the other options. Default: none.
+func WithServerOptions(edit func(*server.Options)) ServerOption {
+	return func(c *serverConfig) error { c.edits = append(c.edits, edit); return nil }
+}
+
+// StartServer starts an embedded nats-server with JetStream and waits until
+// it accepts clients. It listens on loopback unless WithListen says
+// otherwise, and installs no signal handlers: the caller stops it with
+// Shutdown.
+func StartServer(opts ...ServerOption) (*Server, error) {
+	c := serverConfig{ready: 10 * time.Second}
+	host, port, _ := splitHostPort(DefaultListen)
+	c.opts.Host, c.opts.Port = host, port
+	c.opts.JetStream = true
+	c.opts.NoSigs = true
+	c.opts.NoLog = true
+	for _, o := range opts {
+		if err := o(&c); err != nil {
+			return nil, err
+		}
+	}
+	for _, edit := range c.edits {
+		edit(&c.opts)
+	}
+	var tempDir string
+	if !c.hasStore {
+		dir, err := os.MkdirTemp("", "baton-jetstream-")
+		if err != nil {
+			return nil, fmt.Errorf("%w: store dir: %w", ErrInvalidConfig, err)
+		}
+		tempDir, c.opts.StoreDir = dir, dir
+	}
+	fail := func(err error) (*Server, error) {
+		if tempDir != "" {
+			os.RemoveAll(tempDir)
+		}
+		return nil, err
+	}
+	if c.opts.Cluster.Port != 0 && c.opts.ServerName == "" {
+		return fail(fmt.Errorf("%w: a clustered server needs a unique server name", ErrInvalidConfig))
+	}
+	for _, hp := range []struct {
+		host string
+		port int
+	}{{c.opts.Host, c.opts.Port}, {c.opts.Cluster.Host, c.opts.Cluster.Port}, {c.opts.HTTPHost, c.opts.HTTPPort}} {
+		if err := checkFree(hp.host, hp.port); err != nil {
+			return fail(err)
+		}
+	}
+	ns, err := server.NewServer(&c.opts)
+	if err != nil {
+		return fail(fmt.Errorf("%w: %w", ErrInvalidConfig, err))
+	}
+	if c.log != nil {
+		ns.SetLoggerV2(&writerLogger{w: c.log, verbose: c.verbose}, false, false, false)
+	}
+	ns.Start()
+	if !ns.ReadyForConnections(c.ready) {
+		ns.Shutdown()
+		ns.WaitForShutdown()
+		return fail(fmt.Errorf("%w: embedded server not ready after %s (is %s:%d in use?)",
+			ErrUnavailable, c.ready, c.opts.Host, c.opts.Port))
+	}
+	if c.opts.JetStream && !ns.JetStreamEnabled() {
+		ns.Shutdown()
+		ns.WaitForShutdown()
+		return fail(fmt.Errorf("%w: JetStream did not start (store %s)", ErrUnavailable, c.opts.StoreDir))
+	}
+	return &Server{ns: ns, tempDir: tempDir}, nil
+}
+
+// ClientURL is the URL clients connect to.
+func (s *Server) ClientURL() string { return s.ns.ClientURL() }
+
+// NATS is the underlying nats-server, for what this package does not wrap.
+func (s *Server) NATS() *server.Server { return s.ns }
+
+// StoreDir is the JetStream store directory in use.
+func (s *Server) StoreDir() string { return s.ns.StoreDir() }
+
+// Shutdown stops the server and waits until it has stopped. It is
+// idempotent.
+func (s *Server) Shutdown() {
+	s.once.Do(func() {
+		s.ns.Shutdown()
+		s.ns.WaitForShutdown()
+		if s.tempDir != "" {
+			os.RemoveAll(s.tempDir)
+		}
+	})
+}
+
+func splitHostPort(hostport string) (string, int, error) {
+	host, portStr, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return "", 0, fmt.Errorf("%w: address %q: want HOST:PORT: %w", ErrInvalidConfig, hostport, err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil || port < -1 || port > 65535 {
+		return "", 0, fmt.Errorf("%w: address %q: port must be -1 (any free port) or 0-65535", ErrInvalidConfig, hostport)
+	}
+	if host == "" {
+		host = "0.0.0.0"
+	}
+	return host, port, nil
+}
+
+// checkFree fails fast when a fixed port is taken: nats-server itself would
+// only log it and never become ready.
+func checkFree(host string, port int) error {
+	if port <= 0 {
+		return nil
+	}
+	l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	return l.Close()
+}
+
+// writerLogger adapts an io.Writer to nats-server's Logger.
+type writerLogger struct {
+	mu      sync.Mutex
+	w       io.Writer
+	verbose bool
+}
+
+func (l *writerLogger) logf(level, format string, v ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	fmt.Fprintf(l.w, "%s nats-server %s: %s\n", time.Now().UTC().Format(time.RFC3339), level, fmt.Sprintf(format, v...))
+}
+
+func (l *writerLogger) Noticef(format string, v ...any) {
+	if l.verbose {
+		l.logf("notice", format, v...)
+	}
+}
+func (l *writerLogger) Warnf(format string, v ...any)  { l.logf("warning", format, v...) }
+func (l *writerLogger) Fatalf(format string, v ...any) { l.logf("fatal", format, v...) }
+func (l *writerLogger) Errorf(format string, v ...any) { l.logf("error", format, v...) }
+func (l *writerLogger) Debugf(string, ...any)          {}
+func (l *writerLogger) Tracef(string, ...any)          {}

@@ -1,0 +1,191 @@
+package kv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// Watcher streams the changes of a bucket's keys in revision order.
+type Watcher struct {
+	updates chan *Entry
+	sub     *nats.Subscription
+	stop    chan struct{} // closed by Stop
+	closed  chan struct{} // closed when the subscription has ended
+	once    sync.Once
+
+	mu          sync.Mutex
+	initDone    bool
+	initPending uint64
+	received    uint64
+}
+
+// WatchOption configures Watch.
+type WatchOption func(*watchConfig)
+
+type watchConfig struct {
+	updatesOnly bool
+}
+
+// UpdatesOnly skips the keys' current values: only later changes are
+// delivered, and no end-of-initial-values marker is sent. Default: current
+// values first.
+func UpdatesOnly() WatchOption { return func(c *watchConfig) { c.updatesOnly = true } }
+
+// Watch delivers the latest revision of every key matching pattern (a key,
+// or a pattern with NATS wildcards '*' and '>'; "" means every key),
+// including tombstones and expiry markers, then a nil entry marking the end
+// of the current values, then every change as it happens. The channel is
+// closed when ctx is done, Stop is called or the subscription ends. A reader
+// that falls behind slows delivery rather than losing entries.
+func (b *Bucket) Watch(ctx context.Context, pattern string, opts ...WatchOption) (*Watcher, error) {
+	var cfg watchConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if pattern == "" {
+		pattern = ">"
+	}
+	w := &Watcher{
+		updates: make(chan *Entry, 256),
+		stop:    make(chan struct{}),
+		closed:  make(chan struct{}),
+	}
+	handler := func(m *nats.Msg) {
+		meta, err := m.Metadata()
+		if err != nil {
+			return
+		}
+		e := b.entryOf(m.Subject, meta.Sequence.Stream, meta.Timestamp, m.Header, m.Data)
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if !w.send(&e) {
+			return
+		}
+		if !w.initDone {
+			w.received++
+			if w.received >= w.initPending || meta.NumPending == 0 {
+				w.initDone = true
+				w.send(nil)
+			}
+		}
+	}
+	subOpts := []nats.SubOpt{nats.BindStream(b.stream), nats.OrderedConsumer(), nats.Context(ctx)}
+	if cfg.updatesOnly {
+		subOpts = append(subOpts, nats.DeliverNew())
+	} else {
+		subOpts = append(subOpts, nats.DeliverLastPerSubject())
+	}
+	// Hold the lock until the initial state is known, so the handler cannot
+	// run ahead of it.
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	sub, err := b.c.pushJS.Subscribe(b.prefix+pattern, handler, subOpts...)
+	if err != nil {
+		return nil, b.c.watchError(ctx, b, err)
+	}
+	w.sub = sub
+	sub.SetClosedHandler(func(string) {
+		close(w.closed)
+		close(w.updates)
+	})
+	if cfg.updatesOnly {
+		w.initDone = true
+	} else if pending, err := sub.InitialConsumerPending(); err == nil {
+		if pending == 0 {
+			w.initDone = true
+			w.send(nil)
+		} else {
+			w.initPending = pending
+		}
+	}
+	go func() {
+		select {
+		case <-ctx.Done():
+			w.Stop()
+		case <-w.stop:
+		case <-w.closed:
+		}
+	}()
+	return w, nil
+}
+
+// send delivers e unless the watcher is stopping.
+func (w *Watcher) send(e *Entry) bool {
+	select {
+	case w.updates <- e:
+		return true
+	case <-w.stop:
+		return false
+	}
+}
+
+// Updates is the stream of entries; nil marks the end of the initial values.
+func (w *Watcher) Updates() <-chan *Entry { return w.updates }
+
+// Stop ends the watch; Updates is closed soon after. It is idempotent.
+func (w *Watcher) Stop() {
+	w.once.Do(func() {
+		close(w.stop)
+		_ = w.sub.Unsubscribe()
+	})
+}
+
+func (c *Client) watchError(ctx context.Context, b *Bucket, err error) error {
+	if errors.Is(err, nats.ErrStreamNotFound) {
+		return fmt.Errorf("%w: watch %s on %s: %w", ErrBucketNotFound, b.cfg.Name, c.url, err)
+	}
+	if errors.Is(err, nats.ErrJetStreamNotEnabled) || errors.Is(err, nats.ErrNoResponders) {
+		// Tell a missing bucket from JetStream being off.
+		if _, ierr := c.streamInfo(ctx, b.stream); ierr != nil {
+			return ierr
+		}
+	}
+	return c.requestError("watch "+b.cfg.Name, err)
+}
+
+// List returns every key's live entry, sorted by key, read with one watch of
+// the bucket (not one read per key).
+func (b *Bucket) List(ctx context.Context) ([]Entry, error) {
+	ctx, cancel := b.c.callCtx(ctx)
+	defer cancel()
+	w, err := b.Watch(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	defer w.Stop()
+	var out []Entry
+	for {
+		select {
+		case e, ok := <-w.Updates():
+			if !ok {
+				return nil, fmt.Errorf("%w: list %s on %s: the watch ended early", ErrUnavailable, b.cfg.Name, b.c.url)
+			}
+			if e == nil {
+				sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+				return out, nil
+			}
+			if e.Live() {
+				out = append(out, *e)
+			}
+		case <-ctx.Done():
+			return nil, b.c.requestError("list "+b.cfg.Name, ctx.Err())
+		}
+	}
+}
+
+// ServerTime is the stream leader's clock, read with one round trip. Client
+// clocks decide nothing in baton; this is for ages, time left and measuring
+// skew.
+func (b *Bucket) ServerTime(ctx context.Context) (time.Time, error) {
+	info, err := b.c.streamInfo(ctx, b.stream)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return info.TimeStamp.UTC(), nil
+}
