@@ -287,4 +287,3 @@ func (b *Bucket) publish(ctx context.Context, m *nats.Msg) (uint64, error) {
 		}
 	}
 }
-
