@@ -1,0 +1,65 @@
+package hostlocal
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"strconv"
+)
+
+// Process identifies a process on this host by its pid and a start token,
+// so that a pid the kernel recycled for another program is not mistaken for
+// the original.
+type Process struct {
+	// PID is the process id.
+	PID int `json:"pid"`
+	// Start is an opaque token that differs between two processes that had
+	// the same pid (on Linux the boot id and the start time in clock ticks,
+	// on macOS the start time). It is empty when unknown: then only the pid
+	// is checked.
+	Start string `json:"start,omitempty"`
+}
+
+// Self returns the calling process. It returns an error wrapping
+// ErrUnsupported on platforms without process start times.
+func Self() (Process, error) {
+	return LookupProcess(os.Getpid())
+}
+
+// LookupProcess returns the process with the given pid and its current start
+// token. It returns an error wrapping ErrNoProcess for a pid <= 0, a pid
+// that does not exist, and a zombie (a process that exited and was not yet
+// reaped), and an error wrapping ErrUnsupported on platforms without process
+// start times.
+//
+// A process of another user counts as existing. If the system hides its
+// details (Linux /proc mounted with hidepid), the returned Start is empty.
+func LookupProcess(pid int) (Process, error) {
+	if pid <= 0 || pid > math.MaxInt32 {
+		return Process{}, noProcess(pid)
+	}
+	return lookupProcess(pid)
+}
+
+// Alive reports whether p still runs: its pid exists, is not a zombie and,
+// when p.Start is set, its current start token equals p.Start (so a recycled
+// pid is not alive). When the pid exists but its start token cannot be read,
+// Alive errs on the side of the living and returns true. On platforms
+// without process start times it returns false.
+func (p Process) Alive() bool {
+	cur, err := LookupProcess(p.PID)
+	if err != nil {
+		return false
+	}
+	return p.Start == "" || cur.Start == "" || cur.Start == p.Start
+}
+
+// String returns "pid <PID>".
+func (p Process) String() string {
+	return "pid " + strconv.Itoa(p.PID)
+}
+
+// noProcess returns ErrNoProcess wrapped with the pid.
+func noProcess(pid int) error {
+	return fmt.Errorf("%w: pid %d", ErrNoProcess, pid)
+}

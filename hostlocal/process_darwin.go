@@ -1,0 +1,33 @@
+//go:build darwin
+
+package hostlocal
+
+import (
+	"errors"
+	"fmt"
+
+	"golang.org/x/sys/unix"
+)
+
+// szomb is the p_stat of a zombie (SZOMB in <sys/proc.h>).
+const szomb = 5
+
+func lookupProcess(pid int) (Process, error) {
+	kp, err := unix.SysctlKinfoProc("kern.proc.pid", pid)
+	if err != nil {
+		// For a missing pid the kernel answers with no data, which
+		// SysctlKinfoProc reports as EIO.
+		if errors.Is(err, unix.ESRCH) || errors.Is(err, unix.EIO) {
+			return Process{}, noProcess(pid)
+		}
+		return Process{}, fmt.Errorf("hostlocal: process %d: %w", pid, err)
+	}
+	if int(kp.Proc.P_pid) != pid {
+		return Process{}, noProcess(pid)
+	}
+	if kp.Proc.P_stat == szomb {
+		return Process{}, fmt.Errorf("%w: pid %d exited (zombie)", ErrNoProcess, pid)
+	}
+	st := kp.Proc.P_starttime
+	return Process{PID: pid, Start: fmt.Sprintf("%d.%06d", st.Sec, st.Usec)}, nil
+}

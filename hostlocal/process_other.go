@@ -1,0 +1,12 @@
+//go:build !linux && !darwin
+
+package hostlocal
+
+import (
+	"fmt"
+	"runtime"
+)
+
+func lookupProcess(pid int) (Process, error) {
+	return Process{}, fmt.Errorf("%w: process start times on %s (pid %d)", ErrUnsupported, runtime.GOOS, pid)
+}

@@ -1,0 +1,81 @@
+package hostlocal
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// dirPerm is the mode of the state directory and every directory in it.
+const dirPerm = 0o700
+
+// DefaultStateDir returns the default state directory:
+// $XDG_STATE_HOME/baton when XDG_STATE_HOME is set to an absolute path,
+// else ~/.local/state/baton. It does not create it (OpenStateDir does). When
+// the home directory is unknown it returns an error wrapping ErrStateDir.
+func DefaultStateDir() (string, error) {
+	if x := os.Getenv("XDG_STATE_HOME"); x != "" && filepath.IsAbs(x) {
+		return filepath.Join(x, "baton"), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("%w: %w; set --state-dir or BATON_STATE_DIR", ErrStateDir, err)
+	}
+	return filepath.Join(home, ".local", "state", "baton"), nil
+}
+
+// StateDir is baton's private per-user directory on this host. It holds the
+// gates (locks/) and the pid files (pids/). A StateDir is safe for
+// concurrent use.
+type StateDir struct {
+	path string
+}
+
+// OpenStateDir creates the state directory at path with mode 0700 if it
+// does not exist, and tightens an existing one of this user to 0700 if
+// group or others have any permission on it. It returns an error wrapping
+// ErrStateDir when the directory cannot be created or changed, is not a
+// directory, or is owned by another user. A relative path is made absolute.
+func OpenStateDir(path string) (*StateDir, error) {
+	if path == "" {
+		return nil, fmt.Errorf("%w: empty path; set --state-dir or BATON_STATE_DIR", ErrStateDir)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrStateDir, err)
+	}
+	if err := os.MkdirAll(abs, dirPerm); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrStateDir, err)
+	}
+	fi, err := os.Stat(abs)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrStateDir, err)
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("%w: %s is not a directory; remove it or choose another state dir", ErrStateDir, abs)
+	}
+	if uid, ok := fileOwner(fi); ok && uid != os.Geteuid() {
+		return nil, fmt.Errorf("%w: %s is owned by uid %d, not by uid %d; use a state dir of your own (--state-dir or BATON_STATE_DIR)",
+			ErrStateDir, abs, uid, os.Geteuid())
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		if err := os.Chmod(abs, dirPerm); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrStateDir, err)
+		}
+	}
+	return &StateDir{path: abs}, nil
+}
+
+// Path returns the state directory's absolute path.
+func (d *StateDir) Path() string { return d.path }
+
+// subdir returns the directory made of the state directory and elem,
+// creating it (and any parent) with mode 0700 when it is missing. A failure
+// wraps ErrStateDir.
+func (d *StateDir) subdir(elem ...string) (string, error) {
+	dir := filepath.Join(append([]string{d.path}, elem...)...)
+	if err := os.MkdirAll(dir, dirPerm); err != nil {
+		return "", fmt.Errorf("%w: %w", ErrStateDir, err)
+	}
+	return dir, nil
+}
