@@ -1,0 +1,155 @@
+//go:build linux || darwin
+
+package hostlocal
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// Group is a child process started as the leader of its own process group,
+// so that it and everything it starts can be signalled together, and that
+// dies with this process: when this process dies, even by SIGKILL, the group
+// is killed (through a supervisor, see WithSupervisor).
+type Group struct {
+	pid  int
+	done chan struct{}
+	code int
+	err  error
+}
+
+// GroupOption configures StartGroup.
+type GroupOption func(*groupConfig)
+
+type groupConfig struct {
+	supervisor []string
+}
+
+// WithSupervisor runs the command under a supervisor: argv is a program and
+// arguments that end up calling SuperviseMain with the rest of the command
+// line (typically this program re-executed with a hidden verb). The
+// supervisor leads the process group, asks the kernel for a signal when its
+// parent dies, and then kills the whole group, so a shell wrapper cannot
+// leave the real work running. Without it, only the direct child is killed
+// when this process dies (Linux) or nothing is (elsewhere). Default: none.
+func WithSupervisor(argv ...string) GroupOption {
+	return func(c *groupConfig) { c.supervisor = argv }
+}
+
+// StartGroup starts cmd (made with exec.Command, its I/O and environment
+// set) as the leader of a new process group. It returns an error from
+// exec.Command's lookup or from starting the process.
+func StartGroup(cmd *exec.Cmd, opts ...GroupOption) (*Group, error) {
+	var cfg groupConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cmd.Err != nil {
+		return nil, cmd.Err
+	}
+	if len(cfg.supervisor) > 0 {
+		args := append([]string{}, cfg.supervisor...)
+		args = append(args, "--parent", strconv.Itoa(os.Getpid()), "--", cmd.Path)
+		cmd.Args = append(args, cmd.Args[1:]...)
+		cmd.Path = cfg.supervisor[0]
+	}
+	cmd.SysProcAttr = groupAttr(len(cfg.supervisor) > 0)
+	g := &Group{done: make(chan struct{})}
+	started := make(chan error, 1)
+	go func() {
+		// The kernel sends the parent-death signal when the thread that
+		// forked the child exits, not the process: keep this thread until
+		// the child is gone.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		g.pid = cmd.Process.Pid
+		started <- nil
+		g.code, g.err = exitStatus(cmd.Wait())
+		close(g.done)
+	}()
+	if err := <-started; err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// exitStatus turns cmd.Wait's error into an exit code: the process's own,
+// or 128+N when it was killed by signal N, as shells report it.
+func exitStatus(err error) (int, error) {
+	if err == nil {
+		return 0, nil
+	}
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		return -1, err
+	}
+	if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal()), nil
+	}
+	return ee.ExitCode(), nil
+}
+
+// PID is the group leader's pid, which is also the process group id.
+func (g *Group) PID() int { return g.pid }
+
+// Done is closed when the group leader has exited.
+func (g *Group) Done() <-chan struct{} { return g.done }
+
+// Wait blocks until the group leader exits and returns its exit code (128+N
+// if signal N killed it). The error is set only when waiting itself failed.
+func (g *Group) Wait() (int, error) {
+	<-g.done
+	return g.code, g.err
+}
+
+// Signal sends sig to every process of the group. A group that no longer
+// exists is not an error.
+func (g *Group) Signal(sig syscall.Signal) error {
+	err := syscall.Kill(-g.pid, sig)
+	if err == nil || errors.Is(err, syscall.ESRCH) {
+		return nil
+	}
+	return fmt.Errorf("hostlocal: signal process group %d: %w", g.pid, err)
+}
+
+// Stop asks the group to stop with SIGTERM and, if any of it is still
+// running after grace, kills it with SIGKILL. It returns once the leader
+// has exited, and returns its exit code.
+func (g *Group) Stop(grace time.Duration) (int, error) {
+	_ = g.Signal(syscall.SIGTERM)
+	deadline := time.NewTimer(grace)
+	defer deadline.Stop()
+	poll := time.NewTicker(20 * time.Millisecond)
+	defer poll.Stop()
+	for {
+		select {
+		case <-deadline.C:
+			_ = g.Signal(syscall.SIGKILL)
+			return g.Wait()
+		case <-poll.C:
+			// The leader may be gone while members it started still run.
+			if g.exited() && !groupRunning(g.pid) {
+				return g.Wait()
+			}
+		}
+	}
+}
+
+func (g *Group) exited() bool {
+	select {
+	case <-g.done:
+		return true
+	default:
+		return false
+	}
+}

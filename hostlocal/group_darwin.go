@@ -1,0 +1,16 @@
+package hostlocal
+
+import "syscall"
+
+// parentDeathSignal is never sent on macOS, which has no parent-death
+// signal: the supervisor polls its parent instead.
+const parentDeathSignal = syscall.SIGUSR2
+
+func groupAttr(bool) *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true}
+}
+
+func askParentDeathSignal() error { return nil }
+
+// groupRunning reports whether any process of group pgid still exists.
+func groupRunning(pgid int) bool { return syscall.Kill(-pgid, 0) == nil }

@@ -1,0 +1,40 @@
+//go:build !linux && !darwin
+
+package hostlocal
+
+import (
+	"io"
+	"os/exec"
+	"syscall"
+	"time"
+)
+
+// Group is not supported on this platform.
+type Group struct{}
+
+// GroupOption configures StartGroup.
+type GroupOption func()
+
+// WithSupervisor is not supported on this platform.
+func WithSupervisor(...string) GroupOption { return func() {} }
+
+// StartGroup returns ErrUnsupported on this platform.
+func StartGroup(*exec.Cmd, ...GroupOption) (*Group, error) { return nil, ErrUnsupported }
+
+// PID is 0 on this platform.
+func (g *Group) PID() int { return 0 }
+
+// Done is never closed on this platform.
+func (g *Group) Done() <-chan struct{} { return nil }
+
+// Wait returns ErrUnsupported on this platform.
+func (g *Group) Wait() (int, error) { return -1, ErrUnsupported }
+
+// Signal returns ErrUnsupported on this platform.
+func (g *Group) Signal(syscall.Signal) error { return ErrUnsupported }
+
+// Stop returns ErrUnsupported on this platform.
+func (g *Group) Stop(time.Duration) (int, error) { return -1, ErrUnsupported }
+
+// SuperviseMain is not supported on this platform.
+func SuperviseMain([]string, io.Writer) int { return 1 }

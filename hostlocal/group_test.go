@@ -1,0 +1,187 @@
+//go:build linux || darwin
+
+package hostlocal
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+const envGroupHelper = "HOSTLOCAL_GROUP_HELPER"
+
+// TestGroupHelper is not a test: it is the body of helper processes.
+//   - supervise: this binary as a supervisor (arguments after "--").
+//   - parent: starts a supervised group running a shell that backgrounds a
+//     sleep, prints the sleep's pid and the group's, then blocks on stdin.
+func TestGroupHelper(t *testing.T) {
+	switch os.Getenv(envGroupHelper) {
+	case "supervise":
+		i := slices.Index(os.Args, "--")
+		os.Exit(SuperviseMain(os.Args[i+1:], os.Stderr))
+	case "parent":
+		cmd := exec.Command("sh", "-c", "sleep 300 & echo $!; wait")
+		cmd.Env = supervisedEnv()
+		out, _ := cmd.StdoutPipe()
+		g, err := StartGroup(cmd, WithSupervisor(supervisorArgv()...))
+		if err != nil {
+			fmt.Println("error:", err)
+			os.Exit(2)
+		}
+		line, _ := bufio.NewReader(out).ReadString('\n')
+		fmt.Printf("%s %d\n", strings.TrimSpace(line), g.PID())
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		os.Exit(0)
+	default:
+		t.Skip("helper process only")
+	}
+}
+
+func supervisorArgv() []string {
+	return []string{os.Args[0], "-test.run=^TestGroupHelper$", "--"}
+}
+
+func supervisedEnv() []string { return append(os.Environ(), envGroupHelper+"=supervise") }
+
+// waitGone waits until pid no longer exists (or is a zombie).
+func waitGone(t *testing.T, pid int, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		if !(Process{PID: pid}).Alive() {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("pid %d still alive after %s", pid, within)
+}
+
+// readPIDs reads one line of space-separated pids.
+func readPIDs(t *testing.T, r io.Reader) []int {
+	t.Helper()
+	line, err := bufio.NewReader(r).ReadString('\n')
+	if err != nil {
+		t.Fatalf("read pids: %v (%q)", err, line)
+	}
+	var pids []int
+	for _, f := range strings.Fields(line) {
+		p, err := strconv.Atoi(f)
+		if err != nil {
+			t.Fatalf("bad pid line %q", line)
+		}
+		pids = append(pids, p)
+	}
+	return pids
+}
+
+func TestGroup_ExitCodeIsTheChilds(t *testing.T) {
+	for _, supervised := range []bool{false, true} {
+		t.Run(fmt.Sprint("supervised=", supervised), func(t *testing.T) {
+			cmd := exec.Command("sh", "-c", "exit 7")
+			var opts []GroupOption
+			if supervised {
+				cmd.Env = supervisedEnv()
+				opts = append(opts, WithSupervisor(supervisorArgv()...))
+			}
+			g, err := StartGroup(cmd, opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if code, err := g.Wait(); code != 7 || err != nil {
+				t.Errorf("wait = %d, %v; want 7", code, err)
+			}
+		})
+	}
+}
+
+func TestGroup_KilledBySignalIs128PlusN(t *testing.T) {
+	g, err := StartGroup(exec.Command("sh", "-c", "kill -TERM $$; sleep 5"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, _ := g.Wait(); code != 128+int(syscall.SIGTERM) {
+		t.Errorf("exit code %d, want %d", code, 128+int(syscall.SIGTERM))
+	}
+}
+
+func TestGroup_MissingProgramFailsToStart(t *testing.T) {
+	if _, err := StartGroup(exec.Command("/nonexistent/baton-test-program")); err == nil {
+		t.Fatal("started a missing program")
+	}
+}
+
+func TestGroup_StopReachesGrandchildren(t *testing.T) {
+	cmd := exec.Command("sh", "-c", "sleep 300 & echo $!; wait")
+	out, _ := cmd.StdoutPipe()
+	g, err := StartGroup(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sleeper := readPIDs(t, out)[0]
+	if !(Process{PID: sleeper}).Alive() {
+		t.Fatal("grandchild not running")
+	}
+	if _, err := g.Stop(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, sleeper, 5*time.Second)
+}
+
+func TestGroup_StopEscalatesToKillAfterGrace(t *testing.T) {
+	cmd := exec.Command("sh", "-c", `trap "" TERM; echo ready; while :; do sleep 0.05; done`)
+	out, _ := cmd.StdoutPipe()
+	g, err := StartGroup(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if line, _ := bufio.NewReader(out).ReadString('\n'); line != "ready\n" {
+		t.Fatalf("child said %q", line)
+	}
+	const grace = 300 * time.Millisecond
+	start := time.Now()
+	code, _ := g.Stop(grace)
+	if code != 128+int(syscall.SIGKILL) {
+		t.Errorf("exit code %d, want SIGKILL's %d", code, 128+int(syscall.SIGKILL))
+	}
+	if took := time.Since(start); took < grace {
+		t.Errorf("killed after %s, before the %s grace", took, grace)
+	}
+}
+
+func TestGroup_SupervisedGroupDiesWithItsParent(t *testing.T) {
+	parent := exec.Command(os.Args[0], "-test.run=^TestGroupHelper$")
+	parent.Env = append(os.Environ(), envGroupHelper+"=parent")
+	parent.Stderr = os.Stderr
+	stdin, _ := parent.StdinPipe()
+	defer stdin.Close()
+	out, _ := parent.StdoutPipe()
+	if err := parent.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pids := readPIDs(t, out)
+	sleeper, leader := pids[0], pids[1]
+	if !(Process{PID: sleeper}).Alive() || !(Process{PID: leader}).Alive() {
+		t.Fatal("group not running")
+	}
+	// SIGKILL gives the parent no chance to clean up: the group must die anyway.
+	if err := parent.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = parent.Wait()
+	waitGone(t, sleeper, 5*time.Second)
+	waitGone(t, leader, 5*time.Second)
+}
+
+func TestSuperviseMain_RejectsBadArguments(t *testing.T) {
+	if code := SuperviseMain([]string{"sh"}, io.Discard); code != 2 {
+		t.Errorf("exit %d, want 2", code)
+	}
+}
