@@ -1,0 +1,252 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/batonhq/baton/hostlocal"
+	"github.com/batonhq/baton/kv"
+)
+
+// DefaultPrefix names the buckets: <prefix>-sessions.
+const DefaultPrefix = "baton"
+
+// MarkerTTL is how long a closed or expired session's tombstone stays
+// visible (to watchers that connect late and to Resume, which can then say
+// "expired" or "closed" rather than "not found").
+const MarkerTTL = 5 * time.Minute
+
+var prefixRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// ValidatePrefix checks a bucket prefix: 1-64 letters, digits, '-' or '_'.
+func ValidatePrefix(p string) error {
+	if !prefixRE.MatchString(p) {
+		return fmt.Errorf("%w: prefix %q: use 1-64 letters, digits, '-' and '_'", ErrInvalid, p)
+	}
+	return nil
+}
+
+// BucketConfig is the expected configuration of the sessions bucket: no
+// bucket TTL (each session carries its own), one revision per slot, markers
+// so watchers see expiries.
+func BucketConfig(prefix string, replicas int) kv.BucketConfig {
+	return kv.BucketConfig{
+		Name:        prefix + "-sessions",
+		Description: "baton slot sessions",
+		MarkerTTL:   MarkerTTL,
+		Replicas:    replicas,
+	}
+}
+
+// Manager reads and writes the sessions of one prefix, as one host.
+type Manager struct {
+	bucket   *kv.Bucket
+	prefix   string
+	host     string
+	instance string
+	state    *hostlocal.StateDir
+	now      func() time.Time
+}
+
+// Option configures NewManager.
+type Option func(*Manager) error
+
+// WithPrefix sets the bucket prefix. Default: DefaultPrefix.
+func WithPrefix(p string) Option {
+	return func(m *Manager) error {
+		if err := ValidatePrefix(p); err != nil {
+			return err
+		}
+		m.prefix = p
+		return nil
+	}
+}
+
+// WithHostID sets this host's id. Default: hostlocal.HostID("") (the
+// hostname).
+func WithHostID(id string) Option {
+	return func(m *Manager) error {
+		h, err := hostlocal.HostID(id)
+		if err != nil {
+			return fmt.Errorf("%w: host id: %w", ErrInvalid, err)
+		}
+		m.host = h
+		return nil
+	}
+}
+
+// WithInstance sets the instance id written into new sessions. Default: a
+// fresh uuid per Manager.
+func WithInstance(id string) Option {
+	return func(m *Manager) error {
+		if id == "" {
+			return fmt.Errorf("%w: empty instance id", ErrInvalid)
+		}
+		m.instance = id
+		return nil
+	}
+}
+
+// WithStateDir sets the host-local state directory that holds the join
+// gates and pid files. Default: hostlocal.DefaultStateDir().
+func WithStateDir(d *hostlocal.StateDir) Option {
+	return func(m *Manager) error { m.state = d; return nil }
+}
+
+// WithClock sets the clock of the informational timestamps written into
+// records (started_at, renewed_at). It decides nothing. Default: time.Now.
+func WithClock(now func() time.Time) Option {
+	return func(m *Manager) error { m.now = now; return nil }
+}
+
+// NewManager returns a manager of the sessions of c's server. It makes no
+// round trip: a missing bucket shows up as kv.ErrBucketNotFound on first
+// use (see Ensure).
+func NewManager(c *kv.Client, opts ...Option) (*Manager, error) {
+	m := &Manager{prefix: DefaultPrefix, now: time.Now}
+	for _, o := range opts {
+		if err := o(m); err != nil {
+			return nil, err
+		}
+	}
+	if m.host == "" {
+		if err := WithHostID("")(m); err != nil {
+			return nil, err
+		}
+	}
+	if m.instance == "" {
+		m.instance = uuid.NewString()
+	}
+	if m.state == nil {
+		dir, err := hostlocal.DefaultStateDir()
+		if err != nil {
+			return nil, err
+		}
+		if m.state, err = hostlocal.OpenStateDir(dir); err != nil {
+			return nil, err
+		}
+	}
+	m.bucket = c.Bucket(BucketConfig(m.prefix, 0))
+	return m, nil
+}
+
+// Ensure creates the sessions bucket with replicas servers holding it, or
+// reports (kv.ErrBucketMismatch) how an existing one differs.
+func (m *Manager) Ensure(ctx context.Context, replicas int) error {
+	_, err := m.bucket.Client().Ensure(ctx, BucketConfig(m.prefix, replicas))
+	return err
+}
+
+// Host is this manager's host id.
+func (m *Manager) Host() string { return m.host }
+
+// Instance is this manager's instance id.
+func (m *Manager) Instance() string { return m.instance }
+
+// Prefix is the bucket prefix.
+func (m *Manager) Prefix() string { return m.prefix }
+
+// Bucket is the sessions bucket.
+func (m *Manager) Bucket() *kv.Bucket { return m.bucket }
+
+// StateDir is the host-local state directory.
+func (m *Manager) StateDir() *hostlocal.StateDir { return m.state }
+
+func validSlot(slot string) error {
+	if err := kv.ValidateKey(slot); err != nil {
+		return fmt.Errorf("%w: slot: %w", ErrInvalid, err)
+	}
+	return nil
+}
+
+// Get returns the slot's live session. A slot without one is ErrNotFound (or
+// ErrLost via Resume); a record that does not decode is a *HeldError with
+// ErrUndecodable.
+func (m *Manager) Get(ctx context.Context, slot string) (*Session, error) {
+	if err := validSlot(slot); err != nil {
+		return nil, err
+	}
+	e, err := m.bucket.Latest(ctx, slot)
+	if errors.Is(err, kv.ErrNotFound) {
+		return nil, fmt.Errorf("%w: slot %s", ErrNotFound, slot)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !e.Live() {
+		return nil, fmt.Errorf("%w: slot %s (%s at %s)", ErrNotFound, slot, pastOp(e.Op), e.Created.Format(time.RFC3339))
+	}
+	return sessionOf(e)
+}
+
+// sessionOf decodes a live entry, failing closed on garbage.
+func sessionOf(e kv.Entry) (*Session, error) {
+	s, err := decode(e)
+	if err != nil {
+		return nil, &HeldError{Slot: e.Key, Revision: e.Revision, Reason: ErrUndecodable, Decode: err}
+	}
+	return s, nil
+}
+
+func pastOp(op kv.Op) string {
+	if op == kv.OpExpire {
+		return LostExpired
+	}
+	return LostClosed
+}
+
+// Create writes a new session record with a CAS create; it does not take
+// the host gate or check hosts (Join does). The returned session's fence is
+// its revision.
+func (m *Manager) Create(ctx context.Context, r Record, ttl time.Duration) (*Session, error) {
+	if err := validSlot(r.Slot); err != nil {
+		return nil, err
+	}
+	r.Fence = 0
+	data, err := encodeRecord(r)
+	if err != nil {
+		return nil, err
+	}
+	rev, err := m.bucket.Create(ctx, r.Slot, data, ttl)
+	if err != nil {
+		return nil, err
+	}
+	r.Fence = rev
+	return &Session{Record: r, Revision: rev, TTL: ttl}, nil
+}
+
+// Update rewrites s's record with a CAS on s.Revision, restarting its TTL,
+// and returns the new version. It does not check hosts or fences (Commit
+// does); a lost CAS is kv.ErrConflict.
+func (m *Manager) Update(ctx context.Context, s *Session) (*Session, error) {
+	data, err := encodeRecord(s.Record)
+	if err != nil {
+		return nil, err
+	}
+	rev, err := m.bucket.Update(ctx, s.Slot, data, s.TTL, s.Revision)
+	if err != nil {
+		return nil, err
+	}
+	return &Session{Record: s.Record.clone(), Revision: rev, TTL: s.TTL}, nil
+}
+
+// Delete removes the slot's record with a CAS on rev, leaving note (a
+// closing record) in its tombstone. A lost CAS is kv.ErrConflict.
+func (m *Manager) Delete(ctx context.Context, slot string, rev uint64, note *Record) error {
+	if err := validSlot(slot); err != nil {
+		return err
+	}
+	var data []byte
+	if note != nil {
+		var err error
+		if data, err = encodeRecord(*note); err != nil {
+			return err
+		}
+	}
+	return m.bucket.Delete(ctx, slot, rev, data)
+}

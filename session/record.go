@@ -1,0 +1,144 @@
+package session
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"time"
+
+	"github.com/batonhq/baton/kv"
+)
+
+// Record is a session as stored in KV (CONTRACT.md, "Records"). JSON fields
+// evolve additively: fields this version does not know are kept when the
+// record is rewritten, and readers ignore fields they do not know.
+type Record struct {
+	Slot    string `json:"slot"`
+	TaskID  string `json:"task_id"`
+	AgentID string `json:"agent_id"`
+	Host    string `json:"host"`
+	// PID works the slot: by default the agent that called baton.
+	PID int `json:"pid"`
+	// PIDStart is the start token of PID (hostlocal.Process.Start), so a
+	// recycled pid is not mistaken for the holder.
+	PIDStart string `json:"pid_start,omitempty"`
+	Instance string `json:"instance"`
+	// Fence is the revision that created the session. The first revision
+	// stores 0, which means "this revision" (a record cannot know its own
+	// revision before it is written); decoded sessions always carry it.
+	Fence     uint64    `json:"fence"`
+	StartedAt time.Time `json:"started_at"`
+	RenewedAt time.Time `json:"renewed_at"`
+	Renewals  uint64    `json:"renewals"`
+	Message   string    `json:"message"`
+	// Result is set in the tombstone a close leaves: success, fail, fork,
+	// or what removed it (replaced, reaped).
+	Result string            `json:"result"`
+	Meta   map[string]string `json:"meta"`
+
+	unknown map[string]json.RawMessage
+}
+
+// recordFields is Record without its methods, for encoding/json.
+type recordFields Record
+
+// knownFields are the JSON names Record decodes itself.
+var knownFields = map[string]bool{
+	"slot": true, "task_id": true, "agent_id": true, "host": true, "pid": true, "pid_start": true,
+	"instance": true, "fence": true, "started_at": true, "renewed_at": true, "renewals": true,
+	"message": true, "result": true, "meta": true,
+}
+
+// MarshalJSON writes the known fields and any unknown ones read earlier.
+func (r Record) MarshalJSON() ([]byte, error) {
+	if r.Meta == nil {
+		r.Meta = map[string]string{}
+	}
+	known, err := json.Marshal(recordFields(r))
+	if err != nil || len(r.unknown) == 0 {
+		return known, err
+	}
+	all := make(map[string]json.RawMessage, len(knownFields)+len(r.unknown))
+	if err := json.Unmarshal(known, &all); err != nil {
+		return nil, err
+	}
+	for k, v := range r.unknown {
+		if !knownFields[k] {
+			all[k] = v
+		}
+	}
+	return json.Marshal(all)
+}
+
+// UnmarshalJSON reads the known fields and keeps the others.
+func (r *Record) UnmarshalJSON(data []byte) error {
+	var f recordFields
+	if err := json.Unmarshal(data, &f); err != nil {
+		return err
+	}
+	var all map[string]json.RawMessage
+	if err := json.Unmarshal(data, &all); err != nil {
+		return err
+	}
+	for k := range all {
+		if knownFields[k] {
+			delete(all, k)
+		}
+	}
+	*r = Record(f)
+	if len(all) > 0 {
+		r.unknown = all
+	}
+	return nil
+}
+
+// clone copies r deeply enough that changing the copy leaves r alone.
+func (r Record) clone() Record {
+	r.Meta = maps.Clone(r.Meta)
+	r.unknown = maps.Clone(r.unknown)
+	return r
+}
+
+// Session is a record read from or written to the server, with the
+// revision and timing the server gave it.
+type Session struct {
+	Record
+	// Revision is the KV revision of this version of the record; renewals
+	// and closes are compare-and-sets on it.
+	Revision uint64
+	// Written is the server's time of Revision (zero for a session returned
+	// by a write: the server's acknowledgement carries no time).
+	Written time.Time
+	// TTL is the session's time to live, restarted by every renewal.
+	TTL time.Duration
+}
+
+// encodeRecord is the JSON stored for r.
+func encodeRecord(r Record) ([]byte, error) {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return nil, fmt.Errorf("session: encode record %s: %w", r.Slot, err)
+	}
+	return b, nil
+}
+
+// decode turns a live KV entry into a session, or reports why it cannot:
+// not JSON, not an object, or naming another slot.
+func decode(e kv.Entry) (*Session, error) {
+	var r Record
+	dec := json.NewDecoder(bytes.NewReader(e.Value))
+	if err := dec.Decode(&r); err != nil {
+		return nil, err
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("trailing data after the record")
+	}
+	if r.Slot != e.Key {
+		return nil, fmt.Errorf("record names slot %q, stored under %q", r.Slot, e.Key)
+	}
+	if r.Fence == 0 {
+		r.Fence = e.Revision
+	}
+	return &Session{Record: r, Revision: e.Revision, Written: e.Created, TTL: e.TTL}, nil
+}

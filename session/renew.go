@@ -1,0 +1,165 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/batonhq/baton/kv"
+)
+
+// ResumeOption configures Resume.
+type ResumeOption func(*resumeConfig)
+
+type resumeConfig struct{ fence uint64 }
+
+// WithFence makes Resume refuse (ErrLost, LostTaken) a session whose fence
+// is not f: the caller's session was replaced. Default: any fence.
+func WithFence(f uint64) ResumeOption { return func(c *resumeConfig) { c.fence = f } }
+
+// Resume returns this host's live session of slot, to Commit or Close it.
+//
+// A session of another host is a *HeldError with ErrForeignHost. A slot
+// without a live session is a *LostError (ErrLost) when the server still
+// shows it expired or closed, or this host has a trace of joining it, and
+// ErrNotFound otherwise. A record that does not decode is a *HeldError with
+// ErrUndecodable.
+func (m *Manager) Resume(ctx context.Context, slot string, opts ...ResumeOption) (*Session, error) {
+	var cfg resumeConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if err := validSlot(slot); err != nil {
+		return nil, err
+	}
+	e, err := m.bucket.Latest(ctx, slot)
+	if err != nil && !errors.Is(err, kv.ErrNotFound) {
+		return nil, err
+	}
+	if err != nil || !e.Live() {
+		var last *kv.Entry
+		if err == nil {
+			last = &e
+		}
+		return nil, m.gone(slot, cfg.fence, last)
+	}
+	s, err := sessionOf(e)
+	if err != nil {
+		return nil, err
+	}
+	if s.Host != m.host {
+		return nil, &HeldError{Slot: slot, Holder: s, Revision: s.Revision, Reason: ErrForeignHost}
+	}
+	if cfg.fence != 0 && s.Fence != cfg.fence {
+		return nil, &LostError{Slot: slot, Fence: cfg.fence, How: LostTaken, Now: s}
+	}
+	return s, nil
+}
+
+// gone explains a slot without a live session: lost (with how and when) if
+// anything shows it had one, else ErrNotFound.
+func (m *Manager) gone(slot string, fence uint64, last *kv.Entry) error {
+	t, traced := m.readTrace(slot)
+	if fence == 0 && traced {
+		fence = t.Fence
+	}
+	if last != nil {
+		return &LostError{Slot: slot, Fence: fence, How: pastOp(last.Op), At: last.Created}
+	}
+	if traced || fence != 0 {
+		return &LostError{Slot: slot, Fence: fence, How: LostGone}
+	}
+	return fmt.Errorf("%w: slot %s has no session", ErrNotFound, slot)
+}
+
+// casAttempts bounds how often Commit and Close follow their own session to
+// a newer revision (written by another process of this host).
+const casAttempts = 4
+
+// Commit renews s: a CAS update of its record (renewal count, message,
+// renewed time) that restarts its TTL. An empty message keeps the last one.
+// It returns the new version.
+//
+// If the record changed since s was read but is still the same session (same
+// fence: another process of this host committed it), Commit follows it and
+// retries. If the session expired, was closed, or another session took the
+// slot, Commit returns a *LostError (ErrLost) and writes nothing: it never
+// resurrects a record.
+func (m *Manager) Commit(ctx context.Context, s *Session, message string) (*Session, error) {
+	if len(message) > MaxTaskLen {
+		return nil, fmt.Errorf("%w: message longer than %d bytes", ErrInvalid, MaxTaskLen)
+	}
+	cur := s
+	for attempt := 1; ; attempt++ {
+		next := *cur
+		next.Record = cur.Record.clone()
+		next.Renewals++
+		if message != "" {
+			next.Message = message
+		}
+		next.RenewedAt = m.now().UTC()
+		out, err := m.Update(ctx, &next)
+		if err == nil {
+			return out, nil
+		}
+		if cur, err = m.follow(s, err); err != nil {
+			return nil, err
+		}
+		if attempt == casAttempts {
+			return nil, fmt.Errorf("commit %s: the record kept changing: %w", s.Slot, kv.ErrConflict)
+		}
+	}
+}
+
+// Close ends s: a CAS delete that leaves a tombstone carrying the record
+// with result, then removes this host's trace. If another process of this
+// host renewed the session meanwhile, Close follows it. A session already
+// gone (expired or closed) is ErrNotFound; one replaced by another session
+// is a *LostError, and that other session is left alone.
+func (m *Manager) Close(ctx context.Context, s *Session, result string) error {
+	cur := s
+	for attempt := 1; ; attempt++ {
+		note := cur.Record.clone()
+		note.Result = result
+		note.RenewedAt = m.now().UTC()
+		err := m.Delete(ctx, s.Slot, cur.Revision, &note)
+		if err == nil {
+			m.removeTrace(s.Slot, s.Fence)
+			return nil
+		}
+		next, ferr := m.follow(s, err)
+		var lost *LostError
+		if errors.As(ferr, &lost) && lost.How != LostTaken {
+			m.removeTrace(s.Slot, s.Fence)
+			return fmt.Errorf("%w: %w", ErrNotFound, ferr)
+		}
+		if ferr != nil {
+			return ferr
+		}
+		if attempt == casAttempts {
+			return fmt.Errorf("close %s: the record kept changing: %w", s.Slot, kv.ErrConflict)
+		}
+		cur = next
+	}
+}
+
+// follow decides what a lost CAS on s means: the same session at a newer
+// revision (returned, to retry on), or a *LostError.
+func (m *Manager) follow(s *Session, err error) (*Session, error) {
+	var ce *kv.ConflictError
+	if !errors.As(err, &ce) {
+		return nil, err
+	}
+	if ce.Current == nil || !ce.Current.Live() {
+		lost := &LostError{Slot: s.Slot, Fence: s.Fence, How: LostGone}
+		if ce.Current != nil {
+			lost.How, lost.At = pastOp(ce.Current.Op), ce.Current.Created
+		}
+		return nil, lost
+	}
+	cur, derr := decode(*ce.Current)
+	if derr != nil || cur.Fence != s.Fence {
+		return nil, &LostError{Slot: s.Slot, Fence: s.Fence, How: LostTaken, At: ce.Current.Created, Now: cur}
+	}
+	return cur, nil
+}

@@ -1,0 +1,228 @@
+package session_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/batonhq/baton/hostlocal"
+	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/session"
+)
+
+// shell returns a start function running script in sh, with the session's
+// fence in BATON_FENCE, that waits until the script prints its first line.
+func shell(t *testing.T, script string) func(*session.Session) (session.Child, error) {
+	return func(s *session.Session) (session.Child, error) {
+		cmd := exec.Command("sh", "-c", script)
+		cmd.Env = append(os.Environ(), fmt.Sprintf("BATON_FENCE=%d", s.Fence))
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			return nil, err
+		}
+		g, err := hostlocal.StartGroup(cmd)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := bufio.NewReader(out).ReadString('\n'); err != nil {
+			t.Errorf("child said nothing: %v", err)
+		}
+		return g, nil
+	}
+}
+
+func tombstoneResult(t *testing.T, m *session.Manager, slot string) string {
+	t.Helper()
+	last, err := m.Bucket().Latest(context.Background(), slot)
+	if err != nil || last.Op != kv.OpDelete {
+		t.Fatalf("no tombstone for %s: %+v, %v", slot, last, err)
+	}
+	var r session.Record
+	json.Unmarshal(last.Value, &r)
+	return r.Result
+}
+
+func TestRun_ExitCodeIsTheWorksAndClosesTheSession(t *testing.T) {
+	ctx := ctxT(t)
+	e := newEnv(t)
+	m := e.manager("h1", t.TempDir())
+	res, err := m.Run(ctx, "slot", "T1", shell(t, `echo started; test "$BATON_FENCE" -gt 0 || exit 99; exit 7`))
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if res.ExitCode != 7 {
+		t.Errorf("exit code %d, want 7", res.ExitCode)
+	}
+	if got := tombstoneResult(t, m, "slot"); got != "fail" {
+		t.Errorf("result %q, want fail", got)
+	}
+	res, err = m.Run(ctx, "slot", "T2", shell(t, "echo started"))
+	if err != nil || res.ExitCode != 0 || tombstoneResult(t, m, "slot") != "success" {
+		t.Errorf("second run: %+v, %v; want exit 0 and result success", res, err)
+	}
+}
+
+func TestRun_RenewsPastItsTTL(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs past a TTL")
+	}
+	ctx := ctxT(t)
+	e := newEnv(t)
+	m := e.manager("h1", t.TempDir())
+	res, err := m.Run(ctx, "slot", "T1", shell(t, "echo started; sleep 3"),
+		session.WithJoinOptions(session.WithTTL(time.Second)))
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("run of 3s with a 1s TTL: %+v, %v", res, err)
+	}
+	if res.Session.Renewals < 6 {
+		t.Errorf("%d renewals in 3s with a 1s TTL, want at least 6", res.Session.Renewals)
+	}
+}
+
+func TestRun_LosingTheSessionStopsTheWork(t *testing.T) {
+	for _, how := range []string{"close", "takeover"} {
+		t.Run(how, func(t *testing.T) {
+			ctx := ctxT(t)
+			e := newEnv(t)
+			dir := t.TempDir()
+			m := e.manager("h1", dir)
+			marker := filepath.Join(t.TempDir(), "term")
+			script := fmt.Sprintf(`trap 'echo term > %s; exit 0' TERM; echo started; while :; do sleep 0.05; done`, marker)
+			done := make(chan error, 1)
+			started := make(chan struct{})
+			go func() {
+				_, err := m.Run(ctx, "slot", "T1", func(s *session.Session) (session.Child, error) {
+					c, err := shell(t, script)(s)
+					close(started)
+					return c, err
+				}, session.WithGrace(5*time.Second))
+				done <- err
+			}()
+			<-started
+			other := e.manager("h1", dir)
+			var want string
+			switch how {
+			case "close":
+				s, err := other.Resume(ctx, "slot")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := other.Close(ctx, s, "success"); err != nil {
+					t.Fatal(err)
+				}
+				want = session.LostClosed
+			case "takeover":
+				if _, err := other.Join(ctx, "slot", "T2", session.WithForce(true), session.WithWait(5*time.Second)); err != nil {
+					t.Fatal(err)
+				}
+				want = session.LostTaken
+			}
+			var lost *session.LostError
+			select {
+			case err := <-done:
+				if !errors.As(err, &lost) {
+					t.Fatalf("run: %v, want ErrLost", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("run did not stop")
+			}
+			if lost.How != want && !(want == session.LostTaken && lost.How == session.LostClosed) {
+				t.Errorf("lost %q, want %q", lost.How, want)
+			}
+			if b, err := os.ReadFile(marker); err != nil || !strings.Contains(string(b), "term") {
+				t.Errorf("the work did not get SIGTERM: %q, %v", b, err)
+			}
+		})
+	}
+}
+
+func TestRun_ServerGoneStopsTheWorkBeforeTheTTL(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for a TTL")
+	}
+	ctx := ctxT(t)
+	e := newEnv(t)
+	m := e.manager("h1", t.TempDir())
+	const ttl = 2 * time.Second
+	done := make(chan error, 1)
+	started := make(chan time.Time, 1)
+	go func() {
+		_, err := m.Run(ctx, "slot", "T1", func(s *session.Session) (session.Child, error) {
+			c, err := shell(t, "echo started; sleep 60")(s)
+			started <- time.Now()
+			return c, err
+		}, session.WithJoinOptions(session.WithTTL(ttl)), session.WithGrace(time.Second))
+		done <- err
+	}()
+	<-started
+	stopped := time.Now()
+	e.srv.Shutdown()
+	select {
+	case err := <-done:
+		var lost *session.LostError
+		if !errors.As(err, &lost) || lost.How != session.LostUnrenewed {
+			t.Fatalf("run: %v, want lost: not renewed in time", err)
+		}
+		// The work stops within the TTL of the last renewal (plus the grace
+		// for SIGTERM, which sleep obeys at once).
+		if took := time.Since(stopped); took > ttl+500*time.Millisecond {
+			t.Errorf("work stopped %s after the server went away; TTL is %s", took, ttl)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("run went on without its server")
+	}
+}
+
+func TestRun_ForwardsSignalsAndClosesTheSession(t *testing.T) {
+	ctx := ctxT(t)
+	e := newEnv(t)
+	m := e.manager("h1", t.TempDir())
+	sigs := make(chan os.Signal, 1)
+	done := make(chan session.RunResult, 1)
+	started := make(chan struct{})
+	go func() {
+		res, err := m.Run(ctx, "slot", "T1", func(s *session.Session) (session.Child, error) {
+			c, err := shell(t, `trap 'exit 130' INT; echo started; while :; do sleep 0.05; done`)(s)
+			close(started)
+			return c, err
+		}, session.WithSignals(sigs))
+		if err != nil {
+			t.Errorf("run: %v", err)
+		}
+		done <- res
+	}()
+	<-started
+	sigs <- syscall.SIGINT
+	res := <-done
+	if res.ExitCode != 130 {
+		t.Errorf("exit code %d, want 130", res.ExitCode)
+	}
+	if got := tombstoneResult(t, m, "slot"); got != "fail" {
+		t.Errorf("result %q, want fail", got)
+	}
+}
+
+func TestRun_JoinRefusalStartsNothing(t *testing.T) {
+	ctx := ctxT(t)
+	e := newEnv(t)
+	if _, err := e.manager("h2", t.TempDir()).Join(ctx, "slot", "T0"); err != nil {
+		t.Fatal(err)
+	}
+	startedWork := false
+	_, err := e.manager("h1", t.TempDir()).Run(ctx, "slot", "T1", func(*session.Session) (session.Child, error) {
+		startedWork = true
+		return nil, errors.New("unreachable")
+	})
+	if !errors.Is(err, session.ErrForeignHost) || startedWork {
+		t.Errorf("run on another host's slot: %v (started: %v), want ErrForeignHost and nothing started", err, startedWork)
+	}
+}

@@ -1,0 +1,109 @@
+package session
+
+import (
+	"context"
+	"sort"
+	"time"
+)
+
+// State classifies a session by the server's clock.
+type State string
+
+const (
+	// StateLive: renewed within its stale-after window.
+	StateLive State = "live"
+	// StateStale: not renewed for stale-after (by default half its TTL);
+	// its holder may be gone, and it expires unless renewed.
+	StateStale State = "stale"
+	// StateExpiring: its TTL has run out on the server's clock; the server
+	// removes it within a moment (it expires keys on a 250 ms tick).
+	StateExpiring State = "expiring"
+)
+
+// Timing is a session's age and time left at a server time.
+type Timing struct {
+	// Age is the time since the last write (join or renewal).
+	Age time.Duration
+	// Left is the time until the server expires it (negative once due).
+	Left  time.Duration
+	State State
+}
+
+// TimingAt classifies a revision written at written with ttl, at the server
+// time now. staleAfter <= 0 means half the TTL.
+func TimingAt(written time.Time, ttl time.Duration, now time.Time, staleAfter time.Duration) Timing {
+	if staleAfter <= 0 {
+		staleAfter = ttl / 2
+	}
+	t := Timing{Age: now.Sub(written), Left: written.Add(ttl).Sub(now), State: StateLive}
+	switch {
+	case ttl > 0 && t.Left <= 0:
+		t.State = StateExpiring
+	case t.Age >= staleAfter:
+		t.State = StateStale
+	}
+	return t
+}
+
+// Timing classifies s at the server time now (s must come from a read).
+func (s *Session) Timing(now time.Time, staleAfter time.Duration) Timing {
+	return TimingAt(s.Written, s.TTL, now, staleAfter)
+}
+
+// Undecodable is a slot whose record does not decode: held by
+// nobody-knows-who.
+type Undecodable struct {
+	Slot     string
+	Revision uint64
+	Written  time.Time
+	TTL      time.Duration
+	Err      error
+}
+
+// Listing is every session of the bucket at one moment of the server.
+type Listing struct {
+	Sessions    []*Session
+	Undecodable []Undecodable
+	// ServerTime is the server's clock right after the listing was read.
+	ServerTime time.Time
+}
+
+// List reads every session with one watch of the bucket, then the server's
+// time. Sessions are sorted by slot.
+func (m *Manager) List(ctx context.Context) (*Listing, error) {
+	entries, err := m.bucket.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	now, err := m.bucket.ServerTime(ctx)
+	if err != nil {
+		return nil, err
+	}
+	l := &Listing{ServerTime: now}
+	for _, e := range entries {
+		if s, err := decode(e); err == nil {
+			l.Sessions = append(l.Sessions, s)
+		} else {
+			l.Undecodable = append(l.Undecodable, Undecodable{Slot: e.Key, Revision: e.Revision, Written: e.Created, TTL: e.TTL, Err: err})
+		}
+	}
+	sort.Slice(l.Sessions, func(i, j int) bool { return l.Sessions[i].Slot < l.Sessions[j].Slot })
+	return l, nil
+}
+
+// ServerTime is the server's clock (the sessions bucket's stream leader).
+func (m *Manager) ServerTime(ctx context.Context) (time.Time, error) {
+	return m.bucket.ServerTime(ctx)
+}
+
+// Reap removes a session that is stale at the server time now, with a CAS
+// delete on the revision that was read. A session renewed since (another
+// revision) survives: Reap then returns kv.ErrConflict and changes nothing.
+func (m *Manager) Reap(ctx context.Context, slot string, rev uint64, note *Record) error {
+	if note == nil {
+		note = &Record{Slot: slot}
+	}
+	n := note.clone()
+	n.Result = "reaped"
+	return m.Delete(ctx, slot, rev, &n)
+}

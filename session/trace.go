@@ -1,0 +1,80 @@
+package session
+
+import (
+	"errors"
+	"io/fs"
+	"time"
+)
+
+// trace is the host-local pid file a join leaves under
+// <state-dir>/pids/<prefix>/slot-SLOT.pid until the session is closed. It
+// lets this host say "your session was lost" rather than "not found" after
+// the server has forgotten the slot, and lets doctor find sessions whose
+// process died and files that outlived their session.
+type trace struct {
+	Slot     string    `json:"slot"`
+	Fence    uint64    `json:"fence"`
+	Host     string    `json:"host"`
+	Instance string    `json:"instance"`
+	PID      int       `json:"pid"`
+	PIDStart string    `json:"pid_start,omitempty"`
+	Joined   time.Time `json:"joined"`
+}
+
+// writeTrace records s on this host. A failure costs only diagnostics, so
+// it is not an error of the join.
+func (m *Manager) writeTrace(s *Session) {
+	_ = m.state.WritePIDFile(m.prefix, gateName(s.Slot), trace{
+		Slot: s.Slot, Fence: s.Fence, Host: s.Host, Instance: s.Instance,
+		PID: s.PID, PIDStart: s.PIDStart, Joined: m.now().UTC(),
+	})
+}
+
+// readTrace returns this host's trace of slot, if there is one.
+func (m *Manager) readTrace(slot string) (trace, bool) {
+	var t trace
+	err := m.state.ReadPIDFile(m.prefix, gateName(slot), &t)
+	return t, err == nil
+}
+
+// removeTrace removes the trace of slot if it belongs to the session with
+// fence (0: whatever session it belongs to).
+func (m *Manager) removeTrace(slot string, fence uint64) {
+	if t, ok := m.readTrace(slot); ok && (fence == 0 || t.Fence == fence) {
+		_ = m.state.RemovePIDFile(m.prefix, gateName(slot))
+	}
+}
+
+// Trace is a host-local pid file left by a join, as doctor reads it.
+type Trace struct {
+	Slot     string
+	Fence    uint64
+	PID      int
+	PIDStart string
+	Joined   time.Time
+}
+
+// Traces lists the pid files of this host's sessions.
+func (m *Manager) Traces() ([]Trace, error) {
+	names, err := m.state.PIDFiles(m.prefix)
+	if err != nil {
+		return nil, err
+	}
+	var out []Trace
+	for _, n := range names {
+		var t trace
+		if err := m.state.ReadPIDFile(m.prefix, n, &t); err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			out = append(out, Trace{Slot: n})
+			continue
+		}
+		out = append(out, Trace{Slot: t.Slot, Fence: t.Fence, PID: t.PID, PIDStart: t.PIDStart, Joined: t.Joined})
+	}
+	return out, nil
+}
+
+// RemoveTrace removes this host's pid file of slot if it belongs to the
+// session with fence.
+func (m *Manager) RemoveTrace(slot string, fence uint64) { m.removeTrace(slot, fence) }
