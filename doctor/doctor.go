@@ -1,0 +1,328 @@
+package doctor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/batonhq/baton/hostlocal"
+	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/session"
+)
+
+// Kinds of finding.
+const (
+	KindBucketMissing = "bucket_missing"
+	KindBucketConfig  = "bucket_config"
+	KindStale         = "stale"
+	KindDeadHolder    = "dead_holder"
+	KindUndecodable   = "undecodable"
+	KindOrphanGate    = "orphan_gate"
+	KindOrphanPIDFile = "orphan_pidfile"
+	KindClockSkew     = "clock_skew"
+)
+
+// Finding is one problem, with what to do about it.
+type Finding struct {
+	Kind   string `json:"kind"`
+	Key    string `json:"key"`
+	Detail string `json:"detail"`
+	Action string `json:"action"`
+	Fixed  bool   `json:"fixed"`
+	// FixError says why a fix was not applied, when it was tried.
+	FixError string `json:"fix_error,omitempty"`
+
+	fix func(context.Context) error
+}
+
+// Fixable reports whether Fix would try to fix f.
+func (f Finding) Fixable() bool { return f.fix != nil }
+
+// Report is the outcome of a check.
+type Report struct {
+	OK       bool      `json:"ok"`
+	Findings []Finding `json:"findings"`
+}
+
+// Remaining counts the findings not fixed.
+func (r *Report) Remaining() int {
+	n := 0
+	for _, f := range r.Findings {
+		if !f.Fixed {
+			n++
+		}
+	}
+	return n
+}
+
+// DefaultMaxSkew is the clock skew between this host and the server that
+// doctor reports.
+const DefaultMaxSkew = time.Second
+
+// Checker checks one prefix's sessions from one host.
+type Checker struct {
+	m          *session.Manager
+	now        func() time.Time
+	staleAfter time.Duration
+	maxSkew    time.Duration
+	replicas   int
+}
+
+// Option configures a Checker.
+type Option func(*Checker)
+
+// WithStaleAfter reports sessions not renewed for d as stale. Default: 0,
+// half of each session's TTL.
+func WithStaleAfter(d time.Duration) Option { return func(c *Checker) { c.staleAfter = d } }
+
+// WithClock sets this host's clock, whose skew from the server's is
+// measured. Default: time.Now.
+func WithClock(now func() time.Time) Option { return func(c *Checker) { c.now = now } }
+
+// WithMaxSkew sets the skew reported as a problem. Default: DefaultMaxSkew.
+func WithMaxSkew(d time.Duration) Option { return func(c *Checker) { c.maxSkew = d } }
+
+// WithReplicas checks that buckets have n replicas and creates missing ones
+// with n. Default: 0, replicas are not checked and buckets are created with 1.
+func WithReplicas(n int) Option { return func(c *Checker) { c.replicas = n } }
+
+// New returns a checker of m's sessions.
+func New(m *session.Manager, opts ...Option) *Checker {
+	c := &Checker{m: m, now: time.Now, maxSkew: DefaultMaxSkew}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
+}
+
+// Run checks everything and returns the findings. It returns an error only
+// when the server cannot be asked (kv.ErrUnavailable, kv.ErrPermission,
+// kv.ErrJetStreamDisabled); a missing bucket is a finding.
+func (c *Checker) Run(ctx context.Context) (*Report, error) {
+	r := &Report{}
+	present, err := c.checkBucket(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	var listing *session.Listing
+	if present {
+		if listing, err = c.m.List(ctx); err != nil {
+			return nil, err
+		}
+		c.checkSessions(r, listing)
+		if err := c.checkSkew(ctx, r); err != nil {
+			return nil, err
+		}
+	}
+	if err := c.checkGates(r); err != nil {
+		return nil, err
+	}
+	if err := c.checkTraces(r, listing); err != nil {
+		return nil, err
+	}
+	r.OK = len(r.Findings) == 0
+	return r, nil
+}
+
+// Fix applies the fix of every fixable finding and marks it fixed. A fix
+// that loses its compare-and-set leaves the finding unfixed with the reason.
+func (c *Checker) Fix(ctx context.Context, r *Report) {
+	for i := range r.Findings {
+		f := &r.Findings[i]
+		if f.fix == nil || f.Fixed {
+			continue
+		}
+		if err := f.fix(ctx); err != nil {
+			if errors.Is(err, kv.ErrConflict) {
+				f.FixError = "changed since the check (renewed or replaced); left alone"
+			} else {
+				f.FixError = err.Error()
+			}
+			continue
+		}
+		f.Fixed = true
+	}
+	r.OK = r.Remaining() == 0
+}
+
+func (c *Checker) add(r *Report, f Finding) { r.Findings = append(r.Findings, f) }
+
+func (c *Checker) checkBucket(ctx context.Context, r *Report) (bool, error) {
+	client := c.m.Bucket().Client()
+	want := session.BucketConfig(c.m.Prefix(), c.replicas)
+	err := client.Check(ctx, want)
+	var me *kv.MismatchError
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, kv.ErrBucketNotFound):
+		c.add(r, Finding{
+			Kind: KindBucketMissing, Key: want.Name,
+			Detail: fmt.Sprintf("bucket %s does not exist on %s", want.Name, client.URL()),
+			Action: "start a server with `baton up`, or create the buckets on this server with `baton doctor --fix`",
+			fix: func(ctx context.Context) error {
+				_, err := client.Ensure(ctx, want)
+				return err
+			},
+		})
+		return false, nil
+	case errors.As(err, &me):
+		var diffs []kv.Difference
+		for _, d := range me.Differences {
+			if d.Setting != "replicas" || c.replicas > 0 {
+				diffs = append(diffs, d)
+			}
+		}
+		if len(diffs) == 0 {
+			return true, nil
+		}
+		me.Differences = diffs
+		c.add(r, Finding{
+			Kind: KindBucketConfig, Key: want.Name,
+			Detail: me.Error(),
+			Action: "`baton doctor --fix` applies baton's settings to the bucket",
+			fix:    func(ctx context.Context) error { return client.Apply(ctx, want) },
+		})
+		return true, nil
+	default:
+		return false, err
+	}
+}
+
+func (c *Checker) checkSessions(r *Report, l *session.Listing) {
+	for _, u := range l.Undecodable {
+		u := u
+		t := session.TimingAt(u.Written, u.TTL, l.ServerTime, c.staleAfter)
+		c.add(r, Finding{
+			Kind: KindUndecodable, Key: u.Slot,
+			Detail: fmt.Sprintf("slot %s holds a record that does not decode (revision %d, written %s ago): %v; nobody can take the slot",
+				u.Slot, u.Revision, t.Age.Round(time.Millisecond), u.Err),
+			Action: "inspect it (`nats kv get " + c.m.Bucket().Name() + " " + u.Slot + "`), then `baton doctor --fix` removes it unless it is rewritten meanwhile",
+			fix: func(ctx context.Context) error {
+				return c.m.Reap(ctx, u.Slot, u.Revision, nil)
+			},
+		})
+	}
+	for _, s := range l.Sessions {
+		s := s
+		t := s.Timing(l.ServerTime, c.staleAfter)
+		stale := t.State != session.StateLive
+		reap := func(ctx context.Context) error { return c.m.Reap(ctx, s.Slot, s.Revision, &s.Record) }
+		if s.Host == c.m.Host() && !(hostlocal.Process{PID: s.PID, Start: s.PIDStart}).Alive() {
+			f := Finding{
+				Kind: KindDeadHolder, Key: s.Slot,
+				Detail: fmt.Sprintf("slot %s is held by pid %d on this host, which is not running (task %s, fence %d, renewed %s ago)",
+					s.Slot, s.PID, s.TaskID, s.Fence, t.Age.Round(time.Millisecond)),
+				Action: fmt.Sprintf("if its work is over, `baton close %s`; `baton doctor --fix` removes it once it is stale", s.Slot),
+			}
+			if stale {
+				f.fix = reap
+			}
+			c.add(r, f)
+			continue
+		}
+		if stale {
+			c.add(r, Finding{
+				Kind: KindStale, Key: s.Slot,
+				Detail: fmt.Sprintf("slot %s (host %s, pid %d, task %s, fence %d) not renewed for %s; it expires in %s",
+					s.Slot, s.Host, s.PID, s.TaskID, s.Fence, t.Age.Round(time.Millisecond), max(t.Left, 0).Round(time.Millisecond)),
+				Action: "its holder should `baton commit " + s.Slot + "`; `baton doctor --fix` removes it unless it is renewed meanwhile",
+				fix:    reap,
+			})
+		}
+	}
+}
+
+func (c *Checker) checkSkew(ctx context.Context, r *Report) error {
+	t0 := c.now()
+	server, err := c.m.ServerTime(ctx)
+	if err != nil {
+		return err
+	}
+	t1 := c.now()
+	rtt := t1.Sub(t0)
+	skew := t0.Add(rtt / 2).Sub(server) // > 0: this host is ahead
+	if abs(skew) <= c.maxSkew+rtt/2 {
+		return nil
+	}
+	dir := "ahead of"
+	if skew < 0 {
+		dir = "behind"
+	}
+	c.add(r, Finding{
+		Kind: KindClockSkew, Key: c.m.Host(),
+		Detail: fmt.Sprintf("this host's clock is %s %s the server's (measured with a %s round trip); baton decides by the server's clock, but times this host writes are off",
+			abs(skew).Round(time.Millisecond), dir, rtt.Round(time.Microsecond)),
+		Action: "synchronise the clock (chrony, systemd-timesyncd or ntpd)",
+	})
+	return nil
+}
+
+func abs(d time.Duration) time.Duration {
+	if d < 0 {
+		return -d
+	}
+	return d
+}
+
+func (c *Checker) checkGates(r *Report) error {
+	locks, err := c.m.StateDir().Locks()
+	if err != nil {
+		return err
+	}
+	for _, l := range locks {
+		if !l.Orphaned {
+			continue
+		}
+		l := l
+		who := "a process that is gone"
+		if l.Holder != nil {
+			who = fmt.Sprintf("pid %d (%s) since %s", l.Holder.PID, l.Holder.Purpose, l.Holder.Since.UTC().Format(time.RFC3339))
+		}
+		c.add(r, Finding{
+			Kind: KindOrphanGate, Key: l.Name,
+			Detail: fmt.Sprintf("gate file %s was left by %s, which died holding it; it blocks nobody", l.Path, who),
+			Action: "`baton doctor --fix` clears it",
+			fix: func(context.Context) error {
+				_, err := c.m.StateDir().ClearOrphan(l.Name)
+				return err
+			},
+		})
+	}
+	return nil
+}
+
+func (c *Checker) checkTraces(r *Report, l *session.Listing) error {
+	traces, err := c.m.Traces()
+	if err != nil {
+		return err
+	}
+	live := map[string]*session.Session{}
+	if l != nil {
+		for _, s := range l.Sessions {
+			live[s.Slot] = s
+		}
+	}
+	for _, t := range traces {
+		s := live[t.Slot]
+		if l == nil || (s != nil && s.Fence == t.Fence) {
+			continue
+		}
+		t := t
+		why := "its session is gone"
+		if s != nil {
+			why = fmt.Sprintf("the slot now holds another session (fence %d)", s.Fence)
+		}
+		c.add(r, Finding{
+			Kind: KindOrphanPIDFile, Key: t.Slot,
+			Detail: fmt.Sprintf("pid file of slot %s (fence %d, pid %d) outlived its session: %s", t.Slot, t.Fence, t.PID, why),
+			Action: "`baton doctor --fix` removes it",
+			fix: func(context.Context) error {
+				c.m.RemoveTrace(t.Slot, t.Fence)
+				return nil
+			},
+		})
+	}
+	return nil
+}
