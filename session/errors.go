@@ -60,9 +60,9 @@ func (e *HeldError) Error() string {
 	case e.Holder == nil:
 		return fmt.Sprintf("slot %s holds a record that does not decode (revision %d): %v; it is treated as held", e.Slot, e.Revision, e.Decode)
 	case errors.Is(e.Reason, ErrForeignHost):
-		return fmt.Sprintf("slot %s belongs to host %s (%s)", e.Slot, e.Holder.Host, describe(e.Holder))
+		return fmt.Sprintf("slot %s belongs to host %s (%s)", e.Slot, e.Holder.Host, describe(e.Holder, false))
 	default:
-		return fmt.Sprintf("slot %s is held on this host (%s)", e.Slot, describe(e.Holder))
+		return fmt.Sprintf("slot %s is held on this host (%s)", e.Slot, describe(e.Holder, false))
 	}
 }
 
@@ -104,7 +104,7 @@ func (e *LostError) Error() string {
 		fmt.Fprintf(&b, " at %s", e.At.UTC().Format(time.RFC3339))
 	}
 	if e.Now != nil {
-		fmt.Fprintf(&b, "; the slot is now held by %s", describe(e.Now))
+		fmt.Fprintf(&b, "; the slot is now held by %s", describe(e.Now, true))
 	}
 	return b.String()
 }
@@ -112,9 +112,9 @@ func (e *LostError) Error() string {
 // Unwrap lets errors.Is match ErrLost.
 func (e *LostError) Unwrap() error { return ErrLost }
 
-func describe(s *Session) string {
+func describe(s *Session, withHost bool) string {
 	parts := []string{fmt.Sprintf("pid %d", s.PID)}
-	if s.Host != "" {
+	if withHost && s.Host != "" {
 		parts = append(parts, "host "+s.Host)
 	}
 	if s.TaskID != "" {

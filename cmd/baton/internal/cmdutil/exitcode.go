@@ -1,0 +1,138 @@
+package cmdutil
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"syscall"
+
+	"github.com/batonhq/baton/hostlocal"
+	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/session"
+)
+
+// ExitCode is a process exit code of the contract.
+type ExitCode int
+
+// The exit codes of every verb (CONTRACT.md).
+const (
+	ExitOK          ExitCode = 0
+	ExitFailure     ExitCode = 1
+	ExitUsage       ExitCode = 2
+	ExitConflict    ExitCode = 3
+	ExitCrossHost   ExitCode = 4
+	ExitNotFound    ExitCode = 5
+	ExitUnavailable ExitCode = 6
+	ExitProblems    ExitCode = 7
+)
+
+// ErrUsage marks bad input: an unknown flag, a missing argument, a value
+// that breaks a rule.
+var ErrUsage = errors.New("bad input")
+
+// Usagef returns a usage error; the message should say the rule.
+func Usagef(format string, a ...any) error {
+	return fmt.Errorf("%w: %s", ErrUsage, fmt.Sprintf(format, a...))
+}
+
+// ExitError ends a command with a given code. Err may be nil for a quiet
+// exit (the command has already said what happened).
+type ExitError struct {
+	Code ExitCode
+	Err  error
+}
+
+func (e *ExitError) Error() string {
+	if e.Err == nil {
+		return fmt.Sprintf("exit %d", e.Code)
+	}
+	return e.Err.Error()
+}
+
+func (e *ExitError) Unwrap() error { return e.Err }
+
+// Exit returns an error that ends the command with code.
+func Exit(code ExitCode, err error) error { return &ExitError{Code: code, Err: err} }
+
+// Code maps an error to its exit code. This is the one place that does so.
+func Code(err error) ExitCode {
+	var ee *ExitError
+	switch {
+	case err == nil:
+		return ExitOK
+	case errors.As(err, &ee):
+		return ee.Code
+	case errors.Is(err, ErrUsage), errors.Is(err, session.ErrInvalid), errors.Is(err, kv.ErrInvalidKey),
+		errors.Is(err, kv.ErrInvalidTTL), errors.Is(err, kv.ErrInvalidConfig), errors.Is(err, hostlocal.ErrInvalidName):
+		return ExitUsage
+	case errors.Is(err, session.ErrForeignHost):
+		return ExitCrossHost
+	case errors.Is(err, session.ErrHeld), errors.Is(err, session.ErrUndecodable), errors.Is(err, session.ErrGateBusy),
+		errors.Is(err, session.ErrLost), errors.Is(err, kv.ErrConflict), errors.Is(err, hostlocal.ErrLocked):
+		return ExitConflict
+	case errors.Is(err, session.ErrNotFound):
+		return ExitNotFound
+	case errors.Is(err, kv.ErrUnavailable), errors.Is(err, kv.ErrPermission), errors.Is(err, kv.ErrJetStreamDisabled),
+		errors.Is(err, kv.ErrBucketNotFound), errors.Is(err, kv.ErrBucketMismatch):
+		return ExitUnavailable
+	default:
+		return ExitFailure
+	}
+}
+
+// Hint says what to do about an error, for the second half of the one-line
+// message; empty when the error says it already.
+func Hint(err error) string {
+	var held *session.HeldError
+	switch {
+	case errors.As(err, &held) && errors.Is(err, session.ErrForeignHost):
+		return fmt.Sprintf("only host %s can renew or close it; wait for it to be closed or to expire (TTL %s)", held.Holder.Host, held.Holder.TTL)
+	case errors.As(err, &held) && errors.Is(err, session.ErrUndecodable):
+		return "run `baton doctor` to inspect it; `baton doctor --fix` removes it"
+	case errors.As(err, &held) && errors.Is(err, session.ErrHeld):
+		return fmt.Sprintf("wait for it to be closed or to expire (TTL %s), or pass --force to replace it", held.Holder.TTL)
+	case errors.Is(err, session.ErrGateBusy):
+		return "another baton on this host is joining the slot; retry, or pass --wait DUR"
+	case errors.Is(err, session.ErrLost):
+		return "stop working on the slot; join it again to continue"
+	case errors.Is(err, session.ErrNotFound):
+		return "join it first: baton join SLOT --task ID"
+	case errors.Is(err, kv.ErrBucketNotFound):
+		return "run `baton up` to start a server with its buckets, or `baton doctor --fix` to create them on this server"
+	case errors.Is(err, kv.ErrBucketMismatch):
+		return "run `baton doctor` to see the differences; `baton doctor --fix` applies baton's settings"
+	case errors.Is(err, kv.ErrPermission):
+		return "check the credentials (--creds, --nkey, --user/--password, --token, --context) and the account's permissions"
+	case errors.Is(err, kv.ErrJetStreamDisabled):
+		return "enable JetStream on the server, or run `baton up`"
+	case errors.Is(err, syscall.EADDRINUSE):
+		return "another server listens there; stop it or pass --listen HOST:PORT"
+	case errors.Is(err, kv.ErrUnavailable):
+		return "is `baton up` running? pass --server URL (or BATON_URL) to use another server"
+	case errors.Is(err, ErrUsage), errors.Is(err, session.ErrInvalid), errors.Is(err, kv.ErrInvalidKey), errors.Is(err, kv.ErrInvalidTTL):
+		return "see --help"
+	case errors.Is(err, context.Canceled):
+		return "interrupted"
+	}
+	return ""
+}
+
+// Message is the one-line error of the contract:
+// "baton: <verb>: <what happened>; <what to do>".
+func Message(verb string, err error) string {
+	what := strings.TrimSpace(trimPrefixes(err.Error()))
+	if hint := Hint(err); hint != "" {
+		what += "; " + hint
+	}
+	return strings.ReplaceAll(fmt.Sprintf("baton: %s: %s", verb, what), "\n", " ")
+}
+
+// trimPrefixes drops the package prefixes sentinels carry ("kv: ",
+// "session: "), which mean nothing to a user, keeping the rest.
+func trimPrefixes(s string) string {
+	for _, p := range []string{"bad input: ", "session: ", "kv: ", "hostlocal: "} {
+		s = strings.ReplaceAll(s, p, "")
+	}
+	return s
+}

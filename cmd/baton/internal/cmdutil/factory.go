@@ -1,0 +1,153 @@
+package cmdutil
+
+import (
+	"context"
+	"path/filepath"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+
+	"github.com/batonhq/baton/hostlocal"
+	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/session"
+)
+
+// ServerFile is the file in the state directory where `baton up` writes its
+// server's URL.
+const ServerFile = "server.json"
+
+// Factory builds what verbs need from the global flags, lazily: a verb that
+// fails on its arguments never connects.
+type Factory struct {
+	IO     *IOStreams
+	Config Config
+	Getenv func(string) string
+
+	state    *hostlocal.StateDir
+	client   *kv.Client
+	instance string
+}
+
+// StateDir opens (creating, mode 0700) the host-local state directory.
+func (f *Factory) StateDir() (*hostlocal.StateDir, error) {
+	if f.state != nil {
+		return f.state, nil
+	}
+	dir := f.Config.StateDir
+	if dir == "" {
+		var err error
+		if dir, err = hostlocal.DefaultStateDir(); err != nil {
+			return nil, err
+		}
+	}
+	sd, err := hostlocal.OpenStateDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	f.state = sd
+	return sd, nil
+}
+
+// ServerURL is the URL verbs connect to: --server, BATON_URL or NATS_URL;
+// else the context's; else the one a running `baton up` of this state
+// directory wrote; else kv.DefaultURL. It is empty when a context decides.
+func (f *Factory) ServerURL() string {
+	if f.Config.Server != "" || f.Config.Context != "" {
+		return f.Config.Server
+	}
+	if sd, err := f.StateDir(); err == nil {
+		if info, ok := RunningServer(sd.Path()); ok {
+			return info.URL
+		}
+	}
+	return kv.DefaultURL
+}
+
+// RunningServer returns what a `baton up` of the state directory dir wrote,
+// if that process still runs.
+func RunningServer(dir string) (kv.ServerInfo, bool) {
+	info, err := kv.ReadServerInfo(filepath.Join(dir, ServerFile))
+	if err != nil || info.URL == "" {
+		return info, false
+	}
+	return info, hostlocal.Process{PID: info.PID, Start: info.PIDStart}.Alive()
+}
+
+// Client connects once and returns the same client after.
+func (f *Factory) Client(ctx context.Context, natsOpts ...nats.Option) (*kv.Client, error) {
+	if f.client != nil {
+		return f.client, nil
+	}
+	c := f.Config
+	opts := []kv.Option{kv.WithURL(f.ServerURL()), kv.WithTimeout(c.Timeout), kv.WithName("baton")}
+	if c.Context != "" {
+		opts = append(opts, kv.WithContext(c.Context))
+	}
+	if c.Creds != "" {
+		opts = append(opts, kv.WithCredsFile(c.Creds))
+	}
+	if c.NKey != "" {
+		opts = append(opts, kv.WithNKeyFile(c.NKey))
+	}
+	if c.User != "" {
+		opts = append(opts, kv.WithUserPassword(c.User, c.Password))
+	}
+	if c.Token != "" {
+		opts = append(opts, kv.WithToken(c.Token))
+	}
+	if c.TLSCA != "" || c.TLSCert != "" {
+		opts = append(opts, kv.WithTLS(c.TLSCA, c.TLSCert, c.TLSKey))
+	}
+	if len(natsOpts) > 0 {
+		opts = append(opts, kv.WithNATSOptions(natsOpts...))
+	}
+	client, err := kv.Connect(ctx, opts...)
+	if err != nil {
+		return nil, err
+	}
+	f.client = client
+	return client, nil
+}
+
+// Instance is this process's instance id: BATON_INSTANCE, else a fresh
+// uuid.
+func (f *Factory) Instance() string {
+	if f.instance == "" {
+		if f.instance = f.Getenv("BATON_INSTANCE"); f.instance == "" {
+			f.instance = uuid.NewString()
+		}
+	}
+	return f.instance
+}
+
+// Sessions returns a session manager of this host, prefix and state
+// directory, connected.
+func (f *Factory) Sessions(ctx context.Context, natsOpts ...nats.Option) (*session.Manager, error) {
+	sd, err := f.StateDir()
+	if err != nil {
+		return nil, err
+	}
+	client, err := f.Client(ctx, natsOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return session.NewManager(client,
+		session.WithPrefix(f.Config.Prefix),
+		session.WithHostID(f.Config.HostID),
+		session.WithInstance(f.Instance()),
+		session.WithStateDir(sd))
+}
+
+// LongLived are connection options for verbs that run for a while (run,
+// status --watch): reconnect for as long as it takes.
+func LongLived() []nats.Option {
+	return []nats.Option{nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond)}
+}
+
+// Close releases the connection, if any.
+func (f *Factory) Close() {
+	if f.client != nil {
+		f.client.Close()
+	}
+}

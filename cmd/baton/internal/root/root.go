@@ -1,0 +1,170 @@
+// Package root assembles the baton command line and runs it.
+package root
+
+import (
+	"context"
+	"errors"
+	"runtime/debug"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/batonhq/baton/cmd/baton/internal/closecmd"
+	"github.com/batonhq/baton/cmd/baton/internal/cmdutil"
+	"github.com/batonhq/baton/cmd/baton/internal/commitcmd"
+	"github.com/batonhq/baton/cmd/baton/internal/doctorcmd"
+	"github.com/batonhq/baton/cmd/baton/internal/joincmd"
+	"github.com/batonhq/baton/cmd/baton/internal/runcmd"
+	"github.com/batonhq/baton/cmd/baton/internal/statuscmd"
+	"github.com/batonhq/baton/cmd/baton/internal/upcmd"
+)
+
+// NewCmdRoot returns the baton command with every verb.
+func NewCmdRoot(f *cmdutil.Factory) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "baton <command>",
+		Short: "Keep a fleet of coding agents from stepping on each other",
+		Long: `baton keeps fleets of coding agents from stepping on each other, across hosts:
+one holder per slot, one spawn at a time per host, and a record of who holds
+what. Sessions live in NATS JetStream KV (a TTL per session, compare-and-set on
+every ownership write); each host's check-then-spawn runs inside a flock.
+
+Start a server with ` + "`baton up`" + `, then join, commit and close slots from any
+process on any host that can reach it.
+
+Exit codes: 0 done, 1 unexpected failure, 2 bad input, 3 conflict (held,
+gate busy, lost), 4 refused: another host's session, 5 not found,
+6 server unavailable, 7 doctor found problems.`,
+		Example: `  baton up &
+  baton join rendering --task T-42
+  baton commit rendering -m "halfway"
+  baton status
+  baton close rendering --result success`,
+		SilenceErrors:     true,
+		SilenceUsage:      true,
+		Version:           version(),
+		CompletionOptions: cobra.CompletionOptions{HiddenDefaultCmd: false},
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			return f.Config.Resolve(f.Getenv)
+		},
+	}
+	f.Config.Register(root.PersistentFlags())
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+		var iv *pflag.InvalidValueError
+		if errors.As(err, &iv) && errors.Is(err, cmdutil.ErrUsage) {
+			return iv.Unwrap() // our own value's message already names the flag and the rule
+		}
+		return cmdutil.Usagef("%v", err)
+	})
+	root.AddCommand(
+		upcmd.NewCmdUp(f, nil),
+		joincmd.NewCmdJoin(f, nil),
+		commitcmd.NewCmdCommit(f, nil),
+		closecmd.NewCmdClose(f, nil),
+		runcmd.NewCmdRun(f, nil),
+		statuscmd.NewCmdStatus(f, nil),
+		doctorcmd.NewCmdDoctor(f, nil),
+		runcmd.NewCmdSupervise(f),
+	)
+	for _, c := range root.Commands() {
+		if c.Name() == "help" || c.Name() == "completion" {
+			continue
+		}
+		markRunErrors(c)
+		if c.ValidArgsFunction == nil && strings.Contains(c.Use, "SLOT") {
+			c.ValidArgsFunction = slotCompletion(f)
+		}
+	}
+	return root
+}
+
+// runError marks an error returned by a verb's own run, as opposed to one
+// cobra returned while parsing the command line (which is bad input).
+type runError struct{ err error }
+
+func (e runError) Error() string { return e.err.Error() }
+func (e runError) Unwrap() error { return e.err }
+
+func markRunErrors(c *cobra.Command) {
+	if run := c.RunE; run != nil {
+		c.RunE = func(cmd *cobra.Command, args []string) error {
+			if err := run(cmd, args); err != nil {
+				return runError{err}
+			}
+			return nil
+		}
+	}
+	if pre := c.Args; pre != nil {
+		c.Args = func(cmd *cobra.Command, args []string) error {
+			if err := pre(cmd, args); err != nil {
+				return runError{err}
+			}
+			return nil
+		}
+	}
+}
+
+// slotCompletion completes SLOT with the slots that have sessions.
+func slotCompletion(f *cmdutil.Factory) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+		if len(args) > 0 {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		if err := f.Config.Resolve(f.Getenv); err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		m, err := f.Sessions(cmd.Context())
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		l, err := m.List(cmd.Context())
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		var out []string
+		for _, s := range l.Sessions {
+			if strings.HasPrefix(s.Slot, toComplete) {
+				out = append(out, s.Slot+"\t"+s.Host+" "+s.TaskID)
+			}
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
+	}
+}
+
+func version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "dev"
+}
+
+// Main runs the command line args and returns the exit code. Errors are
+// printed as one line on f.IO.ErrOut.
+func Main(ctx context.Context, f *cmdutil.Factory, args []string) cmdutil.ExitCode {
+	defer f.Close()
+	root := NewCmdRoot(f)
+	root.SetArgs(args)
+	root.SetIn(f.IO.In)
+	root.SetOut(f.IO.Out)
+	root.SetErr(f.IO.ErrOut)
+	cmd, err := root.ExecuteContextC(ctx)
+	if err == nil {
+		return cmdutil.ExitOK
+	}
+	var re runError
+	if !errors.As(err, &re) {
+		err = cmdutil.Usagef("%v", err) // cobra's own parsing errors
+	}
+	code := cmdutil.Code(err)
+	var ee *cmdutil.ExitError
+	if errors.As(err, &ee) && ee.Err == nil {
+		return code
+	}
+	verb := strings.TrimPrefix(cmd.CommandPath(), root.Name()+" ")
+	if cmd == root {
+		verb = root.Name()
+	}
+	cmdutil.Fprintf(f.IO.ErrOut, "%s\n", cmdutil.Message(verb, err))
+	return code
+}

@@ -1,0 +1,145 @@
+// Package runcmd is `baton run`.
+package runcmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/batonhq/baton/cmd/baton/internal/cmdutil"
+	"github.com/batonhq/baton/cmd/baton/internal/joincmd"
+	"github.com/batonhq/baton/hostlocal"
+	"github.com/batonhq/baton/session"
+)
+
+// SuperviseVerb is the hidden verb that supervises a run's command, so that
+// the command's whole process group dies with baton.
+const SuperviseVerb = "__supervise"
+
+// Options are run's inputs.
+type Options struct {
+	F       *cmdutil.Factory
+	Slot    string
+	Command []string
+	Flags   *joincmd.Flags
+	Grace   *cmdutil.DurationFlag
+}
+
+// NewCmdRun returns `baton run`; runF replaces the run for tests.
+func NewCmdRun(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
+	o := &Options{F: f, Grace: cmdutil.NewDurationFlag("grace", session.DefaultGrace)}
+	cmd := &cobra.Command{
+		Use:   "run SLOT --task ID [join flags] -- CMD [ARG...]",
+		Short: "Hold a slot while a command runs: join, run, heartbeat, close",
+		Long: `Join the slot, start CMD (inside this host's gate, so no other spawner on this
+host can start in between), renew the session every third of its TTL while
+CMD runs, and close it with CMD's result (exit 0 = success). baton exits with
+CMD's exit code.
+
+If the session is lost while CMD runs (closed, taken over, expired, or not
+renewed in time), CMD's whole process group gets SIGTERM, then SIGKILL after
+--grace, and baton exits 3. If baton itself is killed, even with SIGKILL,
+CMD's process group is killed with it. Ctrl-C and SIGTERM are passed to CMD,
+and the session is closed when it exits.
+
+CMD sees BATON_SLOT, BATON_FENCE and BATON_INSTANCE in its environment.`,
+		Example: `  baton run rendering --task T-42 -- make render
+
+  # a 10s TTL, and 3s for the command to stop when the slot is lost
+  baton run rendering --task T-42 --ttl 10s --grace 3s -- ./agent.sh --resume`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			dash := cmd.ArgsLenAtDash()
+			if dash != 1 || len(args) < 2 {
+				return cmdutil.Usagef("want SLOT, then -- and the command: baton run SLOT --task ID -- CMD [ARG...]")
+			}
+			return cmdutil.ValidSlot("slot", args[0])
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Slot, o.Command = args[0], args[1:]
+			if runF != nil {
+				return runF(o)
+			}
+			return runRun(cmd.Context(), o)
+		},
+	}
+	o.Flags = joincmd.AddFlags(cmd, session.DefaultRunTTL)
+	cmd.Flags().Var(o.Grace, "grace", "time between SIGTERM and SIGKILL when CMD must stop")
+	cmd.Flags().Lookup("pid").Hidden = true // run records its own pid
+	return cmd
+}
+
+func runRun(ctx context.Context, o *Options) error {
+	if o.Flags.PID != 0 {
+		return cmdutil.Usagef("--pid does not apply to run: run records its own pid")
+	}
+	joinOpts, err := o.Flags.JoinOptions()
+	if err != nil {
+		return err
+	}
+	path, err := exec.LookPath(o.Command[0])
+	if err != nil {
+		return cmdutil.Usagef("command %q: %v", o.Command[0], err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find the baton executable to supervise the command: %w", err)
+	}
+	// Signals are forwarded to the command from now on, never acted on.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+
+	m, err := o.F.Sessions(ctx, cmdutil.LongLived()...)
+	if err != nil {
+		return err
+	}
+	start := func(s *session.Session) (session.Child, error) {
+		cmd := exec.Command(path, o.Command[1:]...)
+		cmd.Args[0] = o.Command[0]
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+		cmd.Env = append(os.Environ(),
+			"BATON_SLOT="+s.Slot,
+			"BATON_FENCE="+strconv.FormatUint(s.Fence, 10),
+			"BATON_INSTANCE="+s.Instance)
+		return hostlocal.StartGroup(cmd, hostlocal.WithSupervisor(exe, SuperviseVerb))
+	}
+	res, err := m.Run(ctx, o.Slot, o.Flags.Task, start,
+		session.WithJoinOptions(append(joinOpts, session.WithPurpose("baton run "+o.Slot))...),
+		session.WithGrace(o.Grace.D), session.WithSignals(sigs))
+	var lost *session.LostError
+	switch {
+	case errors.As(err, &lost):
+		return cmdutil.Exit(cmdutil.ExitConflict, fmt.Errorf("%w; stopped the command (exit %d)", err, res.ExitCode))
+	case err != nil && res.Session == nil:
+		return err // the join failed: nothing ran
+	case err != nil:
+		cmdutil.Fprintf(o.F.IO.ErrOut, "%s\n", cmdutil.Message("run", err))
+	}
+	if res.ExitCode != 0 {
+		return cmdutil.Exit(cmdutil.ExitCode(res.ExitCode), nil)
+	}
+	return nil
+}
+
+// NewCmdSupervise returns the hidden verb that supervises a run's command.
+func NewCmdSupervise(f *cmdutil.Factory) *cobra.Command {
+	return &cobra.Command{
+		Use:                SuperviseVerb,
+		Hidden:             true,
+		DisableFlagParsing: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			code := hostlocal.SuperviseMain(args, f.IO.ErrOut)
+			if code != 0 {
+				return cmdutil.Exit(cmdutil.ExitCode(code), nil)
+			}
+			return nil
+		},
+	}
+}
