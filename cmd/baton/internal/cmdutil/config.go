@@ -186,4 +186,3 @@ func Describe(d time.Duration) string {
 	}
 	return d.Round(time.Second).String()
 }
-
