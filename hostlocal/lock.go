@@ -137,13 +137,12 @@ func (d *StateDir) tryLock(name string, h Holder) (*Lock, error) {
 	if err != nil {
 		return nil, fmt.Errorf("hostlocal: gate %s: %w", name, err)
 	}
-	ok, err := tryFlock(fd, true)
+	ok, holder, err := flockOrHolder(fd)
 	if err != nil {
 		_ = closeFD(fd)
 		return nil, fmt.Errorf("hostlocal: gate %s: flock %s: %w", name, path, err)
 	}
 	if !ok {
-		holder := readHolder(fd, true)
 		_ = closeFD(fd)
 		return nil, &LockedError{Name: name, Path: path, Holder: holder}
 	}
@@ -188,9 +187,9 @@ func writeHolder(fd int, h Holder) error {
 }
 
 // readHolder returns the holder recorded in the file behind fd, or nil when
-// it holds none. With retry, a file that does not parse (its holder may be
-// between truncating and writing it) is re-read for up to ~5 ms.
-func readHolder(fd int, retry bool) *Holder {
+// it holds none; a file that does not parse (its holder may be between
+// truncating and writing it) is re-read for up to ~5 ms.
+func readHolder(fd int) *Holder {
 	deadline := time.Now().Add(holderReadWindow)
 	for {
 		if b, err := readFD(fd, maxHolderSize); err == nil {
@@ -198,8 +197,34 @@ func readHolder(fd int, retry bool) *Holder {
 				return h
 			}
 		}
-		if !retry || time.Now().After(deadline) {
+		if time.Now().After(deadline) {
 			return nil
+		}
+		time.Sleep(holderReadPause)
+	}
+}
+
+// flockOrHolder takes the flock behind fd without waiting or, when it is
+// held, returns the holder recorded in the file. A held gate whose file has
+// no whole holder is in one of two short windows: its holder has just taken
+// it and not yet written itself, or is releasing it (the file is emptied
+// just before the flock goes). For up to ~5 ms both the flock and the file
+// are tried again, so a gate being released is taken rather than reported
+// as held by an unknown process.
+func flockOrHolder(fd int) (bool, *Holder, error) {
+	deadline := time.Now().Add(holderReadWindow)
+	for {
+		ok, err := tryFlock(fd, true)
+		if ok || err != nil {
+			return ok, nil, err
+		}
+		if b, err := readFD(fd, maxHolderSize); err == nil {
+			if h := parseHolder(b); h != nil {
+				return false, h, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return false, nil, nil
 		}
 		time.Sleep(holderReadPause)
 	}

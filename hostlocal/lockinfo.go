@@ -134,7 +134,7 @@ func rereadHolder(path string) *Holder {
 		return nil
 	}
 	defer closeFD(fd)
-	return readHolder(fd, true)
+	return readHolder(fd)
 }
 
 // probeHeld reports whether a gate is held by trying a shared lock on it

@@ -1,0 +1,231 @@
+// Package e2e runs the baton binary as a user does, against real NATS
+// servers, and checks what a user sees: exit codes, output and effects.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/batonhq/baton/hostlocal"
+	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/kv/kvtest"
+	"github.com/batonhq/baton/session"
+)
+
+// batonBin is the binary under test, built once by TestMain.
+var batonBin string
+
+func TestMain(m *testing.M) {
+	if os.Getenv(envHelper) != "" {
+		os.Exit(helperMain())
+	}
+	dir, err := os.MkdirTemp("", "baton-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	batonBin = filepath.Join(dir, "baton")
+	args := []string{"build", "-o", batonBin}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	build := exec.Command("go", append(args, "github.com/batonhq/baton/cmd/baton")...)
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build baton:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// world is one test's server and the hosts that use it.
+type world struct {
+	t      *testing.T
+	srv    *kv.Server
+	url    string
+	client *kv.Client
+}
+
+// newWorld starts a server and creates baton's buckets on it.
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	s := kvtest.StartServer(t)
+	c := kvtest.Connect(t, s.ClientURL())
+	if _, err := c.Ensure(context.Background(), session.BucketConfig(session.DefaultPrefix, 1)); err != nil {
+		t.Fatal(err)
+	}
+	return &world{t: t, srv: s, url: s.ClientURL(), client: c}
+}
+
+// host is a machine as baton sees it: a host id and a state directory.
+type host struct {
+	w     *world
+	id    string
+	state string
+	env   []string
+}
+
+func (w *world) host(id string) *host {
+	return &host{w: w, id: id, state: w.t.TempDir()}
+}
+
+// environ is the environment baton runs with on this host.
+func (h *host) environ() []string {
+	env := []string{
+		"PATH=" + os.Getenv("PATH"),
+		"HOME=" + h.state,
+		"BATON_URL=" + h.w.url,
+		"BATON_HOST_ID=" + h.id,
+		"BATON_STATE_DIR=" + h.state,
+		// A race-enabled binary sleeps a second at exit by default; a race
+		// it finds still fails the test (exit 66 is no exit the test expects).
+		"GORACE=atexit_sleep_ms=0",
+	}
+	return append(env, h.env...)
+}
+
+// result is how a baton process ended.
+type result struct {
+	code   int
+	stdout string
+	stderr string
+}
+
+func (r result) String() string {
+	return fmt.Sprintf("exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+}
+
+// command returns an unstarted baton process of this host.
+func (h *host) command(args ...string) *exec.Cmd {
+	cmd := exec.Command(batonBin, args...)
+	cmd.Env = h.environ()
+	return cmd
+}
+
+// baton runs baton to completion.
+func (h *host) baton(args ...string) result {
+	h.w.t.Helper()
+	cmd := h.command(args...)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		h.w.t.Fatalf("run baton %v: %v", args, err)
+	}
+	return result{code: code, stdout: out.String(), stderr: errOut.String()}
+}
+
+// must runs baton and fails the test unless it exits 0.
+func (h *host) must(args ...string) result {
+	h.w.t.Helper()
+	r := h.baton(args...)
+	if r.code != 0 {
+		h.w.t.Fatalf("baton %v: %s", args, r)
+	}
+	return r
+}
+
+// expect runs baton and checks its exit code and that stderr mentions each
+// of wants.
+func (h *host) expect(code int, args []string, wants ...string) result {
+	h.w.t.Helper()
+	r := h.baton(args...)
+	if r.code != code {
+		h.w.t.Fatalf("baton %v: want exit %d, got %s", args, code, r)
+	}
+	for _, want := range wants {
+		if !strings.Contains(r.stderr, want) {
+			h.w.t.Errorf("baton %v: stderr does not mention %q:\n%s", args, want, r.stderr)
+		}
+	}
+	return r
+}
+
+// jsonOf decodes a --json document.
+func jsonOf(t *testing.T, s string) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal([]byte(s), &m); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, s)
+	}
+	return m
+}
+
+func num(t *testing.T, m map[string]any, k string) int64 {
+	t.Helper()
+	v, ok := m[k].(float64)
+	if !ok {
+		t.Fatalf("%s is %v (%T), want a number in %v", k, m[k], m[k], m)
+	}
+	return int64(v)
+}
+
+// sessions is `baton status --json`'s sessions by slot.
+func (h *host) sessions() map[string]map[string]any {
+	h.w.t.Helper()
+	doc := jsonOf(h.w.t, h.must("status", "--json").stdout)
+	out := map[string]map[string]any{}
+	for _, row := range doc["sessions"].([]any) {
+		r := row.(map[string]any)
+		out[r["slot"].(string)] = r
+	}
+	return out
+}
+
+// alive reports whether pid runs (and is not a zombie).
+func alive(pid int) bool { return hostlocal.Process{PID: pid}.Alive() }
+
+// waitFor polls cond every 10ms until it holds or within passes.
+func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s", what, within)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// processState is the state letter of /proc/<pid>/stat.
+func processState(pid int) string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return ""
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 || i+2 >= len(s) {
+		return ""
+	}
+	return s[i+2 : i+3]
+}
+
+// exitCode of a finished command.
+func exitCode(err error) int {
+	if ee, ok := err.(*exec.ExitError); ok {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int(ws.Signal())
+		}
+		return ee.ExitCode()
+	}
+	if err != nil {
+		return -1
+	}
+	return 0
+}
