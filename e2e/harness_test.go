@@ -229,3 +229,6 @@ func exitCode(err error) int {
 	}
 	return 0
 }
+
+// interrupt is Ctrl-C.
+var interrupt = syscall.SIGINT

@@ -96,14 +96,21 @@ func (m *Manager) ServerTime(ctx context.Context) (time.Time, error) {
 	return m.bucket.ServerTime(ctx)
 }
 
-// Reap removes a session that is stale at the server time now, with a CAS
-// delete on the revision that was read. A session renewed since (another
-// revision) survives: Reap then returns kv.ErrConflict and changes nothing.
+// Reap removes a session (or an undecodable record) that was found stale,
+// with a CAS delete on the revision that was read, and this host's pid file
+// of it. A session renewed since (another revision) survives: Reap then
+// returns kv.ErrConflict and changes nothing.
 func (m *Manager) Reap(ctx context.Context, slot string, rev uint64, note *Record) error {
 	if note == nil {
 		note = &Record{Slot: slot}
 	}
 	n := note.clone()
 	n.Result = "reaped"
-	return m.Delete(ctx, slot, rev, &n)
+	if err := m.Delete(ctx, slot, rev, &n); err != nil {
+		return err
+	}
+	if n.Host == m.host && n.Fence != 0 {
+		m.removeTrace(slot, n.Fence)
+	}
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"syscall"
 
@@ -128,11 +129,17 @@ func Message(verb string, err error) string {
 	return strings.ReplaceAll(fmt.Sprintf("baton: %s: %s", verb, what), "\n", " ")
 }
 
-// trimPrefixes drops the package prefixes sentinels carry ("kv: ",
-// "session: "), which mean nothing to a user, keeping the rest.
+// packagePrefix matches the package prefixes that sentinel messages carry
+// ("kv: ", "session: "), at the start of the message or of a wrapped part.
+var packagePrefix = regexp.MustCompile(`(^|: )(?:kv|session|hostlocal|bad input): `)
+
+// trimPrefixes drops the package prefixes, which mean nothing to a user.
 func trimPrefixes(s string) string {
-	for _, p := range []string{"bad input: ", "session: ", "kv: ", "hostlocal: "} {
-		s = strings.ReplaceAll(s, p, "")
+	for {
+		t := packagePrefix.ReplaceAllString(s, "$1")
+		if t == s {
+			return s
+		}
+		s = t
 	}
-	return s
 }

@@ -60,10 +60,17 @@ expiry as it happens, until interrupted.`,
 // Row is one session in `status --json`.
 func Row(s *session.Session, now time.Time, staleAfter time.Duration) (map[string]any, error) {
 	t := s.Timing(now, staleAfter)
+	age, left := timingMS(t, s.TTL)
 	return cmdutil.SessionJSON(s, map[string]any{
-		"age_ms": t.Age.Milliseconds(), "ttl_left_ms": t.Left.Milliseconds(), "state": string(t.State),
-		"renewed_server_at": s.Written,
+		"age_ms": age, "ttl_left_ms": left, "state": string(t.State), "renewed_server_at": s.Written,
 	})
+}
+
+// timingMS is age and time left in whole milliseconds that add up to the
+// TTL, as they do exactly on the server's clock.
+func timingMS(t session.Timing, ttl time.Duration) (age, left int64) {
+	age = t.Age.Milliseconds()
+	return age, ttl.Milliseconds() - age
 }
 
 func statusRun(ctx context.Context, o *Options) error {
@@ -92,9 +99,14 @@ func printJSON(o *Options, l *session.Listing) error {
 	}
 	for _, u := range l.Undecodable {
 		t := session.TimingAt(u.Written, u.TTL, l.ServerTime, o.StaleAfter.D)
+		age, left := timingMS(t, u.TTL)
+		var leftMS any = left
+		if u.TTL == 0 {
+			leftMS = nil // written without a TTL: it never expires
+		}
 		rows = append(rows, map[string]any{
 			"slot": u.Slot, "revision": u.Revision, "ttl_ms": u.TTL.Milliseconds(),
-			"age_ms": t.Age.Milliseconds(), "ttl_left_ms": t.Left.Milliseconds(), "state": string(t.State),
+			"age_ms": age, "ttl_left_ms": leftMS, "state": string(t.State),
 			"undecodable": true, "error": u.Err.Error(), "renewed_server_at": u.Written,
 		})
 	}
