@@ -39,7 +39,7 @@ func manager(t *testing.T, c *kv.Client, dir string, ensure bool) *session.Manag
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := session.NewManager(c, session.WithHostID("h1"), session.WithStateDir(sd))
+	m, err := session.NewManager(c, session.WithHostID("h1"), session.WithStateDir(sd), session.WithPIDFiles(true))
 	if err != nil {
 		t.Fatal(err)
 	}

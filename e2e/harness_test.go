@@ -52,14 +52,14 @@ func TestMain(m *testing.M) {
 
 // world is one test's server and the hosts that use it.
 type world struct {
-	t      *testing.T
+	t      testing.TB
 	srv    *kv.Server
 	url    string
 	client *kv.Client
 }
 
 // newWorld starts a server and creates baton's buckets on it.
-func newWorld(t *testing.T) *world {
+func newWorld(t testing.TB) *world {
 	t.Helper()
 	s := kvtest.StartServer(t)
 	c := kvtest.Connect(t, s.ClientURL())
@@ -157,7 +157,7 @@ func (h *host) expect(code int, args []string, wants ...string) result {
 }
 
 // jsonOf decodes a --json document.
-func jsonOf(t *testing.T, s string) map[string]any {
+func jsonOf(t testing.TB, s string) map[string]any {
 	t.Helper()
 	var m map[string]any
 	if err := json.Unmarshal([]byte(s), &m); err != nil {
@@ -166,7 +166,7 @@ func jsonOf(t *testing.T, s string) map[string]any {
 	return m
 }
 
-func num(t *testing.T, m map[string]any, k string) int64 {
+func num(t testing.TB, m map[string]any, k string) int64 {
 	t.Helper()
 	v, ok := m[k].(float64)
 	if !ok {

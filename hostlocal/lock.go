@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
@@ -134,6 +135,12 @@ func (d *StateDir) tryLock(name string, h Holder) (*Lock, error) {
 	}
 	path := filepath.Join(dir, name+lockExt)
 	fd, err := openGate(path, true)
+	if errors.Is(err, fs.ErrNotExist) { // the locks directory was removed meanwhile
+		d.forget(dir)
+		if _, err = d.subdir(locksDir); err == nil {
+			fd, err = openGate(path, true)
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("hostlocal: gate %s: %w", name, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"strconv"
+	"sync"
 )
 
 // Process identifies a process on this host by its pid and a start token,
@@ -21,10 +22,11 @@ type Process struct {
 }
 
 // Self returns the calling process. It returns an error wrapping
-// ErrUnsupported on platforms without process start times.
-func Self() (Process, error) {
-	return LookupProcess(os.Getpid())
-}
+// ErrUnsupported on platforms without process start times. The answer is
+// read once: a process's own pid and start never change.
+func Self() (Process, error) { return self() }
+
+var self = sync.OnceValues(func() (Process, error) { return LookupProcess(os.Getpid()) })
 
 // LookupProcess returns the process with the given pid and its current start
 // token. It returns an error wrapping ErrNoProcess for a pid <= 0, a pid

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 )
 
 // dirPerm is the mode of the state directory and every directory in it.
@@ -29,6 +30,9 @@ func DefaultStateDir() (string, error) {
 // concurrent use.
 type StateDir struct {
 	path string
+
+	mu   sync.Mutex
+	made map[string]bool // subdirectories known to exist
 }
 
 // OpenStateDir creates the state directory at path with mode 0700 if it
@@ -74,8 +78,24 @@ func (d *StateDir) Path() string { return d.path }
 // wraps ErrStateDir.
 func (d *StateDir) subdir(elem ...string) (string, error) {
 	dir := filepath.Join(append([]string{d.path}, elem...)...)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.made[dir] {
+		return dir, nil
+	}
 	if err := os.MkdirAll(dir, dirPerm); err != nil {
 		return "", fmt.Errorf("%w: %w", ErrStateDir, err)
 	}
+	if d.made == nil {
+		d.made = map[string]bool{}
+	}
+	d.made[dir] = true
 	return dir, nil
+}
+
+// forget drops what subdir knows of dir, after it turned out to be gone.
+func (d *StateDir) forget(dir string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.made, dir)
 }

@@ -14,12 +14,12 @@ import (
 // env is a server with the sessions bucket and a way to make managers that
 // act as processes of some host.
 type env struct {
-	t      *testing.T
+	t      testing.TB
 	srv    *kv.Server
 	client *kv.Client
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	s := kvtest.StartServer(t)
 	c := kvtest.Connect(t, s.ClientURL())

@@ -50,6 +50,7 @@ type Manager struct {
 	host     string
 	instance string
 	state    *hostlocal.StateDir
+	traces   bool
 	now      func() time.Time
 }
 
@@ -96,6 +97,17 @@ func WithInstance(id string) Option {
 // gates and pid files. Default: hostlocal.DefaultStateDir().
 func WithStateDir(d *hostlocal.StateDir) Option {
 	return func(m *Manager) error { m.state = d; return nil }
+}
+
+// WithPIDFiles makes Join leave a pid file per session under
+// <state-dir>/pids/<prefix>/slot-SLOT.pid, which Close removes. Other
+// processes of this host (the CLI's commit and close, doctor) read them to
+// tell a session that was lost from one never joined, and doctor reports
+// those a session outlived. Default: off: a program that holds its *Session
+// needs none, and creating a file can cost more than the join's round trip.
+// The baton CLI turns it on.
+func WithPIDFiles(on bool) Option {
+	return func(m *Manager) error { m.traces = on; return nil }
 }
 
 // WithClock sets the clock of the informational timestamps written into

@@ -3,8 +3,12 @@ package session_test
 import (
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/session"
@@ -203,5 +207,57 @@ func TestRecord_KeepsUnknownFieldsWhenRewritten(t *testing.T) {
 	}
 	if doc["message"] != "m" {
 		t.Errorf("known field not written: %s", raw.Value)
+	}
+}
+
+func TestPIDFiles_TellLostFromNeverJoined(t *testing.T) {
+	ctx := ctxT(t)
+	e := newEnv(t)
+	dir := t.TempDir()
+	m := e.manager("h1", dir, session.WithPIDFiles(true))
+	s, err := m.Join(ctx, "slot", "T1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pidFile := filepath.Join(dir, "pids", "baton", "slot-slot.pid")
+	if _, err := os.Stat(pidFile); err != nil {
+		t.Fatalf("no pid file after join: %v", err)
+	}
+	traces, _ := m.Traces()
+	if len(traces) != 1 || traces[0].Fence != s.Fence || traces[0].PID != s.PID {
+		t.Errorf("traces %+v, want the session", traces)
+	}
+	// The session vanishes without a trace on the server (as when its
+	// tombstone has expired): this host still knows it had it.
+	js, _ := jetstream.New(e.client.Conn())
+	stream, err := js.Stream(ctx, "KV_baton-sessions")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Purge(ctx, jetstream.WithPurgeSubject("$KV.baton-sessions.slot")); err != nil {
+		t.Fatal(err)
+	}
+	var lost *session.LostError
+	if _, err := m.Resume(ctx, "slot"); !errors.As(err, &lost) || lost.Fence != s.Fence {
+		t.Errorf("resume of a slot this host joined, gone from the server: %v, want lost with fence %d", err, s.Fence)
+	}
+	other := e.manager("h1", dir, session.WithPIDFiles(true))
+	if _, err := other.Resume(ctx, "never"); !errors.Is(err, session.ErrNotFound) {
+		t.Errorf("resume of a slot never joined: %v, want ErrNotFound", err)
+	}
+	s2, _ := m.Join(ctx, "slot2", "T2")
+	if err := m.Close(ctx, s2, "success"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "pids", "baton", "slot-slot2.pid")); !os.IsNotExist(err) {
+		t.Errorf("close left the pid file: %v", err)
+	}
+	// Without the option, no pid file is written.
+	quiet := e.manager("h1", t.TempDir())
+	if _, err := quiet.Join(ctx, "slot3", "T3"); err != nil {
+		t.Fatal(err)
+	}
+	if traces, _ := quiet.Traces(); len(traces) != 0 {
+		t.Errorf("pid files written without WithPIDFiles: %+v", traces)
 	}
 }

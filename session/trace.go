@@ -24,6 +24,9 @@ type trace struct {
 // writeTrace records s on this host. A failure costs only diagnostics, so
 // it is not an error of the join.
 func (m *Manager) writeTrace(s *Session) {
+	if !m.traces {
+		return
+	}
 	_ = m.state.WritePIDFile(m.prefix, gateName(s.Slot), trace{
 		Slot: s.Slot, Fence: s.Fence, Host: s.Host, Instance: s.Instance,
 		PID: s.PID, PIDStart: s.PIDStart, Joined: m.now().UTC(),
@@ -33,6 +36,9 @@ func (m *Manager) writeTrace(s *Session) {
 // readTrace returns this host's trace of slot, if there is one.
 func (m *Manager) readTrace(slot string) (trace, bool) {
 	var t trace
+	if !m.traces {
+		return t, false
+	}
 	err := m.state.ReadPIDFile(m.prefix, gateName(slot), &t)
 	return t, err == nil
 }
@@ -76,5 +82,11 @@ func (m *Manager) Traces() ([]Trace, error) {
 }
 
 // RemoveTrace removes this host's pid file of slot if it belongs to the
-// session with fence.
-func (m *Manager) RemoveTrace(slot string, fence uint64) { m.removeTrace(slot, fence) }
+// session with fence (0: whichever), whether or not this manager writes pid
+// files.
+func (m *Manager) RemoveTrace(slot string, fence uint64) {
+	var t trace
+	if err := m.state.ReadPIDFile(m.prefix, gateName(slot), &t); err == nil && (fence == 0 || t.Fence == fence) {
+		_ = m.state.RemovePIDFile(m.prefix, gateName(slot))
+	}
+}

@@ -136,7 +136,8 @@ func (f *Factory) Sessions(ctx context.Context, natsOpts ...nats.Option) (*sessi
 		session.WithPrefix(f.Config.Prefix),
 		session.WithHostID(f.Config.HostID),
 		session.WithInstance(f.Instance()),
-		session.WithStateDir(sd))
+		session.WithStateDir(sd),
+		session.WithPIDFiles(true))
 }
 
 // LongLived are connection options for verbs that run for a while (run,
