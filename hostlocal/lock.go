@@ -20,8 +20,9 @@ const (
 	// maxHolderSize bounds what is read of a gate file.
 	maxHolderSize = 64 << 10
 	// holderReadWindow is how long a busy gate's file is re-read while it
-	// does not hold a whole holder (its holder may be mid-write).
-	holderReadWindow = 5 * time.Millisecond
+	// does not hold a whole holder (its holder may be mid-write, or have
+	// been descheduled between taking the flock and writing itself).
+	holderReadWindow = 50 * time.Millisecond
 	// holderReadPause is the pause between two such reads.
 	holderReadPause = 500 * time.Microsecond
 	// Lock polls a busy gate with a backoff from lockMinBackoff doubling up
@@ -195,7 +196,7 @@ func writeHolder(fd int, h Holder) error {
 
 // readHolder returns the holder recorded in the file behind fd, or nil when
 // it holds none; a file that does not parse (its holder may be between
-// truncating and writing it) is re-read for up to ~5 ms.
+// truncating and writing it) is re-read for up to ~50 ms.
 func readHolder(fd int) *Holder {
 	deadline := time.Now().Add(holderReadWindow)
 	for {
@@ -215,7 +216,7 @@ func readHolder(fd int) *Holder {
 // held, returns the holder recorded in the file. A held gate whose file has
 // no whole holder is in one of two short windows: its holder has just taken
 // it and not yet written itself, or is releasing it (the file is emptied
-// just before the flock goes). For up to ~5 ms both the flock and the file
+// just before the flock goes). For up to ~50 ms both the flock and the file
 // are tried again, so a gate being released is taken rather than reported
 // as held by an unknown process.
 func flockOrHolder(fd int) (bool, *Holder, error) {

@@ -25,15 +25,19 @@ func shell(t *testing.T, script string) func(*session.Session) (session.Child, e
 	return func(s *session.Session) (session.Child, error) {
 		cmd := exec.Command("sh", "-c", script)
 		cmd.Env = append(os.Environ(), fmt.Sprintf("BATON_FENCE=%d", s.Fence))
-		out, err := cmd.StdoutPipe()
+		// A pipe of our own: the group's Wait must not close it under us.
+		r, w, err := os.Pipe()
 		if err != nil {
 			return nil, err
 		}
+		defer r.Close()
+		cmd.Stdout = w
 		g, err := hostlocal.StartGroup(cmd)
+		w.Close()
 		if err != nil {
 			return nil, err
 		}
-		if _, err := bufio.NewReader(out).ReadString('\n'); err != nil {
+		if _, err := bufio.NewReader(r).ReadString('\n'); err != nil {
 			t.Errorf("child said nothing: %v", err)
 		}
 		return g, nil
