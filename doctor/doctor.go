@@ -84,7 +84,8 @@ func WithClock(now func() time.Time) Option { return func(c *Checker) { c.now = 
 func WithMaxSkew(d time.Duration) Option { return func(c *Checker) { c.maxSkew = d } }
 
 // WithReplicas checks that buckets have n replicas and creates missing ones
-// with n. Default: 0, replicas are not checked and buckets are created with 1.
+// with n. Default: 0: replicas are not checked, fixes keep a bucket's count
+// and missing buckets are created with 1.
 func WithReplicas(n int) Option { return func(c *Checker) { c.replicas = n } }
 
 // New returns a checker of m's sessions.
@@ -168,16 +169,6 @@ func (c *Checker) checkBucket(ctx context.Context, r *Report) (bool, error) {
 		})
 		return false, nil
 	case errors.As(err, &me):
-		var diffs []kv.Difference
-		for _, d := range me.Differences {
-			if d.Setting != "replicas" || c.replicas > 0 {
-				diffs = append(diffs, d)
-			}
-		}
-		if len(diffs) == 0 {
-			return true, nil
-		}
-		me.Differences = diffs
 		c.add(r, Finding{
 			Kind: KindBucketConfig, Key: want.Name,
 			Detail: me.Error(),
@@ -193,16 +184,23 @@ func (c *Checker) checkBucket(ctx context.Context, r *Report) (bool, error) {
 func (c *Checker) checkSessions(r *Report, l *session.Listing) {
 	for _, u := range l.Undecodable {
 		u := u
-		t := session.TimingAt(u.Written, u.TTL, l.ServerTime, c.staleAfter)
-		c.add(r, Finding{
+		// A record without a TTL never expires: judge it by the default
+		// session TTL.
+		ttl := u.TTL
+		if ttl == 0 {
+			ttl = session.DefaultTTL
+		}
+		t := session.TimingAt(u.Written, ttl, l.ServerTime, c.staleAfter)
+		f := Finding{
 			Kind: KindUndecodable, Key: u.Slot,
 			Detail: fmt.Sprintf("slot %s holds a record that does not decode (revision %d, written %s ago): %v; nobody can take the slot",
 				u.Slot, u.Revision, t.Age.Round(time.Millisecond), u.Err),
-			Action: "inspect it (`nats kv get " + c.m.Bucket().Name() + " " + u.Slot + "`), then `baton doctor --fix` removes it unless it is rewritten meanwhile",
-			fix: func(ctx context.Context) error {
-				return c.m.Reap(ctx, u.Slot, u.Revision, nil)
-			},
-		})
+			Action: "inspect it (`nats kv get " + c.m.Bucket().Name() + " " + u.Slot + "`); `baton doctor --fix` removes it once it is stale, unless it is rewritten meanwhile",
+		}
+		if t.State != session.StateLive {
+			f.fix = func(ctx context.Context) error { return c.m.Reap(ctx, u.Slot, u.Revision, nil) }
+		}
+		c.add(r, f)
 	}
 	for _, s := range l.Sessions {
 		s := s
@@ -277,8 +275,14 @@ func (c *Checker) checkGates(r *Report) error {
 		}
 		l := l
 		who := "a process that is gone"
-		if l.Holder != nil {
-			who = fmt.Sprintf("pid %d (%s) since %s", l.Holder.PID, l.Holder.Purpose, l.Holder.Since.UTC().Format(time.RFC3339))
+		if h := l.Holder; h != nil {
+			who = fmt.Sprintf("pid %d", h.PID)
+			if h.Purpose != "" {
+				who += " (" + h.Purpose + ")"
+			}
+			if !h.Since.IsZero() {
+				who += " since " + h.Since.UTC().Format(time.RFC3339)
+			}
 		}
 		c.add(r, Finding{
 			Kind: KindOrphanGate, Key: l.Name,
@@ -306,22 +310,22 @@ func (c *Checker) checkTraces(r *Report, l *session.Listing) error {
 	}
 	for _, t := range traces {
 		s := live[t.Slot]
-		if l == nil || (s != nil && s.Fence == t.Fence) {
+		if l == nil || (!t.Unreadable && s != nil && s.Fence == t.Fence) {
 			continue
 		}
 		t := t
 		why := "its session is gone"
-		if s != nil {
+		switch {
+		case t.Unreadable:
+			why = "it does not decode"
+		case s != nil:
 			why = fmt.Sprintf("the slot now holds another session (fence %d)", s.Fence)
 		}
 		c.add(r, Finding{
 			Kind: KindOrphanPIDFile, Key: t.Slot,
-			Detail: fmt.Sprintf("pid file of slot %s (fence %d, pid %d) outlived its session: %s", t.Slot, t.Fence, t.PID, why),
+			Detail: fmt.Sprintf("pid file %s (fence %d, pid %d) outlived its session: %s", t.Name, t.Fence, t.PID, why),
 			Action: "`baton doctor --fix` removes it",
-			fix: func(context.Context) error {
-				c.m.RemoveTrace(t.Slot, t.Fence)
-				return nil
-			},
+			fix:    func(ctx context.Context) error { return c.m.RemoveOrphanTrace(ctx, t) },
 		})
 	}
 	return nil

@@ -242,9 +242,22 @@ func TestFix_ClearsOrphansAndGarbage(t *testing.T) {
 	}
 	os.MkdirAll(filepath.Join(e.dir, "locks"), 0o700)
 	os.WriteFile(filepath.Join(e.dir, "locks", "slot-x.lock"), []byte(`{"pid":999999}`), 0o600)
-	c := doctor.New(e.m)
-	r, err := c.Run(ctx)
+	// Fresh garbage is reported but not removed: it may be a live record
+	// of a newer baton. Once stale, --fix removes it.
+	fresh := doctor.New(e.m)
+	r, err := fresh.Run(ctx)
 	if err != nil {
+		t.Fatal(err)
+	}
+	fresh.Fix(ctx, r)
+	if f := kinds(r)[doctor.KindUndecodable]; len(f) != 1 || f[0].Fixed || f[0].Fixable() {
+		t.Fatalf("fresh undecodable record: %+v, want reported and not fixable", f)
+	}
+	if _, err := e.m.Bucket().Latest(ctx, "junk"); err != nil {
+		t.Fatalf("fresh garbage removed: %v", err)
+	}
+	c := doctor.New(e.m, doctor.WithStaleAfter(time.Nanosecond))
+	if r, err = c.Run(ctx); err != nil {
 		t.Fatal(err)
 	}
 	c.Fix(ctx, r)
@@ -263,5 +276,53 @@ func TestRun_UnreachableServerIsAnError(t *testing.T) {
 	s.Shutdown()
 	if _, err := doctor.New(m).Run(context.Background()); !errors.Is(err, kv.ErrUnavailable) {
 		t.Fatalf("doctor of a stopped server: %v, want kv.ErrUnavailable", err)
+	}
+}
+
+func TestFix_PIDFiles(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, true)
+	pids := filepath.Join(e.dir, "pids", "baton")
+	if err := os.MkdirAll(pids, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	// A pid file that does not decode.
+	if err := os.WriteFile(filepath.Join(pids, "slot-foo.pid"), []byte("{{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// A pid file whose session is gone, whose slot is joined again between
+	// the check and the fix: that join's pid file must survive.
+	s, err := e.m.Join(ctx, "again", "T1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.m.Bucket().Delete(ctx, "again", s.Revision, nil); err != nil {
+		t.Fatal(err)
+	}
+	c := doctor.New(e.m)
+	r, err := c.Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(kinds(r)[doctor.KindOrphanPIDFile]); n != 2 {
+		t.Fatalf("%d orphan pid files reported, want 2: %+v", n, r.Findings)
+	}
+	if _, err := e.m.Join(ctx, "again", "T2"); err != nil {
+		t.Fatal(err)
+	}
+	c.Fix(ctx, r)
+	for _, f := range r.Findings {
+		if f.Key == "foo" && !f.Fixed {
+			t.Errorf("undecodable pid file not removed: %+v", f)
+		}
+		if f.Key == "again" && f.Fixed {
+			t.Errorf("the pid file of a join made after the check was removed: %+v", f)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(pids, "slot-foo.pid")); !os.IsNotExist(err) {
+		t.Errorf("slot-foo.pid still there: %v", err)
+	}
+	if r2, _ := c.Run(ctx); !r2.OK {
+		t.Errorf("after fix: %+v", r2.Findings)
 	}
 }

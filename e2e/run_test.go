@@ -156,3 +156,54 @@ func TestRun_RenewsWhileTheCommandRuns(t *testing.T) {
 		t.Fatalf("a 2.5s command under a 1s TTL: %s", r)
 	}
 }
+
+func TestRun_CtrlCBeforeTheCommandStartsStartsNothing(t *testing.T) {
+	w := newWorld(t)
+	h := w.host("host-a")
+	holdGate(t, h, "s") // the run waits for the gate
+	marker := filepath.Join(t.TempDir(), "ran")
+	clients := w.srv.NATS().NumClients()
+	cmd := h.command("run", "s", "--task", "T-1", "--wait", "30s", "--", "sh", "-c", "touch "+marker)
+	errs := &strings.Builder{}
+	cmd.Stderr = errs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Once baton has connected, it goes on to wait for the gate.
+	waitFor(t, 10*time.Second, "baton connects", func() bool { return w.srv.NATS().NumClients() > clients })
+	cmd.Process.Signal(syscall.SIGINT)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if code := exitCode(err); code != 130 {
+			t.Errorf("exit %d after Ctrl-C during the join, want 130; stderr: %s", code, errs)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Ctrl-C did not interrupt the join")
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("the command ran after Ctrl-C")
+	}
+	if len(h.sessions()) != 0 {
+		t.Error("a session was left behind")
+	}
+}
+
+func TestRun_TheCommandsBackgroundWorkEndsWithIt(t *testing.T) {
+	w := newWorld(t)
+	h := w.host("host-a")
+	pidFile := filepath.Join(t.TempDir(), "bg")
+	r := h.baton("run", "s", "--task", "T-1", "--grace", "2s", "--", "sh", "-c", "sleep 300 & echo $! > "+pidFile+"; exit 0")
+	if r.code != 0 {
+		t.Fatalf("run: %s", r)
+	}
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	if pid == 0 || alive(pid) {
+		t.Errorf("background process %d outlived the run", pid)
+	}
+}

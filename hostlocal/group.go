@@ -124,8 +124,12 @@ func (g *Group) Signal(sig syscall.Signal) error {
 
 // Stop asks the group to stop with SIGTERM and, if any of it is still
 // running after grace, kills it with SIGKILL. It returns once the leader
-// has exited, and returns its exit code.
+// has exited and no member is left running (or the grace is over), with the
+// leader's exit code. A group already gone is left alone.
 func (g *Group) Stop(grace time.Duration) (int, error) {
+	if g.exited() && !groupRunning(g.pid) {
+		return g.Wait() // nothing left to stop (and the pgid may be free for reuse)
+	}
 	_ = g.Signal(syscall.SIGTERM)
 	deadline := time.NewTimer(grace)
 	defer deadline.Stop()

@@ -43,10 +43,12 @@ func transient(e *jetstream.APIError) bool {
 
 // attemptCtx bounds one request inside a call, so that a lost answer leaves
 // time to retry and to find out whether the write landed.
+// An attempt never takes more than three quarters of what is left, so a
+// re-read always has time to find out.
 func (c *Client) attemptCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 	d := max(c.timeout/2, 250*time.Millisecond)
-	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < d {
-		return ctx, func() {}
+	if dl, ok := ctx.Deadline(); ok {
+		d = min(d, time.Until(dl)*3/4)
 	}
 	return context.WithTimeout(ctx, d)
 }

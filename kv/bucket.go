@@ -25,7 +25,9 @@ type BucketConfig struct {
 	// visible. Setting it (at least 1s) is what lets keys carry their own TTL
 	// and lets watchers see expiries. Default: 0, which Ensure rejects.
 	MarkerTTL time.Duration
-	// Replicas is the number of servers holding the bucket. Default: 1.
+	// Replicas is the number of servers holding the bucket. 0 means "as it
+	// is": Ensure creates the bucket with 1, Check does not compare it, and
+	// Apply keeps the bucket's current count. Default: 0.
 	Replicas int
 }
 
@@ -133,8 +135,8 @@ func (c *Client) Check(ctx context.Context, cfg BucketConfig) error {
 		}
 		add("marker_ttl", have, durOrNone(cfg.MarkerTTL))
 	}
-	if sc.Replicas != cfg.replicas() {
-		add("replicas", sc.Replicas, cfg.replicas())
+	if cfg.Replicas != 0 && sc.Replicas != cfg.Replicas {
+		add("replicas", sc.Replicas, cfg.Replicas)
 	}
 	if sc.Storage != jetstream.FileStorage {
 		add("storage", sc.Storage, jetstream.FileStorage)
@@ -147,9 +149,19 @@ func (c *Client) Check(ctx context.Context, cfg BucketConfig) error {
 
 // Apply changes an existing bucket's settings to cfg (or creates it). Markers
 // can be turned on but not off; shortening a TTL expires keys older than it.
+// Replicas 0 keeps the bucket's current count.
 func (c *Client) Apply(ctx context.Context, cfg BucketConfig) error {
 	if err := cfg.validate(); err != nil {
 		return err
+	}
+	if cfg.Replicas == 0 {
+		info, err := c.streamInfo(ctx, "KV_"+cfg.Name)
+		switch {
+		case err == nil:
+			cfg.Replicas = info.Config.Replicas
+		case !errors.Is(err, ErrBucketNotFound):
+			return err
+		}
 	}
 	ctx, cancel := c.callCtx(ctx)
 	defer cancel()

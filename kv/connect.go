@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/jsm.go/natscontext"
@@ -28,6 +29,10 @@ type Client struct {
 	ownConn bool
 	timeout time.Duration
 	url     string // redacted
+
+	// dropAnswers > 0 makes that many writes lose their answer after they
+	// landed: fault injection for tests (see export_test.go).
+	dropAnswers atomic.Int32
 }
 
 // Option configures Connect or NewClient.
@@ -181,12 +186,15 @@ func Connect(ctx context.Context, opts ...Option) (*Client, error) {
 	nopts = append(nopts, cfg.natsOpts...)
 
 	redacted := RedactURL(serverURL)
+	if err := checkURLs(serverURL); err != nil {
+		return nil, err
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("%w: connect to %s: %w", ErrUnavailable, redacted, err)
 	}
 	nc, err := nats.Connect(serverURL, nopts...)
 	if err != nil {
-		return nil, connectError(redacted, err)
+		return nil, connectError(redacted, scrub(err, serverURL))
 	}
 	c, err := newClient(nc, cfg.timeout)
 	if err != nil {
@@ -262,6 +270,46 @@ func (c *Client) callCtx(ctx context.Context) (context.Context, context.CancelFu
 		return ctx, func() {}
 	}
 	return context.WithTimeout(ctx, c.timeout)
+}
+
+// checkURLs refuses a URL list that nats.go could not parse, without
+// quoting it: its error would carry the raw URL, password included.
+func checkURLs(list string) error {
+	for i, p := range strings.Split(list, ",") {
+		p = strings.TrimSpace(p)
+		if !strings.Contains(p, "://") {
+			p = "nats://" + p
+		}
+		if u, err := url.Parse(p); err != nil || u.Host == "" {
+			return fmt.Errorf("%w: server URL %d of %q is not a valid URL (nats://[user:password@]host:port); if the password has special characters, percent-encode them",
+				ErrInvalidConfig, i+1, RedactURL(list))
+		}
+	}
+	return nil
+}
+
+// scrubbedError is an error whose message had secrets removed; it still
+// matches what it wraps.
+type scrubbedError struct {
+	msg string
+	err error
+}
+
+func (e *scrubbedError) Error() string { return e.msg }
+func (e *scrubbedError) Unwrap() error { return e.err }
+
+// scrub removes the user information of the URLs in list from err's message.
+func scrub(err error, list string) error {
+	msg := err.Error()
+	for _, p := range strings.Split(list, ",") {
+		if i, j := strings.Index(p, "://"), strings.LastIndex(p, "@"); i >= 0 && j > i+3 {
+			msg = strings.ReplaceAll(msg, p[i+3:j], "***")
+		}
+	}
+	if msg == err.Error() {
+		return err
+	}
+	return &scrubbedError{msg: msg, err: err}
 }
 
 // RedactURL removes user information (passwords, tokens) from a URL or a

@@ -111,13 +111,10 @@ func TestDelete_LeavesExpiringTombstoneWithNote(t *testing.T) {
 	if e.Op != kv.OpDelete || string(e.Value) != "closed" || e.TTL != time.Minute {
 		t.Errorf("tombstone = %+v, want delete with note and the marker TTL", e)
 	}
-	// Repeating the same delete is recognised as already done; another
-	// delete at the old revision is a conflict that shows the tombstone.
-	if err := b.Delete(ctx, "a", rev, []byte("closed")); err != nil {
-		t.Errorf("repeated delete: %v, want nil (it landed)", err)
-	}
+	// Deleting again at the old revision is a conflict that shows the
+	// tombstone, even with the same note.
 	var ce *kv.ConflictError
-	if err := b.Delete(ctx, "a", rev, []byte("other")); !errors.As(err, &ce) || ce.Current == nil || ce.Current.Op != kv.OpDelete {
+	if err := b.Delete(ctx, "a", rev, []byte("closed")); !errors.As(err, &ce) || ce.Current == nil || ce.Current.Op != kv.OpDelete {
 		t.Errorf("second delete: %v, want a conflict showing the tombstone", err)
 	}
 }
@@ -139,18 +136,20 @@ func TestUpdate_WrongRevisionConflicts(t *testing.T) {
 	}
 }
 
-func TestUpdate_SameValueAtLaterRevisionCountsAsLanded(t *testing.T) {
-	// A write whose answer was lost, retried, is recognised by its value.
+func TestUpdate_StaleRevisionConflictsEvenWithTheSameBytes(t *testing.T) {
+	// Equal bytes at a later revision mean "my write landed" only after an
+	// answer was lost; otherwise a stale writer must see its conflict.
 	ctx := context.Background()
 	_, b := testBucket(t)
-	r1, _ := b.Create(ctx, "a", []byte("1"), 0)
-	r2, err := b.Update(ctx, "a", []byte("2"), 0, r1)
-	if err != nil {
+	r1, _ := b.Create(ctx, "a", []byte("same"), 0)
+	if err := b.Delete(ctx, "a", r1, []byte("gone")); err != nil {
 		t.Fatal(err)
 	}
-	got, err := b.Update(ctx, "a", []byte("2"), 0, r1)
-	if err != nil || got != r2 {
-		t.Errorf("retried update = %d, %v; want %d, nil", got, err, r2)
+	if _, err := b.Create(ctx, "a", []byte("same"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Update(ctx, "a", []byte("same"), 0, r1); !errors.Is(err, kv.ErrConflict) {
+		t.Errorf("stale update with equal bytes: %v, want ErrConflict", err)
 	}
 }
 
@@ -457,4 +456,87 @@ func TestReplicated_ReadsComeFromTheLeader(t *testing.T) {
 			t.Fatalf("read %d after update %d: revision %d, want %d (stale)", i, i, e.Revision, rev)
 		}
 	}
+}
+
+func TestCAS_AWriteWhoseAnswerWasLostIsRecognised(t *testing.T) {
+	ctx := context.Background()
+	c, b := testBucket(t)
+
+	kv.DropAnswers(c, 1)
+	rev, err := b.Create(ctx, "a", []byte("v1"), 0)
+	if err != nil {
+		t.Fatalf("create whose answer was lost: %v", err)
+	}
+	if e, _ := b.Get(ctx, "a"); e.Revision != rev || string(e.Value) != "v1" {
+		t.Fatalf("create: got %+v, want v1 at %d", e, rev)
+	}
+
+	kv.DropAnswers(c, 1)
+	rev2, err := b.Update(ctx, "a", []byte("v2"), 0, rev)
+	if err != nil || rev2 <= rev {
+		t.Fatalf("update whose answer was lost: %d, %v", rev2, err)
+	}
+
+	kv.DropAnswers(c, 1)
+	if err := b.Delete(ctx, "a", rev2, []byte("bye")); err != nil {
+		t.Fatalf("delete whose answer was lost: %v", err)
+	}
+	if _, err := b.Get(ctx, "a"); !errors.Is(err, kv.ErrNotFound) {
+		t.Errorf("after delete: %v", err)
+	}
+	// A write whose answer is lost and that lost its CAS too is a conflict,
+	// not a success.
+	other, _ := b.Create(ctx, "b", []byte("theirs"), 0)
+	kv.DropAnswers(c, 1)
+	if _, err := b.Update(ctx, "b", []byte("mine"), 0, other+100); !errors.Is(err, kv.ErrConflict) {
+		t.Errorf("stale update with a lost answer: %v, want ErrConflict", err)
+	}
+}
+
+func TestApply_KeepsReplicasUnlessAsked(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster")
+	}
+	ctx := context.Background()
+	cl := kvtest.StartCluster(t, 3)
+	c := kvtest.Connect(t, cl.URLs())
+	if _, err := c.Ensure(ctx, kv.BucketConfig{Name: "r3", MarkerTTL: time.Minute, Replicas: 3}); err != nil {
+		t.Fatal(err)
+	}
+	// Another marker TTL, replicas "as they are": applying keeps all three.
+	want := kv.BucketConfig{Name: "r3", MarkerTTL: 5 * time.Minute}
+	var me *kv.MismatchError
+	if err := c.Check(ctx, want); !errors.As(err, &me) || len(me.Differences) != 1 || me.Differences[0].Setting != "marker_ttl" {
+		t.Fatalf("check: %v, want only the marker TTL to differ", err)
+	}
+	if err := c.Apply(ctx, want); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Check(ctx, kv.BucketConfig{Name: "r3", MarkerTTL: 5 * time.Minute, Replicas: 3}); err != nil {
+		t.Errorf("after apply: %v, want 3 replicas kept", err)
+	}
+}
+
+func TestConnect_NeverEchoesAPassword(t *testing.T) {
+	ctx := context.Background()
+	for _, u := range []string{
+		"nats://bob:s3cretpw@bad host:4222",
+		"nats://a:4222,nats://bob:s3cret%zz@b:4222",
+		"nats://bob:s3cretpw@127.0.0.1:1",
+	} {
+		_, err := kv.Connect(ctx, kv.WithURL(u), kv.WithTimeout(time.Second))
+		if err == nil || strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("connect %q: %v (must fail without the password)", "***", err)
+		}
+	}
+	s := kvtest.StartServer(t, kv.WithServerOptions(func(o *server.Options) { o.Username, o.Password = "alice", "right-one" }))
+	_, err := kv.Connect(ctx, kv.WithURL(s.ClientURL()), kv.WithUserPassword("alice", "wrong-one"))
+	if !errors.Is(err, kv.ErrPermission) || strings.Contains(err.Error(), "wrong-one") {
+		t.Errorf("wrong password: %v, want ErrPermission without the password", err)
+	}
+	c, err := kv.Connect(ctx, kv.WithURL(s.ClientURL()), kv.WithUserPassword("alice", "right-one"))
+	if err != nil {
+		t.Fatalf("right password: %v", err)
+	}
+	c.Close()
 }

@@ -91,44 +91,39 @@ func (b *Bucket) Create(ctx context.Context, key string, value []byte, ttl time.
 	ctx, cancel := b.c.callCtx(ctx)
 	defer cancel()
 	expected := uint64(0)
-	lost := false // an attempt's answer was lost: it may have landed
+	var w casWrite
 	for attempt := 1; ; attempt++ {
-		rev, err := b.publish(ctx, b.putMsg(key, value, ttl, expected))
-		if !errors.Is(err, ErrConflict) && !errors.Is(err, errNoAnswer) {
+		rev, err := w.try(b.publish(ctx, b.putMsg(key, value, ttl, expected)))
+		if !w.undecided(err) {
 			return rev, err
 		}
-		lost = lost || errors.Is(err, errNoAnswer)
 		cur, rerr := b.latest(ctx, key)
 		switch {
 		case errors.Is(rerr, ErrNotFound):
 			expected = 0
 		case rerr != nil:
-			return 0, rerr
-		case cur.Live() && lost && bytes.Equal(cur.Value, value):
-			return cur.Revision, nil // an earlier attempt landed
+			return 0, w.unknown(rerr)
+		case cur.Live() && w.landed(cur, expected, value):
+			return cur.Revision, nil
 		case cur.Live():
 			return 0, &ConflictError{Key: key, Expected: expected, Current: &cur, Err: err}
 		default:
 			expected = cur.Revision // create over a tombstone or expiry marker
 		}
 		if attempt >= maxCASAttempts {
-			return 0, b.gaveUp(key, expected, err)
+			return 0, b.gaveUp(key, expected, err, rerr, cur)
 		}
 	}
-}
-
-// gaveUp reports a CAS loop that ran out of attempts without a clear answer.
-func (b *Bucket) gaveUp(key string, expected uint64, last error) error {
-	if errors.Is(last, errNoAnswer) {
-		return fmt.Errorf("%w: write %s/%s: %w", ErrUnavailable, b.cfg.Name, key, last)
-	}
-	return &ConflictError{Key: key, Expected: expected, Err: last}
 }
 
 // Update replaces the key's value if its last revision is rev, renewing its
 // TTL (ttl is written again with the value, so a renewal never drops it). It
 // never writes over a tombstone: a deleted or expired key stays gone. It
 // returns the new revision or a *ConflictError (ErrConflict).
+//
+// A write whose answer was lost is recognised when the stream leader holds
+// exactly value at a later revision; values should therefore differ from one
+// write to the next (baton's records carry the time of the write).
 func (b *Bucket) Update(ctx context.Context, key string, value []byte, ttl time.Duration, rev uint64) (uint64, error) {
 	if err := b.checkWrite(key, ttl); err != nil {
 		return 0, err
@@ -138,9 +133,10 @@ func (b *Bucket) Update(ctx context.Context, key string, value []byte, ttl time.
 	}
 	ctx, cancel := b.c.callCtx(ctx)
 	defer cancel()
+	var w casWrite
 	for attempt := 1; ; attempt++ {
-		newRev, err := b.publish(ctx, b.putMsg(key, value, ttl, rev))
-		if !errors.Is(err, ErrConflict) && !errors.Is(err, errNoAnswer) {
+		newRev, err := w.try(b.publish(ctx, b.putMsg(key, value, ttl, rev)))
+		if !w.undecided(err) {
 			return newRev, err
 		}
 		cur, rerr := b.latest(ctx, key)
@@ -148,14 +144,15 @@ func (b *Bucket) Update(ctx context.Context, key string, value []byte, ttl time.
 		case errors.Is(rerr, ErrNotFound):
 			return 0, &ConflictError{Key: key, Expected: rev, Err: err}
 		case rerr != nil:
-			return 0, rerr
-		case cur.Live() && cur.Revision > rev && bytes.Equal(cur.Value, value):
-			return cur.Revision, nil // landed: a lost answer or a false conflict
+			return 0, w.unknown(rerr)
+		case cur.Live() && w.landed(cur, rev, value):
+			return cur.Revision, nil
 		case cur.Live() && cur.Revision == rev:
+			// Unchanged: the conflict was false (a replicated stream can
+			// report one), or the write never arrived.
 			if attempt >= maxCASAttempts {
-				return 0, b.gaveUp(key, rev, err)
+				return 0, b.gaveUp(key, rev, err, nil, cur)
 			}
-			continue // unchanged: the conflict was false, or the write never arrived
 		default:
 			return 0, &ConflictError{Key: key, Expected: rev, Current: &cur, Err: err}
 		}
@@ -165,7 +162,8 @@ func (b *Bucket) Update(ctx context.Context, key string, value []byte, ttl time.
 // Delete removes the key if its last revision is rev. It leaves a tombstone
 // carrying note (which watchers and Latest see) that itself expires after
 // the bucket's marker TTL. It returns a *ConflictError (ErrConflict) if the
-// key changed, was deleted or expired since rev.
+// key changed, was deleted or expired since rev. A delete whose answer was
+// lost is recognised by its note, which should therefore be unique.
 func (b *Bucket) Delete(ctx context.Context, key string, rev uint64, note []byte) error {
 	if err := ValidateKey(key); err != nil {
 		return err
@@ -175,9 +173,10 @@ func (b *Bucket) Delete(ctx context.Context, key string, rev uint64, note []byte
 	}
 	ctx, cancel := b.c.callCtx(ctx)
 	defer cancel()
+	var w casWrite
 	for attempt := 1; ; attempt++ {
-		_, err := b.publish(ctx, b.deleteMsg(key, note, rev))
-		if !errors.Is(err, ErrConflict) && !errors.Is(err, errNoAnswer) {
+		_, err := w.try(b.publish(ctx, b.deleteMsg(key, note, rev)))
+		if !w.undecided(err) {
 			return err
 		}
 		cur, rerr := b.latest(ctx, key)
@@ -185,18 +184,61 @@ func (b *Bucket) Delete(ctx context.Context, key string, rev uint64, note []byte
 		case errors.Is(rerr, ErrNotFound):
 			return &ConflictError{Key: key, Expected: rev, Err: err}
 		case rerr != nil:
-			return rerr
-		case cur.Op == OpDelete && cur.Revision > rev && len(note) > 0 && bytes.Equal(cur.Value, note):
-			return nil // landed
+			return w.unknown(rerr)
+		case cur.Op == OpDelete && len(note) > 0 && w.landed(cur, rev, note):
+			return nil
 		case cur.Live() && cur.Revision == rev:
 			if attempt >= maxCASAttempts {
-				return b.gaveUp(key, rev, err)
+				return b.gaveUp(key, rev, err, nil, cur)
 			}
-			continue
 		default:
 			return &ConflictError{Key: key, Expected: rev, Current: &cur, Err: err}
 		}
 	}
+}
+
+// casWrite tracks one CAS call's attempts: whether an answer was lost, in
+// which case the write may have landed.
+type casWrite struct{ lost bool }
+
+// try notes a lost answer and passes the attempt's outcome on.
+func (w *casWrite) try(rev uint64, err error) (uint64, error) {
+	w.lost = w.lost || errors.Is(err, errNoAnswer)
+	return rev, err
+}
+
+// undecided reports an outcome that needs a re-read: a conflict (maybe
+// false) or a lost answer.
+func (w *casWrite) undecided(err error) bool {
+	return errors.Is(err, ErrConflict) || errors.Is(err, errNoAnswer)
+}
+
+// landed reports whether cur is this call's own write, applied although its
+// answer was lost: only then can the same bytes at a later revision be ours.
+func (w *casWrite) landed(cur Entry, expected uint64, value []byte) bool {
+	return w.lost && cur.Revision > expected && bytes.Equal(cur.Value, value)
+}
+
+// unknown reports a re-read that failed after a lost answer: the write may
+// or may not have been applied, and the caller must not assume either.
+func (w *casWrite) unknown(rerr error) error {
+	if w.lost {
+		return fmt.Errorf("%w (an earlier attempt may have been applied)", rerr)
+	}
+	return rerr
+}
+
+// gaveUp reports a CAS loop that ran out of attempts without a clear
+// answer, with what the leader held at the last read.
+func (b *Bucket) gaveUp(key string, expected uint64, last, rerr error, cur Entry) error {
+	if errors.Is(last, errNoAnswer) {
+		return fmt.Errorf("%w: write %s/%s: %w", ErrUnavailable, b.cfg.Name, key, last)
+	}
+	ce := &ConflictError{Key: key, Expected: expected, Err: last}
+	if rerr == nil && cur.Revision != 0 {
+		ce.Current = &cur
+	}
+	return ce
 }
 
 func (b *Bucket) checkWrite(key string, ttl time.Duration) error {
@@ -254,6 +296,9 @@ func (b *Bucket) publish(ctx context.Context, m *nats.Msg) (uint64, error) {
 		actx, cancel := b.c.attemptCtx(ctx)
 		resp, err := b.c.nc.RequestMsgWithContext(actx, m)
 		cancel()
+		if err == nil && b.c.dropAnswers.Load() > 0 && b.c.dropAnswers.Add(-1) >= 0 {
+			return 0, errNoAnswer // fault injection (tests): the write landed, its answer is lost
+		}
 		if errors.Is(err, nats.ErrNoResponders) {
 			// No stream took the subject: a missing bucket, JetStream off, or
 			// a stream between leaders.

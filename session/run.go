@@ -78,12 +78,19 @@ type RunResult struct {
 // renews the session every third of its TTL while the work runs, and closes
 // it with the work's result ("success" for exit code 0, "fail" otherwise).
 //
-// The moment the session is lost (deleted, expired, taken over, or not
-// renewed by a local deadline that falls before the server's), the work is
-// stopped (SIGTERM, then SIGKILL after the grace) and Run returns a
-// *LostError (ErrLost): the work never goes on without the session. When ctx
-// is done, the work is stopped the same way, the session closed with "fail"
-// and ctx's error returned. Join's errors are returned as they are.
+// When the work's first process exits, whatever it left running in its
+// process group is stopped too (SIGTERM, then SIGKILL after the grace)
+// before the session is closed.
+//
+// The moment the session is lost (deleted, expired or taken over), the work
+// is stopped (SIGTERM, then SIGKILL after the grace) and Run returns a
+// *LostError (ErrLost): the work never goes on without the session. If
+// renewals keep failing (the server is unreachable), the session is given
+// up at a local deadline early enough that the work, given at most a
+// quarter of the TTL between SIGTERM and SIGKILL, is dead before the server
+// could expire the session; Run then tries to close it. When ctx is done,
+// the work is stopped, the session closed with its result and ctx's error
+// returned. Join's errors are returned as they are.
 func (m *Manager) Run(ctx context.Context, slot, task string, start func(*Session) (Child, error), opts ...RunOption) (RunResult, error) {
 	cfg := runConfig{grace: DefaultGrace}
 	for _, o := range opts {
@@ -104,31 +111,45 @@ func (m *Manager) Run(ctx context.Context, slot, task string, start func(*Sessio
 		return RunResult{}, err
 	}
 
-	k := &keeper{m: m, cur: s, lost: make(chan error, 2)}
+	k := &keeper{m: m, cur: s, lost: make(chan error, 2), stopBudget: unrenewedGrace(cfg.grace, s.TTL)}
 	kctx, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() { defer wg.Done(); k.renew(kctx, joinSent) }()
 	go func() { defer wg.Done(); k.watch(kctx) }()
 	stopKeeper := func() { stop(); wg.Wait() }
+	result := func(code int) string {
+		if code == 0 {
+			return "success"
+		}
+		return "fail"
+	}
 
 	for {
 		select {
 		case <-child.Done():
 			code, _ := child.Wait()
+			// The command is done: so is whatever it left running in its
+			// group, before the slot is given up.
+			_, _ = child.Stop(cfg.grace)
 			stopKeeper()
 			select {
 			case lost := <-k.lost: // lost as the work ended: do not close another's
 				return RunResult{Session: k.session(), ExitCode: code}, lost
 			default:
 			}
-			result := "success"
-			if code != 0 {
-				result = "fail"
-			}
-			return RunResult{Session: k.session(), ExitCode: code}, m.closeAfterRun(k.session(), result)
+			return RunResult{Session: k.session(), ExitCode: code}, m.closeAfterRun(k.session(), result(code))
 		case lost := <-k.lost:
 			stopKeeper()
+			var le *LostError
+			if errors.As(lost, &le) && le.How == LostUnrenewed {
+				// The server may still hold the session, and may expire it
+				// any moment: stop within the budget kept for that, then
+				// free the slot if the server can be reached again.
+				code, _ := child.Stop(k.stopBudget)
+				_ = m.closeWithin(k.session(), "fail", min(m.bucket.Client().Timeout(), time.Second))
+				return RunResult{Session: k.session(), ExitCode: code}, lost
+			}
 			code, _ := child.Stop(cfg.grace)
 			return RunResult{Session: k.session(), ExitCode: code}, lost
 		case sig := <-cfg.signals:
@@ -138,7 +159,7 @@ func (m *Manager) Run(ctx context.Context, slot, task string, start func(*Sessio
 		case <-ctx.Done():
 			code, _ := child.Stop(cfg.grace)
 			stopKeeper()
-			cerr := m.closeAfterRun(k.session(), "fail")
+			cerr := m.closeAfterRun(k.session(), result(code))
 			return RunResult{Session: k.session(), ExitCode: code}, errors.Join(ctx.Err(), cerr)
 		}
 	}
@@ -147,7 +168,11 @@ func (m *Manager) Run(ctx context.Context, slot, task string, start func(*Sessio
 // closeAfterRun closes the session with a bounded context of its own (the
 // run's may be done). A session already gone is not an error.
 func (m *Manager) closeAfterRun(s *Session, result string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), m.bucket.Client().Timeout())
+	return m.closeWithin(s, result, m.bucket.Client().Timeout())
+}
+
+func (m *Manager) closeWithin(s *Session, result string, d time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	if err := m.Close(ctx, s, result); err != nil && !errors.Is(err, ErrNotFound) {
 		return fmt.Errorf("the work ended but closing the session failed: %w", err)
@@ -161,6 +186,9 @@ type keeper struct {
 	mu   sync.Mutex
 	cur  *Session
 	lost chan error // buffered: one report from each goroutine at most
+	// stopBudget is the time kept, before the server could expire the
+	// session, to stop the work when renewals keep failing.
+	stopBudget time.Duration
 }
 
 func (k *keeper) session() *Session {
@@ -169,23 +197,32 @@ func (k *keeper) session() *Session {
 	return k.cur
 }
 
-// localDeadline is when a holder must consider its session lost if it could
-// not renew it: the TTL counted from when the last successful renewal was
-// sent (the server starts counting later than that), less a margin for
-// clock-rate differences and for stopping the work.
-func localDeadline(sent time.Time, ttl time.Duration) time.Time {
+// unrenewedGrace is the grace the work gets when renewals keep failing: the
+// given grace, but at most a quarter of the TTL, so that SIGKILL lands before
+// the server can expire the session.
+func unrenewedGrace(grace, ttl time.Duration) time.Duration { return min(grace, ttl/4) }
+
+// expiryBound is the earliest the server can expire a session whose last
+// successful renewal was sent at sent: the TTL counts from the server's write,
+// which comes after the send, less a margin for clock-rate differences.
+func expiryBound(sent time.Time, ttl time.Duration) time.Time {
 	margin := min(max(ttl/10, 100*time.Millisecond), 2*time.Second)
 	return sent.Add(ttl - margin)
 }
 
-// renew commits the session every third of its TTL. Transient failures are
-// retried at the next tick until the local deadline, which ends the run.
+// renew commits the session every third of its TTL, and after a failure
+// every tenth (at most a second apart) until one succeeds. If none succeeds
+// by the local deadline, the expiry bound less the stop budget, the session
+// is reported lost (LostUnrenewed): the work is then stopped before the
+// server could give the slot to another.
 func (k *keeper) renew(ctx context.Context, lastSent time.Time) {
 	s := k.session()
 	every := s.TTL / 3
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	deadline := time.NewTimer(time.Until(localDeadline(lastSent, s.TTL)))
+	retry := min(max(s.TTL/10, 100*time.Millisecond), time.Second)
+	localDeadline := func() time.Time { return expiryBound(lastSent, s.TTL).Add(-k.stopBudget) }
+	next := time.NewTimer(every)
+	defer next.Stop()
+	deadline := time.NewTimer(time.Until(localDeadline()))
 	defer deadline.Stop()
 	for {
 		select {
@@ -194,22 +231,25 @@ func (k *keeper) renew(ctx context.Context, lastSent time.Time) {
 		case <-deadline.C:
 			k.lost <- &LostError{Slot: s.Slot, Fence: s.Fence, How: LostUnrenewed}
 			return
-		case <-tick.C:
+		case <-next.C:
 		}
 		sent := time.Now()
-		cctx, cancel := context.WithDeadline(ctx, localDeadline(lastSent, s.TTL))
-		next, err := k.m.Commit(cctx, k.session(), "")
+		cctx, cancel := context.WithDeadline(ctx, localDeadline())
+		renewed, err := k.m.Commit(cctx, k.session(), "")
 		cancel()
 		switch {
 		case err == nil:
 			k.mu.Lock()
-			k.cur = next
+			k.cur = renewed
 			k.mu.Unlock()
 			lastSent = sent
-			deadline.Reset(time.Until(localDeadline(lastSent, s.TTL)))
+			deadline.Reset(time.Until(localDeadline()))
+			next.Reset(every)
 		case errors.Is(err, ErrLost):
 			k.lost <- err
 			return
+		default:
+			next.Reset(retry)
 		}
 	}
 }

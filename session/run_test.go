@@ -158,30 +158,33 @@ func TestRun_ServerGoneStopsTheWorkBeforeTheTTL(t *testing.T) {
 	m := e.manager("h1", t.TempDir())
 	const ttl = 2 * time.Second
 	done := make(chan error, 1)
-	started := make(chan time.Time, 1)
+	started := make(chan *hostlocal.Group, 1)
 	go func() {
 		_, err := m.Run(ctx, "slot", "T1", func(s *session.Session) (session.Child, error) {
-			c, err := shell(t, "echo started; sleep 60")(s)
-			started <- time.Now()
+			c, err := shell(t, `trap '' TERM; echo started; while :; do sleep 0.05; done`)(s)
+			started <- c.(*hostlocal.Group)
 			return c, err
-		}, session.WithJoinOptions(session.WithTTL(ttl)), session.WithGrace(time.Second))
+		}, session.WithJoinOptions(session.WithTTL(ttl)), session.WithGrace(time.Minute))
 		done <- err
 	}()
-	<-started
+	g := <-started
 	stopped := time.Now()
 	e.srv.Shutdown()
+	// The work ignores SIGTERM: only the SIGKILL ends it. It must be dead
+	// before the server could have expired the session (the TTL from the
+	// last renewal, which came before the server went away), whatever the
+	// grace.
+	<-g.Done()
+	if took := time.Since(stopped); took >= ttl {
+		t.Errorf("work killed %s after the server went away; TTL is %s", took, ttl)
+	}
 	select {
 	case err := <-done:
 		var lost *session.LostError
 		if !errors.As(err, &lost) || lost.How != session.LostUnrenewed {
 			t.Fatalf("run: %v, want lost: not renewed in time", err)
 		}
-		// The work stops within the TTL of the last renewal (plus the grace
-		// for SIGTERM, which sleep obeys at once).
-		if took := time.Since(stopped); took > ttl+500*time.Millisecond {
-			t.Errorf("work stopped %s after the server went away; TTL is %s", took, ttl)
-		}
-	case <-time.After(15 * time.Second):
+	case <-time.After(10 * time.Second):
 		t.Fatal("run went on without its server")
 	}
 }
@@ -228,5 +231,31 @@ func TestRun_JoinRefusalStartsNothing(t *testing.T) {
 	})
 	if !errors.Is(err, session.ErrForeignHost) || startedWork {
 		t.Errorf("run on another host's slot: %v (started: %v), want ErrForeignHost and nothing started", err, startedWork)
+	}
+}
+
+func TestRun_StopsWhatTheWorkLeftRunningBeforeClosing(t *testing.T) {
+	ctx := ctxT(t)
+	e := newEnv(t)
+	m := e.manager("h1", t.TempDir())
+	var leftover int
+	res, err := m.Run(ctx, "slot", "T1", func(s *session.Session) (session.Child, error) {
+		cmd := exec.Command("sh", "-c", "sleep 300 & echo $!; exit 0")
+		r, w, _ := os.Pipe()
+		defer r.Close()
+		cmd.Stdout = w
+		g, err := hostlocal.StartGroup(cmd)
+		w.Close()
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fscan(r, &leftover)
+		return g, nil
+	}, session.WithGrace(5*time.Second))
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("run: %+v, %v", res, err)
+	}
+	if leftover == 0 || (hostlocal.Process{PID: leftover}).Alive() {
+		t.Errorf("the background process %d outlived the run and its session", leftover)
 	}
 }

@@ -1,8 +1,11 @@
 package session
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"io/fs"
+	"strings"
 	"time"
 )
 
@@ -53,11 +56,15 @@ func (m *Manager) removeTrace(slot string, fence uint64) {
 
 // Trace is a host-local pid file left by a join, as doctor reads it.
 type Trace struct {
+	// Name is the pid file's name (slot-SLOT).
+	Name     string
 	Slot     string
 	Fence    uint64
 	PID      int
 	PIDStart string
 	Joined   time.Time
+	// Unreadable is set when the file does not decode.
+	Unreadable bool
 }
 
 // Traces lists the pid files of this host's sessions.
@@ -73,10 +80,10 @@ func (m *Manager) Traces() ([]Trace, error) {
 			if errors.Is(err, fs.ErrNotExist) {
 				continue
 			}
-			out = append(out, Trace{Slot: n})
+			out = append(out, Trace{Name: n, Slot: strings.TrimPrefix(n, "slot-"), Unreadable: true})
 			continue
 		}
-		out = append(out, Trace{Slot: t.Slot, Fence: t.Fence, PID: t.PID, PIDStart: t.PIDStart, Joined: t.Joined})
+		out = append(out, Trace{Name: n, Slot: t.Slot, Fence: t.Fence, PID: t.PID, PIDStart: t.PIDStart, Joined: t.Joined})
 	}
 	return out, nil
 }
@@ -89,4 +96,23 @@ func (m *Manager) RemoveTrace(slot string, fence uint64) {
 	if err := m.state.ReadPIDFile(m.prefix, gateName(slot), &t); err == nil && (fence == 0 || t.Fence == fence) {
 		_ = m.state.RemovePIDFile(m.prefix, gateName(slot))
 	}
+}
+
+// RemoveOrphanTrace removes a pid file that Traces listed, unless its
+// session turns out to be live now (a join that landed after the check).
+func (m *Manager) RemoveOrphanTrace(ctx context.Context, t Trace) error {
+	if !t.Unreadable {
+		s, err := m.Get(ctx, t.Slot)
+		switch {
+		case err == nil && s.Fence == t.Fence:
+			return fmt.Errorf("its session (fence %d) is live now; left alone", t.Fence)
+		case err != nil && !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrUndecodable):
+			return err
+		}
+		var now trace
+		if err := m.state.ReadPIDFile(m.prefix, t.Name, &now); err == nil && now.Fence != t.Fence {
+			return fmt.Errorf("rewritten by a newer join (fence %d); left alone", now.Fence)
+		}
+	}
+	return m.state.RemovePIDFile(m.prefix, t.Name)
 }

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -91,15 +92,39 @@ func runRun(ctx context.Context, o *Options) error {
 	if err != nil {
 		return fmt.Errorf("find the baton executable to supervise the command: %w", err)
 	}
-	// Signals are forwarded to the command from now on, never acted on.
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
-	defer signal.Stop(sigs)
-
 	m, err := o.F.Sessions(ctx, cmdutil.LongLived()...)
 	if err != nil {
 		return err
 	}
+	// From here on, SIGINT, SIGTERM and SIGHUP do not kill baton: before the
+	// command starts they cancel the join, after it they are passed to it.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	var started atomic.Bool
+	var early atomic.Value // the signal that cancelled the join
+	fwd := make(chan os.Signal, 4)
+	go func() {
+		for {
+			select {
+			case sig := <-sigs:
+				if !started.Load() {
+					early.Store(sig)
+					cancel()
+					return
+				}
+				select {
+				case fwd <- sig:
+				default: // the command has signals pending already
+				}
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+
 	start := func(s *session.Session) (session.Child, error) {
 		cmd := exec.Command(path, o.Command[1:]...)
 		cmd.Args[0] = o.Command[0]
@@ -108,11 +133,16 @@ func runRun(ctx context.Context, o *Options) error {
 			"BATON_SLOT="+s.Slot,
 			"BATON_FENCE="+strconv.FormatUint(s.Fence, 10),
 			"BATON_INSTANCE="+s.Instance)
-		return hostlocal.StartGroup(cmd, hostlocal.WithSupervisor(exe, SuperviseVerb))
+		g, err := hostlocal.StartGroup(cmd, hostlocal.WithSupervisor(exe, SuperviseVerb))
+		started.Store(err == nil)
+		return g, err
 	}
 	res, err := m.Run(ctx, o.Slot, o.Flags.Task, start,
 		session.WithJoinOptions(append(joinOpts, session.WithPurpose("baton run "+o.Slot))...),
-		session.WithGrace(o.Grace.D), session.WithSignals(sigs))
+		session.WithGrace(o.Grace.D), session.WithSignals(fwd))
+	if sig, ok := early.Load().(syscall.Signal); ok && res.Session == nil {
+		return cmdutil.Exit(cmdutil.ExitCode(128+int(sig)), fmt.Errorf("interrupted by %s before the command started; nothing was started", sig))
+	}
 	var lost *session.LostError
 	switch {
 	case errors.As(err, &lost):
