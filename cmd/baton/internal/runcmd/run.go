@@ -44,11 +44,15 @@ host can start in between), renew the session every third of its TTL while
 CMD runs, and close it with CMD's result (exit 0 = success). baton exits with
 CMD's exit code.
 
-If the session is lost while CMD runs (closed, taken over, expired, or not
-renewed in time), CMD's whole process group gets SIGTERM, then SIGKILL after
---grace, and baton exits 3. If baton itself is killed, even with SIGKILL,
-CMD's process group is killed with it. Ctrl-C and SIGTERM are passed to CMD,
-and the session is closed when it exits.
+If the session is lost while CMD runs (closed, taken over or expired), CMD's
+whole process group gets SIGTERM, then SIGKILL after --grace, and baton exits
+3. If renewals keep failing (the server cannot be reached), baton gives the
+session up in time for CMD to be dead, with at most a quarter of the TTL
+between SIGTERM and SIGKILL, before the server could expire it. If baton
+itself is killed, even with SIGKILL, CMD's process group is killed with it.
+When CMD exits, whatever it left running in its process group is stopped
+before the session is closed. Ctrl-C and SIGTERM are passed to CMD, and the
+session is closed when it exits; before CMD starts, they cancel the join.
 
 CMD sees BATON_SLOT, BATON_FENCE and BATON_INSTANCE in its environment.`,
 		Example: `  baton run rendering --task T-42 -- make render
