@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"encoding/json"
 	"io"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -227,5 +229,59 @@ func TestUp_ServesFindsItselfAndStopsCleanly(t *testing.T) {
 	}
 	if r := run("status"); r.code != 6 {
 		t.Errorf("status after baton up stopped: %s, want exit 6", r)
+	}
+}
+
+func TestCommit_AfterAnotherHostTookTheExpiredSlotIsExit3(t *testing.T) {
+	w := newWorld(t)
+	a, b := w.host("host-a"), w.host("host-b")
+	watch := a.watch(t)
+	a.must("join", "s", "--task", "T-1", "--ttl", "1s")
+	watch.await(t, "expire", "s", 5*time.Second)
+	b.must("join", "s", "--task", "T-2")
+	// host-a had the slot: its renewal is lost (3), not merely refused (4).
+	a.expect(3, []string{"commit", "s"}, "taken over", "host host-b")
+	a.expect(3, []string{"close", "s"}, "taken over")
+	if row := b.sessions()["s"]; row == nil || row["host"] != "host-b" || num(t, row, "renewals") != 0 {
+		t.Errorf("host-b's session was touched: %v", row)
+	}
+	// A host that never held it is refused as before.
+	w.host("host-c").expect(4, []string{"commit", "s"}, "belongs to host host-b")
+}
+
+func TestConnect_NatsContextNamesTheServer(t *testing.T) {
+	w := newWorld(t)
+	h := w.host("host-a")
+	dir := filepath.Join(h.state, ".config", "nats", "context")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "dev.json"), []byte(`{"url": "`+w.url+`"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// No BATON_URL: the context alone says where the server is. (Like the
+	// nats CLI, contexts live under $XDG_CONFIG_HOME/nats, else under the
+	// user's home directory from the passwd database.)
+	env := []string{"XDG_CONFIG_HOME=" + filepath.Join(h.state, ".config")}
+	for _, kv := range h.environ() {
+		if !strings.HasPrefix(kv, "BATON_URL=") {
+			env = append(env, kv)
+		}
+	}
+	cmd := exec.Command(batonBin, "join", "s", "--task", "T-1", "--context", "dev")
+	cmd.Env = env
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("join --context dev: %v\n%s", err, out)
+	}
+	cmd = exec.Command(batonBin, "status", "--json")
+	cmd.Env = append(env, "NATS_CONTEXT=dev")
+	out, err := cmd.Output()
+	if err != nil || !strings.Contains(string(out), `"slot": "s"`) {
+		t.Errorf("status with NATS_CONTEXT=dev: %v\n%s", err, out)
+	}
+	cmd = exec.Command(batonBin, "status", "--context", "nope")
+	cmd.Env = env
+	if out, err := cmd.CombinedOutput(); exitCode(err) != 2 || !strings.Contains(string(out), "nope") {
+		t.Errorf("unknown context: exit %d, %s; want 2 naming it", exitCode(err), out)
 	}
 }

@@ -19,10 +19,11 @@ func WithFence(f uint64) ResumeOption { return func(c *resumeConfig) { c.fence =
 
 // Resume returns this host's live session of slot, to Commit or Close it.
 //
-// A session of another host is a *HeldError with ErrForeignHost. A slot
-// without a live session is a *LostError (ErrLost) when the server still
-// shows it expired or closed, or this host has a trace of joining it, and
-// ErrNotFound otherwise. A record that does not decode is a *HeldError with
+// A session of another host is a *HeldError with ErrForeignHost, unless this
+// host's pid file shows it held the slot with another fence: then its
+// session was taken over (*LostError). A slot without a live session is a
+// *LostError (ErrLost) when the server still shows it expired or closed, or
+// this host has a pid file of it, and ErrNotFound otherwise. A record that does not decode is a *HeldError with
 // ErrUndecodable.
 func (m *Manager) Resume(ctx context.Context, slot string, opts ...ResumeOption) (*Session, error) {
 	var cfg resumeConfig
@@ -48,6 +49,11 @@ func (m *Manager) Resume(ctx context.Context, slot string, opts ...ResumeOption)
 		return nil, err
 	}
 	if s.Host != m.host {
+		// This host held the slot (its pid file says so) and another host
+		// has it now: this host's session was lost, not refused.
+		if t, ok := m.readTrace(slot); ok && t.Fence != s.Fence {
+			return nil, &LostError{Slot: slot, Fence: t.Fence, How: LostTaken, Now: s}
+		}
 		return nil, &HeldError{Slot: slot, Holder: s, Revision: s.Revision, Reason: ErrForeignHost}
 	}
 	if cfg.fence != 0 && s.Fence != cfg.fence {
