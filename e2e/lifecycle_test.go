@@ -285,3 +285,21 @@ func TestConnect_NatsContextNamesTheServer(t *testing.T) {
 		t.Errorf("unknown context: exit %d, %s; want 2 naming it", exitCode(err), out)
 	}
 }
+
+func TestHelp_EveryVerbHasAnExampleAndCompletionWorks(t *testing.T) {
+	h := (&world{t: t, url: "nats://127.0.0.1:1"}).host("host-a")
+	for _, verb := range []string{"up", "join", "commit", "close", "run", "status", "doctor"} {
+		r := h.baton(verb, "--help")
+		if r.code != 0 || !strings.Contains(r.stdout, "Examples:") || !strings.Contains(r.stdout, "baton "+verb) {
+			t.Errorf("baton %s --help: %s", verb, r)
+		}
+	}
+	for _, shell := range []string{"bash", "zsh", "fish"} {
+		if r := h.baton("completion", shell); r.code != 0 || !strings.Contains(r.stdout, "baton") {
+			t.Errorf("baton completion %s: exit %d", shell, r.code)
+		}
+	}
+	if r := h.baton("--help"); r.code != 0 || strings.Contains(r.stdout, "__supervise") {
+		t.Errorf("baton --help shows the hidden verb or fails: %s", r)
+	}
+}

@@ -1,0 +1,111 @@
+package cmdutil
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/batonhq/baton/hostlocal"
+	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/session"
+)
+
+func TestCode_MapsEveryErrorToTheContractsExitCode(t *testing.T) {
+	held := &session.HeldError{Slot: "s", Holder: &session.Session{}, Reason: session.ErrHeld}
+	foreign := &session.HeldError{Slot: "s", Holder: &session.Session{}, Reason: session.ErrForeignHost}
+	for _, tc := range []struct {
+		err  error
+		want ExitCode
+	}{
+		{nil, ExitOK},
+		{errors.New("boom"), ExitFailure},
+		{Usagef("bad"), ExitUsage},
+		{fmt.Errorf("x: %w", session.ErrInvalid), ExitUsage},
+		{fmt.Errorf("x: %w", kv.ErrInvalidKey), ExitUsage},
+		{fmt.Errorf("x: %w", kv.ErrInvalidConfig), ExitUsage},
+		{held, ExitConflict},
+		{fmt.Errorf("x: %w", foreign), ExitCrossHost},
+		{&session.HeldError{Slot: "s", Reason: session.ErrUndecodable}, ExitConflict},
+		{fmt.Errorf("%w: %w", session.ErrGateBusy, hostlocal.ErrLocked), ExitConflict},
+		{&session.LostError{Slot: "s", How: session.LostExpired}, ExitConflict},
+		{&kv.ConflictError{Key: "s"}, ExitConflict},
+		{fmt.Errorf("%w: s", session.ErrNotFound), ExitNotFound},
+		{fmt.Errorf("%w: down", kv.ErrUnavailable), ExitUnavailable},
+		{fmt.Errorf("%w: no", kv.ErrPermission), ExitUnavailable},
+		{fmt.Errorf("%w: off", kv.ErrJetStreamDisabled), ExitUnavailable},
+		{fmt.Errorf("%w: gone", kv.ErrBucketNotFound), ExitUnavailable},
+		{Exit(ExitProblems, nil), ExitProblems},
+		{Exit(ExitCode(42), errors.New("child")), ExitCode(42)},
+	} {
+		if got := Code(tc.err); got != tc.want {
+			t.Errorf("Code(%v) = %d, want %d", tc.err, got, tc.want)
+		}
+	}
+}
+
+func TestMessage_IsOneLineWithWhatToDo(t *testing.T) {
+	err := fmt.Errorf("%w: cannot reach nats://127.0.0.1:1:\nnats: no servers", kv.ErrUnavailable)
+	got := Message("join", err)
+	if strings.Contains(got, "\n") || !strings.HasPrefix(got, "baton: join: server unavailable: cannot reach") ||
+		!strings.Contains(got, "; is `baton up` running?") {
+		t.Errorf("Message = %q", got)
+	}
+	// Package prefixes go, words that merely look like them stay.
+	got = Message("close", fmt.Errorf("%w: slot s has no session: nothing", session.ErrNotFound))
+	if got != "baton: close: no such session: slot s has no session: nothing; join it first: baton join SLOT --task ID" {
+		t.Errorf("Message = %q", got)
+	}
+}
+
+func TestConfig_FlagsBeatEnvironment(t *testing.T) {
+	env := map[string]string{
+		"BATON_URL": "nats://from-baton-url:4222", "NATS_URL": "nats://from-nats-url:4222",
+		"BATON_HOST_ID": "env-host", "BATON_TIMEOUT": "9s", "BATON_PREFIX": "envp",
+	}
+	getenv := func(k string) string { return env[k] }
+
+	var c Config
+	fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+	c.Register(fs)
+	if err := fs.Parse([]string{"--host-id", "flag-host"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Resolve(getenv); err != nil {
+		t.Fatal(err)
+	}
+	if c.Server != "nats://from-baton-url:4222" || c.HostID != "flag-host" || c.Timeout != 9*time.Second || c.Prefix != "envp" {
+		t.Errorf("resolved %+v", c)
+	}
+
+	var d Config
+	fs = pflag.NewFlagSet("t", pflag.ContinueOnError)
+	d.Register(fs)
+	if err := fs.Parse([]string{"--timeout", "0s"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Resolve(func(string) string { return "" }); !errors.Is(err, ErrUsage) {
+		t.Errorf("--timeout 0s: %v, want a usage error", err)
+	}
+	if d.Prefix != session.DefaultPrefix && d.Prefix != "" {
+		t.Errorf("default prefix %q", d.Prefix)
+	}
+}
+
+func TestFence_FromTheRunEnvironmentOnlyForItsSlot(t *testing.T) {
+	env := map[string]string{"BATON_SLOT": "a", "BATON_FENCE": "17"}
+	f := &Factory{Getenv: func(k string) string { return env[k] }}
+	for _, tc := range []struct {
+		slot string
+		flag uint64
+		want uint64
+	}{{"a", 0, 17}, {"b", 0, 0}, {"a", 5, 5}} {
+		if got, err := f.Fence(tc.slot, tc.flag); err != nil || got != tc.want {
+			t.Errorf("Fence(%q, %d) = %d, %v; want %d", tc.slot, tc.flag, got, err, tc.want)
+		}
+	}
+}
+
