@@ -108,4 +108,3 @@ func TestFence_FromTheRunEnvironmentOnlyForItsSlot(t *testing.T) {
 		}
 	}
 }
-
