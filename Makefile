@@ -33,9 +33,10 @@ $(TOOLS)/staticcheck:
 run: build
 	$(BIN)/baton up
 
-## bench: library and CLI benchmarks against the raw KV floor, same run
+## bench: library benchmarks against the raw KV floor, and cold CLI processes (about 2 minutes)
 bench:
-	$(GO) test -run '^$$' -bench . -benchtime 2000x -count 5 ./session/ ./e2e/
+	$(GO) test -run '^$$' -bench . -benchtime 2000x -count 3 ./session/
+	$(GO) test -run '^$$' -bench . -benchtime 200x -count 1 ./e2e/
 
 clean:
 	rm -rf $(BIN) $(TOOLS)
