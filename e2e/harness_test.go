@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -232,3 +233,21 @@ func exitCode(err error) int {
 
 // interrupt is Ctrl-C.
 var interrupt = syscall.SIGINT
+
+// readJSONDoc reads one indented JSON document (up to a line "}").
+func readJSONDoc(r *bufio.Reader) (map[string]any, error) {
+	var b strings.Builder
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return nil, err
+		}
+		b.WriteString(line)
+		if line == "}\n" {
+			break
+		}
+	}
+	var m map[string]any
+	err := json.Unmarshal([]byte(b.String()), &m)
+	return m, err
+}
