@@ -199,7 +199,7 @@ func ensureBuckets(ctx context.Context, o *Options, client *kv.Client, replicas 
 			return nil, err
 		}
 		if !waiting {
-			cmdutil.Fprintf(o.F.IO.ErrOut, "baton up: waiting for JetStream to be ready (%v)\n", err)
+			cmdutil.Fprintf(o.F.IO.ErrOut, "baton up: waiting for JetStream to be ready (a cluster needs its servers up and a leader elected)\n")
 			waiting = true
 		}
 		select {
