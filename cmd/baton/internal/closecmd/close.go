@@ -67,15 +67,10 @@ func validResult(r string) bool {
 }
 
 func closeRun(ctx context.Context, o *Options) error {
-	fence, err := o.F.Fence(o.Slot, o.Fence)
-	if err != nil {
+	m, s, err := o.F.Resume(ctx, o.Slot, o.Fence)
+	if m == nil {
 		return err
 	}
-	m, err := o.F.Sessions(ctx)
-	if err != nil {
-		return err
-	}
-	s, err := m.Resume(ctx, o.Slot, session.WithFence(fence))
 	if err == nil {
 		err = m.Close(ctx, s, o.Result)
 	}

@@ -8,7 +8,6 @@ import (
 
 	"github.com/batonhq/baton/cmd/baton/internal/cmdutil"
 	"github.com/batonhq/baton/cmd/baton/internal/joincmd"
-	"github.com/batonhq/baton/session"
 )
 
 // Options are commit's inputs.
@@ -48,15 +47,7 @@ was replaced is lost (exit 3) and is never brought back: join again.`,
 }
 
 func commitRun(ctx context.Context, o *Options) error {
-	fence, err := o.F.Fence(o.Slot, o.Fence)
-	if err != nil {
-		return err
-	}
-	m, err := o.F.Sessions(ctx)
-	if err != nil {
-		return err
-	}
-	s, err := m.Resume(ctx, o.Slot, session.WithFence(fence))
+	m, s, err := o.F.Resume(ctx, o.Slot, o.Fence)
 	if err != nil {
 		return err
 	}
