@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"runtime"
 	"strconv"
 	"syscall"
@@ -29,6 +30,7 @@ type GroupOption func(*groupConfig)
 
 type groupConfig struct {
 	supervisor []string
+	tty        int // >= 0: put the group in the foreground of this terminal
 }
 
 // WithSupervisor runs the command under a supervisor: argv is a program and
@@ -42,11 +44,28 @@ func WithSupervisor(argv ...string) GroupOption {
 	return func(c *groupConfig) { c.supervisor = argv }
 }
 
+// WithForeground makes the group the foreground process group of the
+// terminal open on fd (usually 0) while it runs, so that an interactive
+// command can read the terminal and gets Ctrl-C itself; when its leader
+// exits, this process's group gets the terminal back. Use it only when this
+// process is in the terminal's foreground (see InForeground). Default: the
+// group runs in the background of the terminal, if any.
+func WithForeground(fd int) GroupOption {
+	return func(c *groupConfig) { c.tty = fd }
+}
+
+// InForeground reports whether fd is a terminal whose foreground process
+// group is this process's.
+func InForeground(fd int) bool {
+	pgrp, err := foregroundGroup(fd)
+	return err == nil && pgrp == syscall.Getpgrp()
+}
+
 // StartGroup starts cmd (made with exec.Command, its I/O and environment
 // set) as the leader of a new process group. It returns an error from
 // exec.Command's lookup or from starting the process.
 func StartGroup(cmd *exec.Cmd, opts ...GroupOption) (*Group, error) {
-	var cfg groupConfig
+	cfg := groupConfig{tty: -1}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -60,6 +79,9 @@ func StartGroup(cmd *exec.Cmd, opts ...GroupOption) (*Group, error) {
 		cmd.Path = cfg.supervisor[0]
 	}
 	cmd.SysProcAttr = groupAttr(len(cfg.supervisor) > 0)
+	if cfg.tty >= 0 {
+		cmd.SysProcAttr.Foreground, cmd.SysProcAttr.Ctty = true, cfg.tty
+	}
 	g := &Group{done: make(chan struct{})}
 	started := make(chan error, 1)
 	go func() {
@@ -75,6 +97,9 @@ func StartGroup(cmd *exec.Cmd, opts ...GroupOption) (*Group, error) {
 		g.pid = cmd.Process.Pid
 		started <- nil
 		g.code, g.err = exitStatus(cmd.Wait())
+		if cfg.tty >= 0 {
+			takeForeground(cfg.tty)
+		}
 		close(g.done)
 	}()
 	if err := <-started; err != nil {
@@ -147,6 +172,14 @@ func (g *Group) Stop(grace time.Duration) (int, error) {
 			}
 		}
 	}
+}
+
+// takeForeground makes this process's group the foreground of the terminal
+// on fd again. A background process must ignore SIGTTOU to do so.
+func takeForeground(fd int) {
+	signal.Ignore(syscall.SIGTTOU)
+	defer signal.Reset(syscall.SIGTTOU)
+	_ = setForegroundGroup(fd, syscall.Getpgrp())
 }
 
 func (g *Group) exited() bool {

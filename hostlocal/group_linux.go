@@ -65,3 +65,10 @@ func groupRunning(pgid int) bool {
 	}
 	return false
 }
+
+// foregroundGroup is the foreground process group of the terminal on fd.
+func foregroundGroup(fd int) (int, error) { return unix.IoctlGetInt(fd, unix.TIOCGPGRP) }
+
+// setForegroundGroup makes pgrp the foreground process group of the
+// terminal on fd.
+func setForegroundGroup(fd, pgrp int) error { return unix.IoctlSetPointerInt(fd, unix.TIOCSPGRP, pgrp) }

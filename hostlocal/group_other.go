@@ -38,3 +38,9 @@ func (g *Group) Stop(time.Duration) (int, error) { return -1, ErrUnsupported }
 
 // SuperviseMain is not supported on this platform.
 func SuperviseMain([]string, io.Writer) int { return 1 }
+
+// WithForeground is not supported on this platform.
+func WithForeground(int) GroupOption { return func() {} }
+
+// InForeground is false on this platform.
+func InForeground(int) bool { return false }

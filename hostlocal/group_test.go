@@ -24,6 +24,8 @@ const envGroupHelper = "HOSTLOCAL_GROUP_HELPER"
 //     sleep, prints the sleep's pid and the group's, then blocks on stdin.
 func TestGroupHelper(t *testing.T) {
 	switch os.Getenv(envGroupHelper) {
+	case "tty":
+		os.Exit(ttyHelper())
 	case "supervise":
 		i := slices.Index(os.Args, "--")
 		os.Exit(SuperviseMain(os.Args[i+1:], os.Stderr))
@@ -43,6 +45,29 @@ func TestGroupHelper(t *testing.T) {
 	default:
 		t.Skip("helper process only")
 	}
+}
+
+// ttyHelper is the body of the "tty" helper: a process in the foreground of
+// its terminal starts a group that reads the terminal.
+func ttyHelper() int {
+	if !InForeground(0) {
+		fmt.Println("helper not in the foreground")
+		return 2
+	}
+	cmd := exec.Command("sh", "-c", `read x; echo "got $x"`)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	g, err := StartGroup(cmd, WithForeground(0))
+	if err != nil {
+		fmt.Println("error:", err)
+		return 2
+	}
+	if code, _ := g.Wait(); code != 0 {
+		fmt.Println("exit", code)
+	}
+	if InForeground(0) {
+		fmt.Println("restored")
+	}
+	return 0
 }
 
 func supervisorArgv() []string {

@@ -51,8 +51,10 @@ session up in time for CMD to be dead, with at most a quarter of the TTL
 between SIGTERM and SIGKILL, before the server could expire it. If baton
 itself is killed, even with SIGKILL, CMD's process group is killed with it.
 When CMD exits, whatever it left running in its process group is stopped
-before the session is closed. Ctrl-C and SIGTERM are passed to CMD, and the
-session is closed when it exits; before CMD starts, they cancel the join.
+before the session is closed. In a terminal, CMD runs in the foreground, so
+an interactive agent reads the terminal and gets Ctrl-C itself; SIGINT and
+SIGTERM sent to baton are passed to CMD. The session is closed when CMD
+exits. Before CMD starts, these signals cancel the join.
 
 CMD sees BATON_SLOT, BATON_FENCE and BATON_INSTANCE in its environment.`,
 		Example: `  baton run rendering --task T-42 -- make render
@@ -137,7 +139,12 @@ func runRun(ctx context.Context, o *Options) error {
 			"BATON_SLOT="+s.Slot,
 			"BATON_FENCE="+strconv.FormatUint(s.Fence, 10),
 			"BATON_INSTANCE="+s.Instance)
-		g, err := hostlocal.StartGroup(cmd, hostlocal.WithSupervisor(exe, SuperviseVerb))
+		opts := []hostlocal.GroupOption{hostlocal.WithSupervisor(exe, SuperviseVerb)}
+		if hostlocal.InForeground(0) {
+			// An interactive command gets the terminal (and Ctrl-C) itself.
+			opts = append(opts, hostlocal.WithForeground(0))
+		}
+		g, err := hostlocal.StartGroup(cmd, opts...)
 		started.Store(err == nil)
 		return g, err
 	}
