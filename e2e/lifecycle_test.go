@@ -2,8 +2,10 @@ package e2e
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,25 +13,35 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/kv/kvtest"
+	"github.com/batonhq/baton/session"
 )
 
 // watcher is a running `baton status --watch --json` whose events can be
 // awaited.
 type watcher struct {
 	cmd    *exec.Cmd
+	stderr *syncBuffer
 	mu     sync.Mutex
 	events []map[string]any
 	more   chan struct{}
 }
 
-func (h *host) watch(t *testing.T) *watcher {
+func (h *host) watch(t *testing.T) *watcher { return h.watchWithStderr(t) }
+
+// watchWithStderr is watch, keeping what the watcher says on stderr.
+func (h *host) watchWithStderr(t *testing.T) *watcher {
 	t.Helper()
 	cmd := h.command("status", "--watch", "--json")
 	out, _ := cmd.StdoutPipe()
+	errs := &syncBuffer{}
+	cmd.Stderr = errs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	w := &watcher{cmd: cmd, more: make(chan struct{}, 1)}
+	w := &watcher{cmd: cmd, stderr: errs, more: make(chan struct{}, 1)}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	go func() {
 		sc := bufio.NewScanner(out)
@@ -123,6 +135,24 @@ func TestCommit_AfterTakeoverIsExit3AndForeignHostIs4(t *testing.T) {
 	b.expect(4, []string{"commit", "s"}, "belongs to host host-a")
 	b.expect(4, []string{"close", "s"}, "belongs to host host-a")
 	b.expect(5, []string{"commit", "never-joined"}, "join it first")
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 func jsonNumber(v any) string {
@@ -301,5 +331,39 @@ func TestHelp_EveryVerbHasAnExampleAndCompletionWorks(t *testing.T) {
 	}
 	if r := h.baton("--help"); r.code != 0 || strings.Contains(r.stdout, "__supervise") {
 		t.Errorf("baton --help shows the hidden verb or fails: %s", r)
+	}
+}
+
+func TestStatusWatch_SaysWhenTheServerGoesAndComesBack(t *testing.T) {
+	store := t.TempDir()
+	s1, err := kv.StartServer(kv.WithListen("127.0.0.1:-1"), kv.WithStoreDir(store))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s1.Shutdown()
+	c := kvtest.Connect(t, s1.ClientURL())
+	if _, err := c.Ensure(context.Background(), session.BucketConfig(session.DefaultPrefix, 1)); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	w := &world{t: t, srv: s1, url: s1.ClientURL()}
+	h := w.host("host-a")
+	watch := h.watchWithStderr(t)
+	h.must("join", "before", "--task", "T-1")
+	watch.await(t, "join", "before", 5*time.Second)
+
+	s1.Shutdown()
+	watch.await(t, "disconnected", "", 10*time.Second)
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(w.url, "nats://"))
+	s2, err := kv.StartServer(kv.WithListen("127.0.0.1:"+port), kv.WithStoreDir(store))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Shutdown()
+	watch.await(t, "reconnected", "", 15*time.Second)
+	h.must("join", "after", "--task", "T-2")
+	watch.await(t, "join", "after", 10*time.Second)
+	if !strings.Contains(watch.stderr.String(), "lost the connection to "+w.url) {
+		t.Errorf("stderr does not say the connection was lost: %q", watch.stderr.String())
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -142,7 +143,7 @@ func Connect(ctx context.Context, opts ...Option) (*Client, error) {
 			return nil, fmt.Errorf("%w: nats context %q: %w", ErrInvalidConfig, cfg.contextName, err)
 		}
 		if nctx.JSDomain() != "" || nctx.JSAPIPrefix() != "" {
-			return nil, fmt.Errorf("%w: nats context %q sets a JetStream domain or API prefix, which baton does not support", ErrInvalidConfig, cfg.contextName)
+			return nil, fmt.Errorf("%w: nats context %q sets a JetStream domain or API prefix, which baton does not support; use a context without them, or --server", ErrInvalidConfig, cfg.contextName)
 		}
 		copts, err := nctx.NATSOptions()
 		if err != nil {
@@ -161,6 +162,16 @@ func Connect(ctx context.Context, opts ...Option) (*Client, error) {
 		timeout = min(timeout, time.Until(dl))
 	}
 	nopts = append(nopts, nats.Name(cfg.name), nats.Timeout(timeout))
+	for _, f := range []struct{ flag, path string }{
+		{"creds", cfg.credsFile}, {"nkey", cfg.nkeyFile}, {"TLS CA", cfg.tlsCA}, {"TLS cert", cfg.tlsCert}, {"TLS key", cfg.tlsKey},
+	} {
+		if f.path == "" {
+			continue
+		}
+		if _, err := os.Stat(f.path); err != nil {
+			return nil, fmt.Errorf("%w: %s file: %w", ErrInvalidConfig, f.flag, err)
+		}
+	}
 	switch {
 	case cfg.credsFile != "":
 		nopts = append(nopts, nats.UserCredentials(cfg.credsFile))

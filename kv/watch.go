@@ -11,6 +11,9 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
+// watchHeartbeat is how often an idle watch hears from the server.
+const watchHeartbeat = time.Second
+
 // Watcher streams the changes of a bucket's keys in revision order.
 type Watcher struct {
 	updates chan *Entry
@@ -75,7 +78,10 @@ func (b *Bucket) Watch(ctx context.Context, pattern string, opts ...WatchOption)
 			}
 		}
 	}
-	subOpts := []nats.SubOpt{nats.BindStream(b.stream), nats.OrderedConsumer(), nats.Context(ctx)}
+	// A heartbeat every second lets the ordered consumer notice within a
+	// few seconds that the server lost it (a restart) and recreate it from
+	// the last revision seen; nothing is skipped.
+	subOpts := []nats.SubOpt{nats.BindStream(b.stream), nats.OrderedConsumer(), nats.IdleHeartbeat(watchHeartbeat), nats.Context(ctx)}
 	if cfg.updatesOnly {
 		subOpts = append(subOpts, nats.DeliverNew())
 	} else {

@@ -154,16 +154,29 @@ func (f *DurationFlag) Type() string { return "duration" }
 // IsSet reports whether the flag was given.
 func (f *DurationFlag) IsSet() bool { return f.set }
 
+// Limits of --meta: a session record stays small.
+const (
+	MaxMetaPairs    = 64
+	MaxMetaKeyLen   = 128
+	MaxMetaValueLen = 1024
+)
+
 // ParseMeta parses k=v pairs.
 func ParseMeta(pairs []string) (map[string]string, error) {
 	if len(pairs) == 0 {
 		return nil, nil
 	}
+	if len(pairs) > MaxMetaPairs {
+		return nil, Usagef("--meta given %d times: at most %d pairs", len(pairs), MaxMetaPairs)
+	}
 	m := make(map[string]string, len(pairs))
 	for _, p := range pairs {
 		k, v, ok := strings.Cut(p, "=")
-		if !ok || k == "" {
+		switch {
+		case !ok || k == "":
 			return nil, Usagef("--meta %q: use KEY=VALUE with a non-empty key", p)
+		case len(k) > MaxMetaKeyLen || len(v) > MaxMetaValueLen:
+			return nil, Usagef("--meta %.20q...: keys are at most %d bytes, values at most %d", p, MaxMetaKeyLen, MaxMetaValueLen)
 		}
 		m[k] = v
 	}

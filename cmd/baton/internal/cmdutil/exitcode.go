@@ -65,7 +65,8 @@ func Code(err error) ExitCode {
 	case errors.As(err, &ee):
 		return ee.Code
 	case errors.Is(err, ErrUsage), errors.Is(err, session.ErrInvalid), errors.Is(err, kv.ErrInvalidKey),
-		errors.Is(err, kv.ErrInvalidTTL), errors.Is(err, kv.ErrInvalidConfig), errors.Is(err, hostlocal.ErrInvalidName):
+		errors.Is(err, kv.ErrInvalidTTL), errors.Is(err, kv.ErrInvalidConfig), errors.Is(err, hostlocal.ErrInvalidName),
+		errors.Is(err, hostlocal.ErrStateDir):
 		return ExitUsage
 	case errors.Is(err, session.ErrForeignHost):
 		return ExitCrossHost
@@ -111,7 +112,10 @@ func Hint(err error) string {
 		return "another server listens there; stop it or pass --listen HOST:PORT"
 	case errors.Is(err, kv.ErrUnavailable):
 		return "is `baton up` running? pass --server URL (or BATON_URL) to use another server"
-	case errors.Is(err, ErrUsage), errors.Is(err, session.ErrInvalid), errors.Is(err, kv.ErrInvalidKey), errors.Is(err, kv.ErrInvalidTTL):
+	case errors.Is(err, hostlocal.ErrStateDir):
+		return "pass --state-dir DIR (or BATON_STATE_DIR) naming a directory of yours on a local disk"
+	case errors.Is(err, ErrUsage), errors.Is(err, session.ErrInvalid), errors.Is(err, kv.ErrInvalidKey),
+		errors.Is(err, kv.ErrInvalidTTL), errors.Is(err, kv.ErrInvalidConfig):
 		return "see --help"
 	case errors.Is(err, context.Canceled):
 		return "interrupted"

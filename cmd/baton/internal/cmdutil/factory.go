@@ -2,6 +2,8 @@ package cmdutil
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"path/filepath"
 	"time"
 
@@ -141,9 +143,42 @@ func (f *Factory) Sessions(ctx context.Context, natsOpts ...nats.Option) (*sessi
 }
 
 // LongLived are connection options for verbs that run for a while (run,
-// status --watch): reconnect for as long as it takes.
-func LongLived() []nats.Option {
-	return []nats.Option{nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond)}
+// status --watch): reconnect for as long as it takes, say so on stderr in
+// the usual one-line form, and call notify (if not nil) with false when the
+// connection is lost and true when it is back. nats.go's own asynchronous
+// error messages are not printed, but for a permission violation.
+func (f *Factory) LongLived(verb string, notify func(connected bool)) []nats.Option {
+	say := func(format string, a ...any) {
+		Fprintf(f.IO.ErrOut, "baton: %s: %s\n", verb, fmt.Sprintf(format, a...))
+	}
+	return []nats.Option{
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond),
+		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
+			if nc.IsClosed() {
+				return // closed by baton itself
+			}
+			where := kv.RedactURL(f.ServerURL())
+			if where == "" {
+				where = "the server of context " + f.Config.Context
+			}
+			say("lost the connection to %s; reconnecting until it is back (Ctrl-C to stop)", where)
+			if notify != nil {
+				notify(false)
+			}
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			say("reconnected to %s", kv.RedactURL(nc.ConnectedUrl()))
+			if notify != nil {
+				notify(true)
+			}
+		}),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			if errors.Is(err, nats.ErrPermissionViolation) {
+				say("%v; check the account's permissions", err)
+			}
+		}),
+	}
 }
 
 // Close releases the connection, if any.

@@ -37,11 +37,11 @@ func AddFlags(cmd *cobra.Command, defTTL time.Duration) *Flags {
 	fs := cmd.Flags()
 	fs.StringVar(&fl.Task, "task", "", "id of the task the slot is taken for (required)")
 	fs.StringVar(&fl.Agent, "agent", "", "id of the agent taking the slot")
-	fs.IntVar(&fl.PID, "pid", 0, "process that works the slot (default: the process that called baton)")
+	fs.IntVar(&fl.PID, "pid", 0, "process that works the slot (default, or 0: the process that called baton)")
 	fs.Var(fl.TTL, "ttl", "session lifetime without a renewal, in whole seconds")
 	fs.BoolVar(&fl.Force, "force", false, "replace a live session of this host (never another host's)")
 	fs.Var(fl.Wait, "wait", "wait up to this long for another baton on this host that is joining the same slot")
-	fs.StringArrayVar(&fl.Meta, "meta", nil, "KEY=VALUE to record with the session (repeatable)")
+	fs.StringArrayVar(&fl.Meta, "meta", nil, "KEY=VALUE to record with the session (repeatable; keys up to 128 bytes, values up to 1024, 64 pairs)")
 	return fl
 }
 

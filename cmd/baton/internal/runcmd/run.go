@@ -98,7 +98,7 @@ func runRun(ctx context.Context, o *Options) error {
 	if err != nil {
 		return fmt.Errorf("find the baton executable to supervise the command: %w", err)
 	}
-	m, err := o.F.Sessions(ctx, cmdutil.LongLived()...)
+	m, err := o.F.Sessions(ctx, o.F.LongLived("run", nil)...)
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -147,7 +148,20 @@ func dash(s string) string {
 func watchRun(ctx context.Context, o *Options) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	m, err := o.F.Sessions(ctx, cmdutil.LongLived()...)
+	var mu sync.Mutex // events and connection notices share stdout
+	notify := func(connected bool) {
+		if !o.F.Config.JSON {
+			return // the notice on stderr says it
+		}
+		kind := "disconnected"
+		if connected {
+			kind = "reconnected"
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		_ = cmdutil.PrintJSONLine(o.F.IO.Out, map[string]any{"event": kind, "time": time.Now().UTC()})
+	}
+	m, err := o.F.Sessions(ctx, o.F.LongLived("status", notify)...)
 	if err != nil {
 		return err
 	}
@@ -156,7 +170,10 @@ func watchRun(ctx context.Context, o *Options) error {
 		return err
 	}
 	for ev := range events {
-		if err := printEvent(o, ev); err != nil {
+		mu.Lock()
+		err := printEvent(o, ev)
+		mu.Unlock()
+		if err != nil {
 			return err
 		}
 	}

@@ -105,6 +105,9 @@ func (o *Options) serverOptions(store, host string) ([]kv.ServerOption, int, err
 	if replicas < 1 || replicas > 5 {
 		return nil, 0, cmdutil.Usagef("--replicas %d: use 1 to 5", replicas)
 	}
+	if replicas > 1 && !clustered {
+		return nil, 0, cmdutil.Usagef("--replicas %d needs a cluster: one server holds one copy; add --cluster-name, --cluster-listen and --routes", replicas)
+	}
 	switch o.Sync {
 	case "", "default":
 	case "always":
@@ -154,6 +157,10 @@ func upRun(ctx context.Context, o *Options) error {
 	}
 	defer client.Close()
 	buckets, err := ensureBuckets(ctx, o, client, replicas)
+	if errors.Is(err, context.Canceled) {
+		cmdutil.Fprintf(o.F.IO.ErrOut, "baton up: stopped before it was ready\n")
+		return nil // interrupted: a clean stop
+	}
 	if err != nil {
 		return err
 	}
@@ -178,8 +185,9 @@ func upRun(ctx context.Context, o *Options) error {
 	return nil
 }
 
-// ensureBuckets creates baton's buckets, waiting for a cluster to elect its
-// JetStream leader. A bucket with other settings is reported, not changed.
+// ensureBuckets creates baton's buckets, waiting while JetStream is not
+// ready yet (a cluster electing its leader). A bucket with other settings is
+// reported, not changed; other errors end the wait.
 func ensureBuckets(ctx context.Context, o *Options, client *kv.Client, replicas int) ([]string, error) {
 	cfg := session.BucketConfig(prefixOf(o), replicas)
 	deadline := time.Now().Add(60 * time.Second)
@@ -195,8 +203,10 @@ func ensureBuckets(ctx context.Context, o *Options, client *kv.Client, replicas 
 			return []string{cfg.Name}, nil
 		case ctx.Err() != nil:
 			return nil, ctx.Err()
-		case time.Now().After(deadline):
+		case !errors.Is(err, kv.ErrUnavailable) && !errors.Is(err, kv.ErrJetStreamDisabled):
 			return nil, err
+		case time.Now().After(deadline):
+			return nil, fmt.Errorf("JetStream not ready after 60s: %w", err)
 		}
 		if !waiting {
 			cmdutil.Fprintf(o.F.IO.ErrOut, "baton up: waiting for JetStream to be ready (a cluster needs its servers up and a leader elected)\n")
