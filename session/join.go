@@ -129,8 +129,11 @@ func (m *Manager) Join(ctx context.Context, slot, task string, opts ...JoinOptio
 	if err := validSlot(slot); err != nil {
 		return nil, err
 	}
-	if task == "" || len(task) > MaxTaskLen {
-		return nil, fmt.Errorf("%w: a task id is required (1-%d bytes)", ErrInvalid, MaxTaskLen)
+	if task == "" {
+		return nil, fmt.Errorf("%w: a task id is required", ErrInvalid)
+	}
+	if len(task) > MaxTaskLen {
+		return nil, fmt.Errorf("%w: task id of %d bytes: at most %d", ErrInvalid, len(task), MaxTaskLen)
 	}
 	cfg := joinConfig{ttl: DefaultTTL, purpose: "join " + slot}
 	for _, o := range opts {
@@ -165,7 +168,7 @@ func (m *Manager) Join(ctx context.Context, slot, task string, opts ...JoinOptio
 	m.writeTrace(s)
 	if cfg.spawn != nil {
 		if err := cfg.spawn(ctx, s); err != nil {
-			m.undo(s, "spawn-failed")
+			m.undo(s, ResultSpawnFailed)
 			return nil, err
 		}
 	}
@@ -211,7 +214,7 @@ func (m *Manager) create(ctx context.Context, rec Record, cfg joinConfig) (*Sess
 			return nil, &HeldError{Slot: rec.Slot, Holder: cur, Revision: cur.Revision, Reason: ErrHeld}
 		}
 		note := cur.Record.clone()
-		note.Result = "replaced"
+		note.Result = ResultReplaced
 		err = m.Delete(ctx, rec.Slot, cur.Revision, &note)
 		if err != nil && (!errors.Is(err, kv.ErrConflict) || attempt == attempts) {
 			return nil, err

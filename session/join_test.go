@@ -153,12 +153,18 @@ func TestJoin_BusyGateFailsAtOnceOrWaits(t *testing.T) {
 	if !errors.Is(err, session.ErrGateBusy) || !errors.Is(err, hostlocal.ErrLocked) || !strings.Contains(err.Error(), "other spawner") {
 		t.Fatalf("join with a busy gate: %v, want ErrGateBusy naming the holder", err)
 	}
-	// With a wait, the join proceeds once the gate is released.
+	// With a wait, the join waits while the gate is held and proceeds once
+	// it is released.
 	done := make(chan error, 1)
 	go func() {
 		_, err := e.manager("h1", dir).Join(ctx, "slot", "T1", session.WithWait(20*time.Second))
 		done <- err
 	}()
+	select {
+	case err := <-done:
+		t.Fatalf("join with a wait returned while the gate was held: %v", err)
+	case <-time.After(200 * time.Millisecond):
+	}
 	gate.Unlock()
 	if err := <-done; err != nil {
 		t.Fatalf("join with wait: %v", err)

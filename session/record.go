@@ -10,7 +10,7 @@ import (
 	"github.com/batonhq/baton/kv"
 )
 
-// Record is a session as stored in KV (CONTRACT.md, "Records"). JSON fields
+// Record is a session as stored in KV (docs/CONTRACT.md, "Records"). JSON fields
 // evolve additively: fields this version does not know are kept when the
 // record is rewritten, and readers ignore fields they do not know.
 type Record struct {
@@ -99,6 +99,20 @@ func (r Record) clone() Record {
 	r.unknown = maps.Clone(r.unknown)
 	return r
 }
+
+// Results a closing record can carry: the three a holder gives, and the
+// ones baton writes when it removes a session itself.
+const (
+	ResultSuccess = "success"
+	ResultFail    = "fail"
+	ResultFork    = "fork"
+	// ResultReplaced: a forced join on the same host took the slot.
+	ResultReplaced = "replaced"
+	// ResultReaped: doctor --fix removed it as stale.
+	ResultReaped = "reaped"
+	// ResultSpawnFailed: Join removed it because the spawn failed.
+	ResultSpawnFailed = "spawn-failed"
+)
 
 // Session is a record read from or written to the server, with the
 // revision and timing the server gave it.

@@ -120,9 +120,9 @@ func (m *Manager) Run(ctx context.Context, slot, task string, start func(*Sessio
 	stopKeeper := func() { stop(); wg.Wait() }
 	result := func(code int) string {
 		if code == 0 {
-			return "success"
+			return ResultSuccess
 		}
-		return "fail"
+		return ResultFail
 	}
 
 	for {
@@ -147,7 +147,7 @@ func (m *Manager) Run(ctx context.Context, slot, task string, start func(*Sessio
 				// any moment: stop within the budget kept for that, then
 				// free the slot if the server can be reached again.
 				code, _ := child.Stop(k.stopBudget)
-				_ = m.closeWithin(k.session(), "fail", min(m.bucket.Client().Timeout(), time.Second))
+				_ = m.closeWithin(k.session(), ResultFail, min(m.bucket.Client().Timeout(), time.Second))
 				return RunResult{Session: k.session(), ExitCode: code}, lost
 			}
 			code, _ := child.Stop(cfg.grace)
@@ -279,6 +279,9 @@ func (k *keeper) watch(ctx context.Context) {
 			lost.How = LostExpired
 		case !e.Live():
 			lost.How = LostClosed
+			if note, err := decode(*e); err == nil && note.Result == ResultReplaced {
+				lost.How = LostTaken // a forced join deleted it to take the slot
+			}
 		default:
 			lost.Now, _ = decode(*e)
 		}

@@ -139,7 +139,7 @@ func TestRun_LosingTheSessionStopsTheWork(t *testing.T) {
 			case <-time.After(10 * time.Second):
 				t.Fatal("run did not stop")
 			}
-			if lost.How != want && !(want == session.LostTaken && lost.How == session.LostClosed) {
+			if lost.How != want {
 				t.Errorf("lost %q, want %q", lost.How, want)
 			}
 			if b, err := os.ReadFile(marker); err != nil || !strings.Contains(string(b), "term") {

@@ -105,7 +105,7 @@ func (m *Manager) Reap(ctx context.Context, slot string, rev uint64, note *Recor
 		note = &Record{Slot: slot}
 	}
 	n := note.clone()
-	n.Result = "reaped"
+	n.Result = ResultReaped
 	if err := m.Delete(ctx, slot, rev, &n); err != nil {
 		return err
 	}

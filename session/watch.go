@@ -108,6 +108,12 @@ func classify(e kv.Entry, known map[string]*Session, synced bool) (Event, bool) 
 		}
 		ev.Kind = EventClose
 		if s, err := decode(e); err == nil {
+			// The tombstone's TTL is how long the tombstone stays: the
+			// session's own is the one last seen.
+			s.TTL = 0
+			if prev != nil {
+				s.TTL = prev.TTL
+			}
 			ev.Session = s
 		} else {
 			ev.Session = prev

@@ -22,7 +22,7 @@ type Options struct {
 }
 
 // Results are the values --result accepts.
-var Results = []string{"success", "fail", "fork"}
+var Results = []string{session.ResultSuccess, session.ResultFail, session.ResultFork}
 
 // NewCmdClose returns `baton close`; runF replaces the run for tests.
 func NewCmdClose(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {

@@ -16,7 +16,7 @@ import (
 // ExitCode is a process exit code of the contract.
 type ExitCode int
 
-// The exit codes of every verb (CONTRACT.md).
+// The exit codes of every verb (docs/CONTRACT.md).
 const (
 	ExitOK          ExitCode = 0
 	ExitFailure     ExitCode = 1

@@ -99,7 +99,12 @@ second spawner on this host is refused at once), baton creates the slot's
 session with a compare-and-set. A live session of another host is refused
 (exit 4), always; a live one of this host is refused (exit 3) unless --force
 replaces it. The session lives for --ttl after each renewal: keep it with
-` + "`baton commit`" + `, end it with ` + "`baton close`" + `.`,
+` + "`baton commit`" + `, end it with ` + "`baton close`" + `.
+
+The session's fence (printed, and in --json) grows with every new holder of
+the slot. Pass it to commit and close (--fence N) so they are refused once
+the session was replaced, and to whatever the agent writes, so a holder that
+lost its slot while paused can be refused there too.`,
 		Example: `  # take the slot "rendering" for task T-42, for 15 minutes between commits
   baton join rendering --task T-42 --agent claude-1
 

@@ -56,7 +56,9 @@ an interactive agent reads the terminal and gets Ctrl-C itself; SIGINT and
 SIGTERM sent to baton are passed to CMD. The session is closed when CMD
 exits. Before CMD starts, these signals cancel the join.
 
-CMD sees BATON_SLOT, BATON_FENCE and BATON_INSTANCE in its environment.`,
+CMD sees BATON_SLOT, BATON_FENCE and BATON_INSTANCE in its environment.
+baton run prints nothing of its own but errors (--json changes nothing):
+the output is CMD's.`,
 		Example: `  baton run rendering --task T-42 -- make render
 
   # a 10s TTL, and 3s for the command to stop when the slot is lost
