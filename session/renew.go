@@ -57,7 +57,11 @@ func (m *Manager) Resume(ctx context.Context, slot string, opts ...ResumeOption)
 		return nil, &HeldError{Slot: slot, Holder: s, Revision: s.Revision, Reason: ErrForeignHost}
 	}
 	if cfg.fence != 0 && s.Fence != cfg.fence {
-		return nil, &LostError{Slot: slot, Fence: cfg.fence, How: LostTaken, Now: s}
+		how := LostTaken
+		if cfg.fence > s.Fence {
+			how = LostGone // no session with that fence ever held it before this one
+		}
+		return nil, &LostError{Slot: slot, Fence: cfg.fence, How: how, Now: s}
 	}
 	return s, nil
 }
