@@ -2,15 +2,13 @@ package e2e
 
 import (
 	"bufio"
-	"fmt"
 	"os"
 	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/batonhq/baton/internal/ptytest"
 )
 
 // inTerminal starts baton with args as the foreground of a new
@@ -18,29 +16,15 @@ import (
 // terminal's master side and the process.
 func (h *host) inTerminal(t *testing.T, args ...string) (*os.File, *exec.Cmd) {
 	t.Helper()
-	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
-	if err != nil {
-		t.Skipf("no pseudo-terminals: %v", err)
-	}
-	if err := unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0); err != nil {
-		t.Fatal(err)
-	}
-	n, err := unix.IoctlGetInt(int(m.Fd()), unix.TIOCGPTN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, s := ptytest.Open(t)
 	cmd := h.command(args...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = s, s, s
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	cmd.SysProcAttr = ptytest.Foreground()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait(); m.Close() })
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	return m, cmd
 }
 

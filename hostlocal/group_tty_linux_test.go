@@ -2,45 +2,21 @@ package hostlocal
 
 import (
 	"bufio"
-	"fmt"
 	"os"
 	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/batonhq/baton/internal/ptytest"
 )
 
-// openPTY opens a pseudo-terminal pair.
-func openPTY(t *testing.T) (master, slave *os.File) {
-	t.Helper()
-	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
-	if err != nil {
-		t.Skipf("no pseudo-terminals: %v", err)
-	}
-	if err := unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0); err != nil {
-		t.Fatal(err)
-	}
-	n, err := unix.IoctlGetInt(int(m.Fd()), unix.TIOCGPTN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close(); s.Close() })
-	return m, s
-}
-
 func TestGroup_ForegroundGroupReadsTheTerminalAndHandsItBack(t *testing.T) {
-	master, slave := openPTY(t)
+	master, slave := ptytest.Open(t)
 	helper := exec.Command(os.Args[0], "-test.run=^TestGroupHelper$")
 	helper.Env = append(os.Environ(), envGroupHelper+"=tty")
 	helper.Stdin, helper.Stdout, helper.Stderr = slave, slave, slave
-	helper.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	helper.SysProcAttr = ptytest.Foreground()
 	if err := helper.Start(); err != nil {
 		t.Fatal(err)
 	}
