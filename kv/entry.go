@@ -133,6 +133,25 @@ func ValidateKey(key string) error {
 	return nil
 }
 
+// maxStoredKeyLen bounds the keys this package stores: names that layers
+// above build from a user's key (leader.KEY, candidate.KEY.INSTANCE) may be
+// longer than a user's key.
+const maxStoredKeyLen = 512
+
+// validStoredKey checks a key the bucket operations accept: KeyRule's
+// characters and dots, up to maxStoredKeyLen.
+func validStoredKey(key string) error {
+	if key == "" || len(key) > maxStoredKeyLen || key[0] == '.' || key[len(key)-1] == '.' || strings.Contains(key, "..") {
+		return fmt.Errorf("%w: %q", ErrInvalidKey, key)
+	}
+	for _, r := range key {
+		if !keyChar(r) {
+			return fmt.Errorf("%w: %q contains %q", ErrInvalidKey, key, r)
+		}
+	}
+	return nil
+}
+
 func keyChar(r rune) bool {
 	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' ||
 		r == '-' || r == '_' || r == '=' || r == '.'

@@ -20,7 +20,7 @@ const maxCASAttempts = 4
 // whatever it is: a value, a tombstone (OpDelete) or an expiry marker
 // (OpExpire). It returns ErrNotFound if the key has no message at all.
 func (b *Bucket) Latest(ctx context.Context, key string) (Entry, error) {
-	if err := ValidateKey(key); err != nil {
+	if err := validStoredKey(key); err != nil {
 		return Entry{}, err
 	}
 	ctx, cancel := b.c.callCtx(ctx)
@@ -165,7 +165,7 @@ func (b *Bucket) Update(ctx context.Context, key string, value []byte, ttl time.
 // key changed, was deleted or expired since rev. A delete whose answer was
 // lost is recognised by its note, which should therefore be unique.
 func (b *Bucket) Delete(ctx context.Context, key string, rev uint64, note []byte) error {
-	if err := ValidateKey(key); err != nil {
+	if err := validStoredKey(key); err != nil {
 		return err
 	}
 	if rev == 0 {
@@ -242,7 +242,7 @@ func (b *Bucket) gaveUp(key string, expected uint64, last, rerr error, cur Entry
 }
 
 func (b *Bucket) checkWrite(key string, ttl time.Duration) error {
-	if err := ValidateKey(key); err != nil {
+	if err := validStoredKey(key); err != nil {
 		return err
 	}
 	if ttl != 0 {

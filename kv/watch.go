@@ -157,10 +157,13 @@ func (c *Client) watchError(ctx context.Context, b *Bucket, err error) error {
 
 // List returns every key's live entry, sorted by key, read with one watch of
 // the bucket (not one read per key).
-func (b *Bucket) List(ctx context.Context) ([]Entry, error) {
+func (b *Bucket) List(ctx context.Context) ([]Entry, error) { return b.ListMatching(ctx, "") }
+
+// ListMatching is List of the keys matching pattern (see Watch).
+func (b *Bucket) ListMatching(ctx context.Context, pattern string) ([]Entry, error) {
 	ctx, cancel := b.c.callCtx(ctx)
 	defer cancel()
-	w, err := b.Watch(ctx, "")
+	w, err := b.Watch(ctx, pattern)
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/batonhq/baton/internal/keepalive"
 	"github.com/batonhq/baton/kv"
 )
 
@@ -111,11 +112,11 @@ func (m *Manager) Run(ctx context.Context, slot, task string, start func(*Sessio
 		return RunResult{}, err
 	}
 
-	k := &keeper{m: m, cur: s, lost: make(chan error, 2), stopBudget: unrenewedGrace(cfg.grace, s.TTL)}
+	k := &keeper{m: m, cur: s, lost: make(chan error, 2), sched: keepalive.New(s.TTL, cfg.grace, joinSent)}
 	kctx, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go func() { defer wg.Done(); k.renew(kctx, joinSent) }()
+	go func() { defer wg.Done(); k.renew(kctx) }()
 	go func() { defer wg.Done(); k.watch(kctx) }()
 	stopKeeper := func() { stop(); wg.Wait() }
 	result := func(code int) string {
@@ -146,7 +147,7 @@ func (m *Manager) Run(ctx context.Context, slot, task string, start func(*Sessio
 				// The server may still hold the session, and may expire it
 				// any moment: stop within the budget kept for that, then
 				// free the slot if the server can be reached again.
-				code, _ := child.Stop(k.stopBudget)
+				code, _ := child.Stop(k.sched.StopBudget())
 				_ = m.closeWithin(k.session(), ResultFail, min(m.bucket.Client().Timeout(), time.Second))
 				return RunResult{Session: k.session(), ExitCode: code}, lost
 			}
@@ -182,13 +183,11 @@ func (m *Manager) closeWithin(s *Session, result string, d time.Duration) error 
 
 // keeper renews a run's session and watches it for loss.
 type keeper struct {
-	m    *Manager
-	mu   sync.Mutex
-	cur  *Session
-	lost chan error // buffered: one report from each goroutine at most
-	// stopBudget is the time kept, before the server could expire the
-	// session, to stop the work when renewals keep failing.
-	stopBudget time.Duration
+	m     *Manager
+	mu    sync.Mutex
+	cur   *Session
+	lost  chan error // buffered: one report from each goroutine at most
+	sched *keepalive.Machine
 }
 
 func (k *keeper) session() *Session {
@@ -197,60 +196,26 @@ func (k *keeper) session() *Session {
 	return k.cur
 }
 
-// unrenewedGrace is the grace the work gets when renewals keep failing: the
-// given grace, but at most a quarter of the TTL, so that SIGKILL lands before
-// the server can expire the session.
-func unrenewedGrace(grace, ttl time.Duration) time.Duration { return min(grace, ttl/4) }
-
-// expiryBound is the earliest the server can expire a session whose last
-// successful renewal was sent at sent: the TTL counts from the server's write,
-// which comes after the send, less a margin for clock-rate differences.
-func expiryBound(sent time.Time, ttl time.Duration) time.Time {
-	margin := min(max(ttl/10, 100*time.Millisecond), 2*time.Second)
-	return sent.Add(ttl - margin)
-}
-
-// renew commits the session every third of its TTL, and after a failure
-// every tenth (at most a second apart) until one succeeds. If none succeeds
-// by the local deadline, the expiry bound less the stop budget, the session
-// is reported lost (LostUnrenewed): the work is then stopped before the
-// server could give the slot to another.
-func (k *keeper) renew(ctx context.Context, lastSent time.Time) {
+// renew commits the session on the keepalive schedule (every third of its
+// TTL, sooner after a failure). If no renewal succeeds by the local
+// deadline, the session is reported lost (LostUnrenewed) early enough for the
+// work to be stopped before the server could give the slot to another.
+func (k *keeper) renew(ctx context.Context) {
 	s := k.session()
-	every := s.TTL / 3
-	retry := min(max(s.TTL/10, 100*time.Millisecond), time.Second)
-	localDeadline := func() time.Time { return expiryBound(lastSent, s.TTL).Add(-k.stopBudget) }
-	next := time.NewTimer(every)
-	defer next.Stop()
-	deadline := time.NewTimer(time.Until(localDeadline()))
-	defer deadline.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-deadline.C:
-			k.lost <- &LostError{Slot: s.Slot, Fence: s.Fence, How: LostUnrenewed}
-			return
-		case <-next.C:
-		}
-		sent := time.Now()
-		cctx, cancel := context.WithDeadline(ctx, localDeadline())
-		renewed, err := k.m.Commit(cctx, k.session(), "")
-		cancel()
-		switch {
-		case err == nil:
+	err := keepalive.Run(ctx, k.sched, func(ctx context.Context) error {
+		next, err := k.m.Commit(ctx, k.session(), "")
+		if err == nil {
 			k.mu.Lock()
-			k.cur = renewed
+			k.cur = next
 			k.mu.Unlock()
-			lastSent = sent
-			deadline.Reset(time.Until(localDeadline()))
-			next.Reset(every)
-		case errors.Is(err, ErrLost):
-			k.lost <- err
-			return
-		default:
-			next.Reset(retry)
 		}
+		return err
+	}, func(err error) bool { return errors.Is(err, ErrLost) }, nil)
+	switch {
+	case errors.Is(err, keepalive.ErrDeadline):
+		k.lost <- &LostError{Slot: s.Slot, Fence: s.Fence, How: LostUnrenewed}
+	case err != nil:
+		k.lost <- err
 	}
 }
 
