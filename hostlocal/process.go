@@ -56,6 +56,13 @@ func (p Process) Alive() bool {
 	return p.Start == "" || cur.Start == "" || cur.Start == p.Start
 }
 
+// ThisBoot reports whether p's start token was taken on this machine since
+// it last booted, so that its pid can be checked here at all. A record
+// written on another machine (say, one that wrongly shares this host's id)
+// or before a reboot is not: its pid means nothing here. It is false when
+// the token is empty or the platform cannot tell.
+func (p Process) ThisBoot() bool { return p.Start != "" && thisBoot(p.Start) }
+
 // String returns "pid <PID>".
 func (p Process) String() string {
 	return "pid " + strconv.Itoa(p.PID)

@@ -81,3 +81,8 @@ func parseStat(line string) (state, start string, err error) {
 	}
 	return fields[0], start, nil
 }
+
+func thisBoot(start string) bool {
+	boot, err := bootID()
+	return err == nil && strings.HasPrefix(start, boot+":")
+}

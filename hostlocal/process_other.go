@@ -10,3 +10,7 @@ import (
 func lookupProcess(pid int) (Process, error) {
 	return Process{}, fmt.Errorf("%w: process start times on %s (pid %d)", ErrUnsupported, runtime.GOOS, pid)
 }
+
+// thisBoot cannot tell on this platform: a start token does not name the
+// machine.
+func thisBoot(string) bool { return false }

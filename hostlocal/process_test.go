@@ -107,3 +107,18 @@ func TestProcess_String(t *testing.T) {
 		t.Errorf("String() = %q, want %q", got, "pid 4242")
 	}
 }
+
+func TestProcess_ThisBoot(t *testing.T) {
+	self, err := Self()
+	if err != nil {
+		t.Skip(err)
+	}
+	if !self.ThisBoot() {
+		t.Errorf("Self() %q is not of this boot", self.Start)
+	}
+	for _, p := range []Process{{PID: self.PID}, {PID: self.PID, Start: "another-boot:12345"}} {
+		if p.ThisBoot() {
+			t.Errorf("%+v reported as of this boot", p)
+		}
+	}
+}

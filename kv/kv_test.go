@@ -540,3 +540,29 @@ func TestConnect_NeverEchoesAPassword(t *testing.T) {
 	}
 	c.Close()
 }
+
+func TestCreateAfter_OverASeenTombstoneIsOneRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	c, b := testBucket(t)
+	r1, _ := b.Create(ctx, "a", []byte("1"), 0)
+	if err := b.Delete(ctx, "a", r1, []byte("gone")); err != nil {
+		t.Fatal(err)
+	}
+	tomb, _ := b.Latest(ctx, "a")
+	before := outMsgs(c)
+	r2, err := b.CreateAfter(ctx, "a", []byte("2"), 0, tomb.Revision)
+	if err != nil || r2 <= tomb.Revision {
+		t.Fatalf("create after the tombstone: %d, %v", r2, err)
+	}
+	if sent := outMsgs(c) - before; sent != 1 {
+		t.Errorf("sent %d messages, want 1", sent)
+	}
+	// A stale tombstone revision falls back to Create's checks: the live
+	// value is not overwritten.
+	if _, err := b.CreateAfter(ctx, "a", []byte("3"), 0, tomb.Revision); !errors.Is(err, kv.ErrConflict) {
+		t.Errorf("create after a stale revision: %v, want ErrConflict", err)
+	}
+	if e, _ := b.Get(ctx, "a"); string(e.Value) != "2" {
+		t.Errorf("value %q, want 2", e.Value)
+	}
+}

@@ -85,12 +85,25 @@ func (b *Bucket) Get(ctx context.Context, key string) (Entry, error) {
 // TTL (0: only the bucket's). It returns the new revision, or a
 // *ConflictError (ErrConflict) carrying the live entry that is in the way.
 func (b *Bucket) Create(ctx context.Context, key string, value []byte, ttl time.Duration) (uint64, error) {
+	return b.create(ctx, key, value, ttl, 0)
+}
+
+// CreateAfter is Create for a key the caller saw deleted or expired at
+// revision last (in a watch, or from Latest): if last is still the key's
+// last revision, it costs one round trip where Create over a tombstone costs
+// three. last must be a tombstone's or an expiry marker's revision, never a
+// live value's (which would be overwritten). If the key changed since, it
+// goes on as Create.
+func (b *Bucket) CreateAfter(ctx context.Context, key string, value []byte, ttl time.Duration, last uint64) (uint64, error) {
+	return b.create(ctx, key, value, ttl, last)
+}
+
+func (b *Bucket) create(ctx context.Context, key string, value []byte, ttl time.Duration, expected uint64) (uint64, error) {
 	if err := b.checkWrite(key, ttl); err != nil {
 		return 0, err
 	}
 	ctx, cancel := b.c.callCtx(ctx)
 	defer cancel()
-	expected := uint64(0)
 	var w casWrite
 	for attempt := 1; ; attempt++ {
 		rev, err := w.try(b.publish(ctx, b.putMsg(key, value, ttl, expected)))

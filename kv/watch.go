@@ -20,6 +20,7 @@ type Watcher struct {
 	sub     *nats.Subscription
 	stop    chan struct{} // closed by Stop
 	closed  chan struct{} // closed when the subscription has ended
+	cancel  context.CancelFunc
 	once    sync.Once
 
 	mu          sync.Mutex
@@ -54,10 +55,14 @@ func (b *Bucket) Watch(ctx context.Context, pattern string, opts ...WatchOption)
 	if pattern == "" {
 		pattern = ">"
 	}
+	// The subscription's own context: nats.go keeps a goroutine on it until
+	// it is done, so it ends with the watch, not only with the caller's ctx.
+	ctx, cancel := context.WithCancel(ctx)
 	w := &Watcher{
 		updates: make(chan *Entry, 256),
 		stop:    make(chan struct{}),
 		closed:  make(chan struct{}),
+		cancel:  cancel,
 	}
 	handler := func(m *nats.Msg) {
 		meta, err := m.Metadata()
@@ -93,12 +98,14 @@ func (b *Bucket) Watch(ctx context.Context, pattern string, opts ...WatchOption)
 	defer w.mu.Unlock()
 	sub, err := b.c.pushJS.Subscribe(b.prefix+pattern, handler, subOpts...)
 	if err != nil {
+		cancel()
 		return nil, b.c.watchError(ctx, b, err)
 	}
 	w.sub = sub
 	sub.SetClosedHandler(func(string) {
 		close(w.closed)
 		close(w.updates)
+		cancel()
 	})
 	if cfg.updatesOnly {
 		w.initDone = true
@@ -139,6 +146,7 @@ func (w *Watcher) Stop() {
 	w.once.Do(func() {
 		close(w.stop)
 		_ = w.sub.Unsubscribe()
+		w.cancel()
 	})
 }
 

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"time"
 
+	"github.com/batonhq/baton/internal/jsonrec"
 	"github.com/batonhq/baton/kv"
 )
 
@@ -37,7 +38,7 @@ type Record struct {
 	Result string            `json:"result"`
 	Meta   map[string]string `json:"meta"`
 
-	unknown map[string]json.RawMessage
+	unknown jsonrec.Unknown
 }
 
 // recordFields is Record without its methods, for encoding/json.
@@ -55,48 +56,25 @@ func (r Record) MarshalJSON() ([]byte, error) {
 	if r.Meta == nil {
 		r.Meta = map[string]string{}
 	}
-	known, err := json.Marshal(recordFields(r))
-	if err != nil || len(r.unknown) == 0 {
-		return known, err
-	}
-	all := make(map[string]json.RawMessage, len(knownFields)+len(r.unknown))
-	if err := json.Unmarshal(known, &all); err != nil {
-		return nil, err
-	}
-	for k, v := range r.unknown {
-		if !knownFields[k] {
-			all[k] = v
-		}
-	}
-	return json.Marshal(all)
+	return jsonrec.Marshal(recordFields(r), r.unknown)
 }
 
 // UnmarshalJSON reads the known fields and keeps the others.
 func (r *Record) UnmarshalJSON(data []byte) error {
 	var f recordFields
-	if err := json.Unmarshal(data, &f); err != nil {
+	unknown, err := jsonrec.Unmarshal(data, &f, knownFields)
+	if err != nil {
 		return err
-	}
-	var all map[string]json.RawMessage
-	if err := json.Unmarshal(data, &all); err != nil {
-		return err
-	}
-	for k := range all {
-		if knownFields[k] {
-			delete(all, k)
-		}
 	}
 	*r = Record(f)
-	if len(all) > 0 {
-		r.unknown = all
-	}
+	r.unknown = unknown
 	return nil
 }
 
 // clone copies r deeply enough that changing the copy leaves r alone.
 func (r Record) clone() Record {
 	r.Meta = maps.Clone(r.Meta)
-	r.unknown = maps.Clone(r.unknown)
+	r.unknown = r.unknown.Clone()
 	return r
 }
 

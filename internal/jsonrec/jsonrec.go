@@ -1,0 +1,54 @@
+// Package jsonrec encodes records whose JSON evolves additively: fields a
+// reader does not know are kept, and written back when it rewrites the
+// record.
+package jsonrec
+
+import (
+	"encoding/json"
+	"maps"
+)
+
+// Unknown holds the fields of a JSON object that a type does not know.
+type Unknown map[string]json.RawMessage
+
+// Marshal encodes known (a struct) and adds the unknown fields to it.
+func Marshal(known any, unknown Unknown) ([]byte, error) {
+	b, err := json.Marshal(known)
+	if err != nil || len(unknown) == 0 {
+		return b, err
+	}
+	all := make(map[string]json.RawMessage, len(unknown)+16)
+	if err := json.Unmarshal(b, &all); err != nil {
+		return nil, err
+	}
+	for k, v := range unknown {
+		if _, ok := all[k]; !ok {
+			all[k] = v
+		}
+	}
+	return json.Marshal(all)
+}
+
+// Unmarshal decodes data into known (a pointer to a struct) and returns the
+// fields whose names are not in fields.
+func Unmarshal(data []byte, known any, fields map[string]bool) (Unknown, error) {
+	if err := json.Unmarshal(data, known); err != nil {
+		return nil, err
+	}
+	var all map[string]json.RawMessage
+	if err := json.Unmarshal(data, &all); err != nil {
+		return nil, err
+	}
+	for k := range all {
+		if fields[k] {
+			delete(all, k)
+		}
+	}
+	if len(all) == 0 {
+		return nil, nil
+	}
+	return all, nil
+}
+
+// Clone copies u.
+func (u Unknown) Clone() Unknown { return maps.Clone(u) }

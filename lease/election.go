@@ -1,0 +1,391 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/batonhq/baton/kv"
+)
+
+// DefaultPreferMargin is how much higher a candidate's score must be than
+// the leader's for the leader to hand over to it.
+const DefaultPreferMargin = 1
+
+// ElectionOption configures an Election.
+type ElectionOption func(*electionConfig) error
+
+type electionConfig struct {
+	ttl     time.Duration
+	minTerm time.Duration
+	score   int
+	caps    []string
+	require []string
+	margin  int
+	grace   time.Duration
+}
+
+// ElectTTL sets the TTL of the leader's lease and of each candidacy: a
+// leader that dies is replaced within it (at once on its own host).
+// Default: DefaultTTL.
+func ElectTTL(d time.Duration) ElectionOption {
+	return func(c *electionConfig) error {
+		if err := kv.ValidateTTL(d); err != nil {
+			return fmt.Errorf("%w: ttl: %w", ErrInvalid, err)
+		}
+		c.ttl = d
+		return nil
+	}
+}
+
+// MinTerm is how long a leader leads before a candidate with a higher score
+// can take over from it (explicit transfers and resignations are not held
+// back). Default: 0.
+func MinTerm(d time.Duration) ElectionOption {
+	return func(c *electionConfig) error {
+		if d < 0 {
+			return fmt.Errorf("%w: min term %s is negative", ErrInvalid, d)
+		}
+		c.minTerm = d
+		return nil
+	}
+}
+
+// Score is this candidate's score: the leader hands over to a present,
+// eligible candidate whose score is at least PreferMargin higher than its
+// own, once its minimum term has passed. Default: 0.
+func Score(n int) ElectionOption {
+	return func(c *electionConfig) error { c.score = n; return nil }
+}
+
+// PreferMargin sets how much higher a score must be to take over: the
+// hysteresis that keeps close scores from trading leadership. Default:
+// DefaultPreferMargin.
+func PreferMargin(n int) ElectionOption {
+	return func(c *electionConfig) error {
+		if n < 1 {
+			return fmt.Errorf("%w: prefer margin %d must be at least 1", ErrInvalid, n)
+		}
+		c.margin = n
+		return nil
+	}
+}
+
+// Capabilities declares what this candidate can do. Default: none.
+func Capabilities(caps ...string) ElectionOption {
+	return func(c *electionConfig) error { c.caps = slices.Clone(caps); return nil }
+}
+
+// Require makes only candidates with all of caps eligible to lead; the
+// others follow. Default: none.
+func Require(caps ...string) ElectionOption {
+	return func(c *electionConfig) error { c.require = slices.Clone(caps); return nil }
+}
+
+// Grace is the time the leader needs to stop its work when it must give
+// leadership up (see WithGrace). Default: 0.
+func Grace(d time.Duration) ElectionOption {
+	return func(c *electionConfig) error {
+		if d < 0 {
+			return fmt.Errorf("%w: grace %s is negative", ErrInvalid, d)
+		}
+		c.grace = d
+		return nil
+	}
+}
+
+// Election elects one leader among the instances campaigning for an agent
+// key. Its methods are safe for concurrent use.
+type Election struct {
+	ls         *Leases
+	key        string
+	leaderKey  string
+	candPrefix string
+	cfg        electionConfig
+
+	mu   sync.Mutex
+	cand *Lease // this instance's candidacy
+}
+
+// LeaderKey is the lease an agent key's leader holds: leader.<key>.
+func LeaderKey(key string) string { return "leader." + key }
+
+// CandidateKey is an instance's candidacy: candidate.<key>.<instance>.
+func CandidateKey(key, instance string) string { return "candidate." + key + "." + instance }
+
+// Election returns the election of the agent key, as this instance.
+func (ls *Leases) Election(key string, opts ...ElectionOption) (*Election, error) {
+	if err := validKey(key); err != nil {
+		return nil, err
+	}
+	cfg := electionConfig{ttl: DefaultTTL, margin: DefaultPreferMargin}
+	for _, o := range opts {
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	return &Election{ls: ls, key: key, leaderKey: LeaderKey(key), candPrefix: CandidateKey(key, ""), cfg: cfg}, nil
+}
+
+// Key is the agent key.
+func (e *Election) Key() string { return e.key }
+
+// Eligible reports whether this candidate may lead.
+func (e *Election) Eligible() bool {
+	return Record{Capabilities: e.cfg.caps}.HasAll(e.cfg.require)
+}
+
+func (e *Election) leaseOpts() []AcquireOption {
+	return []AcquireOption{
+		WithTTL(e.cfg.ttl), WithScore(e.cfg.score), WithCapabilities(e.cfg.caps...), WithGrace(e.cfg.grace),
+	}
+}
+
+// candidacy registers (or keeps) this instance's candidacy: a lease of its
+// own, renewed while it lives, so candidates vanish with their process.
+func (e *Election) candidacy(ctx context.Context) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.cand != nil && e.cand.Err() == nil {
+		return nil
+	}
+	l, err := e.ls.acquireKey(ctx, CandidateKey(e.key, e.ls.instance), false, e.leaseOpts())
+	if err != nil {
+		return err
+	}
+	e.cand = l
+	return nil
+}
+
+// Campaign registers this instance as a candidate and waits until it leads,
+// or ctx is done. It is woken by the watch of the leader's lease: a
+// released or expired leader is replaced within a round trip, a leader on
+// this host whose process and child are dead at once, and a leader that
+// hands over to this instance makes it lead with no gap. A candidate that
+// lacks a required capability gets ErrNotEligible (it may still Observe).
+func (e *Election) Campaign(ctx context.Context) (*Term, error) {
+	if err := e.candidacy(ctx); err != nil {
+		return nil, err
+	}
+	if !e.Eligible() {
+		return nil, fmt.Errorf("%w: %s requires %s, this candidate has %s", ErrNotEligible, e.key,
+			strings.Join(e.cfg.require, ","), strings.Join(e.cfg.caps, ","))
+	}
+	l, err := e.ls.acquireKey(ctx, e.leaderKey, true, e.leaseOpts())
+	if err != nil {
+		return nil, err
+	}
+	return e.newTerm(l), nil
+}
+
+// Withdraw ends this instance's candidacy (leadership, if any, is the
+// Term's to end). Idempotent.
+func (e *Election) Withdraw(ctx context.Context) error {
+	e.mu.Lock()
+	cand := e.cand
+	e.cand = nil
+	e.mu.Unlock()
+	if cand == nil {
+		return nil
+	}
+	return cand.Release(ctx)
+}
+
+// Leader returns the current leader's lease, or ErrNoLeader.
+func (e *Election) Leader(ctx context.Context) (*Info, error) {
+	in, err := e.ls.Get(ctx, e.leaderKey)
+	if errors.Is(err, ErrNotFound) {
+		return nil, fmt.Errorf("%w: %s", ErrNoLeader, e.key)
+	}
+	return in, err
+}
+
+// Candidate is an instance campaigning for the key.
+type Candidate struct {
+	Instance     string
+	Host         string
+	PID          int
+	Since        time.Time
+	Score        int
+	Capabilities []string
+	// Eligible: it has every capability the election requires.
+	Eligible bool
+	// Written is the server time of its last renewal.
+	Written time.Time
+	TTL     time.Duration
+}
+
+// Candidates lists the live candidates, best first: eligible before not,
+// then by score, then by how long they have been candidates.
+func (e *Election) Candidates(ctx context.Context) ([]Candidate, error) {
+	l, err := e.ls.list(ctx, e.candPrefix+">")
+	if err != nil {
+		return nil, err
+	}
+	return e.candidatesOf(l.Leases), nil
+}
+
+func (e *Election) candidatesOf(infos []*Info) []Candidate {
+	out := make([]Candidate, 0, len(infos))
+	for _, in := range infos {
+		out = append(out, e.candidateOf(in))
+	}
+	sortCandidates(out)
+	return out
+}
+
+func (e *Election) candidateOf(in *Info) Candidate {
+	return Candidate{
+		Instance: in.Holder, Host: in.Host, PID: in.PID, Since: in.AcquiredAt, Score: in.Score,
+		Capabilities: in.Capabilities, Eligible: in.HasAll(e.cfg.require), Written: in.Written, TTL: in.TTL,
+	}
+}
+
+func sortCandidates(cs []Candidate) {
+	sort.SliceStable(cs, func(i, j int) bool {
+		a, b := cs[i], cs[j]
+		if a.Eligible != b.Eligible {
+			return a.Eligible
+		}
+		if a.Score != b.Score {
+			return a.Score > b.Score
+		}
+		return a.Since.Before(b.Since)
+	})
+}
+
+// candidate returns one live candidate by instance, or ErrNoCandidate.
+func (e *Election) candidate(ctx context.Context, instance string) (Candidate, *Info, error) {
+	in, err := e.ls.Get(ctx, CandidateKey(e.key, instance))
+	if errors.Is(err, ErrNotFound) || errors.Is(err, ErrUndecodable) {
+		return Candidate{}, nil, fmt.Errorf("%w: %s is not campaigning for %s", ErrNoCandidate, instance, e.key)
+	}
+	if err != nil {
+		return Candidate{}, nil, err
+	}
+	return e.candidateOf(in), in, nil
+}
+
+// RequestTransfer asks the leader to hand leadership to the candidate to,
+// from any process: it writes transfer_to into the leader's lease (a CAS
+// update that keeps its holder and fence). The leader, seeing it, stops its
+// work and hands over with no moment without a leader; WaitLeader waits for
+// that. The target must be a live, eligible candidate (ErrNoCandidate);
+// with no leader it is ErrNoLeader.
+func (e *Election) RequestTransfer(ctx context.Context, to string) error {
+	c, _, err := e.candidate(ctx, to)
+	if err != nil {
+		return err
+	}
+	if !c.Eligible {
+		return fmt.Errorf("%w: %s lacks a required capability (%s)", ErrNoCandidate, to, strings.Join(e.cfg.require, ","))
+	}
+	for attempt := 1; ; attempt++ {
+		cur, err := e.Leader(ctx)
+		if err != nil {
+			return err
+		}
+		if cur.Holder == to {
+			return nil
+		}
+		next := cur.Record.clone()
+		next.TransferTo = to
+		data, err := encode(next)
+		if err != nil {
+			return err
+		}
+		_, err = e.ls.bucket.Update(ctx, e.leaderKey, data, cur.TTL, cur.Revision)
+		if err == nil || !errors.Is(err, kv.ErrConflict) || attempt == 4 {
+			return err
+		}
+	}
+}
+
+// WaitLeader waits until instance leads, or ctx is done.
+func (e *Election) WaitLeader(ctx context.Context, instance string) (*Info, error) {
+	obs, err := e.Observe(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for o := range obs {
+		if o.Leader != nil && o.Leader.Holder == instance {
+			return o.Leader, nil
+		}
+	}
+	return nil, fmt.Errorf("waiting for %s to lead %s: %w", instance, e.key, context.Cause(ctx))
+}
+
+// Observation is one leadership change: a new leader, or none.
+type Observation struct {
+	// Leader is the new leader's lease; nil when there is no leader.
+	Leader *Info
+	// How the previous leadership ended when there is no leader: "expired"
+	// or "released".
+	How string
+	// Time is the server's time of the change.
+	Time     time.Time
+	Revision uint64
+}
+
+// Observe streams every change of leadership, in order: the current state
+// first (a leader, or none), then each new leader and each moment without
+// one. Renewals are not changes. The channel closes when ctx is done.
+func (e *Election) Observe(ctx context.Context) (<-chan Observation, error) {
+	w, err := e.ls.bucket.Watch(ctx, e.leaderKey)
+	if err != nil {
+		return nil, err
+	}
+	out := make(chan Observation, 16)
+	go func() {
+		defer close(out)
+		defer w.Stop()
+		send := func(o Observation) bool {
+			select {
+			case out <- o:
+				return true
+			case <-ctx.Done():
+				return false
+			}
+		}
+		var last *Info // nil: no leader
+		synced := false
+		for en := range w.Updates() {
+			if en == nil { // end of the current state: say it
+				synced = true
+				o := Observation{Leader: last}
+				if last != nil {
+					o.Time, o.Revision = last.Written, last.Revision
+				}
+				if !send(o) {
+					return
+				}
+				continue
+			}
+			var in *Info
+			if en.Live() {
+				in, _ = decode(*en)
+			}
+			changed := (in == nil) != (last == nil) || in != nil && (in.Holder != last.Holder || in.Fence != last.Fence)
+			last = in
+			if !synced || !changed {
+				continue // the current state so far, a renewal, or a tombstone of no leader
+			}
+			o := Observation{Leader: in, Time: en.Created, Revision: en.Revision}
+			if in == nil {
+				o.How = "released"
+				if en.Op == kv.OpExpire {
+					o.How = "expired"
+				}
+			}
+			if !send(o) {
+				return
+			}
+		}
+	}()
+	return out, nil
+}

@@ -1,0 +1,563 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/batonhq/baton/hostlocal"
+	"github.com/batonhq/baton/internal/keepalive"
+	"github.com/batonhq/baton/kv"
+)
+
+// AcquireOption configures Acquire and TryAcquire.
+type AcquireOption func(*acquireConfig) error
+
+type acquireConfig struct {
+	ttl       time.Duration
+	meta      map[string]string
+	score     int
+	caps      []string
+	child     hostlocal.Process
+	keepAlive bool
+	grace     time.Duration
+}
+
+// WithTTL sets the lease's TTL: a whole number of seconds, at least 1s.
+// Default: DefaultTTL.
+func WithTTL(d time.Duration) AcquireOption {
+	return func(c *acquireConfig) error {
+		if err := kv.ValidateTTL(d); err != nil {
+			return fmt.Errorf("%w: ttl: %w", ErrInvalid, err)
+		}
+		c.ttl = d
+		return nil
+	}
+}
+
+// WithMeta records free-form key/value pairs. Default: none.
+func WithMeta(meta map[string]string) AcquireOption {
+	return func(c *acquireConfig) error { c.meta = maps.Clone(meta); return nil }
+}
+
+// WithScore records a score (elections prefer higher). Default: 0.
+func WithScore(n int) AcquireOption {
+	return func(c *acquireConfig) error { c.score = n; return nil }
+}
+
+// WithCapabilities records what the holder can do. Default: none.
+func WithCapabilities(caps ...string) AcquireOption {
+	return func(c *acquireConfig) error { c.caps = slices.Clone(caps); return nil }
+}
+
+// WithChild records the process the holder runs for the lease. Default:
+// none (see Lease.SetChild).
+func WithChild(p hostlocal.Process) AcquireOption {
+	return func(c *acquireConfig) error { c.child = p; return nil }
+}
+
+// WithoutKeepAlive returns a lease that is not renewed in the background:
+// for a command line that acquires and exits. Renew, Release and the TTL
+// are its life. Default: renewed every third of its TTL until released.
+func WithoutKeepAlive() AcquireOption {
+	return func(c *acquireConfig) error { c.keepAlive = false; return nil }
+}
+
+// WithGrace is the time the holder needs to stop its work once it must
+// give the lease up: renewals that keep failing end the lease that long
+// (at most a quarter of the TTL) before the server could expire it.
+// Default: 0.
+func WithGrace(d time.Duration) AcquireOption {
+	return func(c *acquireConfig) error {
+		if d < 0 {
+			return fmt.Errorf("%w: grace %s is negative", ErrInvalid, d)
+		}
+		c.grace = d
+		return nil
+	}
+}
+
+func (ls *Leases) config(opts []AcquireOption) (acquireConfig, error) {
+	cfg := acquireConfig{ttl: DefaultTTL, keepAlive: true}
+	for _, o := range opts {
+		if err := o(&cfg); err != nil {
+			return cfg, err
+		}
+	}
+	return cfg, nil
+}
+
+func (ls *Leases) newRecord(key string, cfg acquireConfig) Record {
+	now := ls.now().UTC()
+	return Record{
+		Key: key, Holder: ls.instance, Host: ls.host, PID: ls.proc.PID, PIDStart: ls.proc.Start,
+		ChildPID: cfg.child.PID, ChildPIDStart: cfg.child.Start, TTL: Duration(cfg.ttl),
+		AcquiredAt: now, RenewedAt: now, Score: cfg.score, Capabilities: cfg.caps, Meta: cfg.meta,
+	}
+}
+
+// TryAcquire takes the lease on key if it is free, with one try: one round
+// trip on a key never used or whose tombstone expired. A lease held by
+// another instance is a *HeldError (ErrHeld, or ErrUndecodable); one held by
+// this instance is taken over as it is.
+func (ls *Leases) TryAcquire(ctx context.Context, key string, opts ...AcquireOption) (*Lease, error) {
+	return ls.acquire(ctx, key, false, opts)
+}
+
+// Acquire takes the lease on key, waiting while another instance holds it,
+// until ctx is done. It is woken by the KV watch when the lease is released
+// or expires, not by polling; a holder on this host whose process and child
+// are both dead is displaced at once (a CAS delete at the revision seen).
+// When ctx ends first, the error wraps both the *HeldError and ctx's error.
+func (ls *Leases) Acquire(ctx context.Context, key string, opts ...AcquireOption) (*Lease, error) {
+	return ls.acquire(ctx, key, true, opts)
+}
+
+func (ls *Leases) acquire(ctx context.Context, key string, wait bool, opts []AcquireOption) (*Lease, error) {
+	if err := validKey(key); err != nil {
+		return nil, err
+	}
+	return ls.acquireKey(ctx, key, wait, opts)
+}
+
+// acquireKey is acquire of a key already valid (leader and candidate keys
+// are built from valid ones and may be longer).
+func (ls *Leases) acquireKey(ctx context.Context, key string, wait bool, opts []AcquireOption) (*Lease, error) {
+	cfg, err := ls.config(opts)
+	if err != nil {
+		return nil, err
+	}
+	rec := ls.newRecord(key, cfg)
+	data, err := encode(rec)
+	if err != nil {
+		return nil, err
+	}
+	sent := time.Now()
+	rev, err := ls.bucket.Create(ctx, key, data, cfg.ttl)
+	if err == nil {
+		return ls.hold(rec, rev, rev, sent, cfg), nil
+	}
+	var ce *kv.ConflictError
+	if !errors.As(err, &ce) || ce.Current == nil || !ce.Current.Live() {
+		return nil, err
+	}
+	l, held := ls.inTheWay(ctx, *ce.Current, cfg)
+	if l != nil || !wait {
+		return l, held
+	}
+	return ls.await(ctx, key, data, cfg, held)
+}
+
+// inTheWay decides about a live lease found on a wanted key: this
+// instance's (taken over), or held (the error names the holder).
+func (ls *Leases) inTheWay(ctx context.Context, e kv.Entry, cfg acquireConfig) (*Lease, error) {
+	in, err := decode(e)
+	if err != nil {
+		return nil, &HeldError{Key: e.Key, Revision: e.Revision, Reason: ErrUndecodable, Decode: err}
+	}
+	if in.Holder == ls.instance {
+		return ls.adopt(ctx, in, cfg)
+	}
+	return nil, &HeldError{Key: e.Key, Holder: &in.Record, Revision: in.Revision, Reason: ErrHeld}
+}
+
+// adopt takes over this instance's own live lease (after a restart with
+// the same instance id): a renewal makes its schedule this process's.
+func (ls *Leases) adopt(ctx context.Context, in *Info, cfg acquireConfig) (*Lease, error) {
+	l := ls.handle(in.Record, in.Revision, in.Fence, time.Now(), cfg)
+	l.ttl = in.TTL
+	if l.ttl == 0 {
+		l.ttl = time.Duration(in.Record.TTL)
+	}
+	if err := l.Renew(ctx); err != nil {
+		return nil, err
+	}
+	l.start(cfg)
+	return l, nil
+}
+
+// samehostPoll is how often a waiter checks the processes of a holder on
+// its own host.
+const samehostPoll = 50 * time.Millisecond
+
+// await waits for the key, woken by its watch, and takes it.
+func (ls *Leases) await(ctx context.Context, key string, data []byte, cfg acquireConfig, held error) (*Lease, error) {
+	w, err := ls.bucket.Watch(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	defer w.Stop()
+	poll := time.NewTicker(samehostPoll)
+	defer poll.Stop()
+	var cur *Info // the live holder last seen
+	for {
+		select {
+		case e, ok := <-w.Updates():
+			if !ok {
+				return nil, errors.Join(held, ctx.Err())
+			}
+			if e == nil {
+				continue
+			}
+			if !e.Live() {
+				cur = nil
+				sent := time.Now()
+				rev, err := ls.bucket.CreateAfter(ctx, key, data, cfg.ttl, e.Revision)
+				if err == nil {
+					return ls.hold(ls.recordOf(data), rev, rev, sent, cfg), nil
+				}
+				if !errors.Is(err, kv.ErrConflict) {
+					return nil, err
+				}
+				continue // another waiter won: its write is the next update
+			}
+			l, err := ls.inTheWay(ctx, *e, cfg)
+			if l != nil || !errors.Is(err, ErrHeld) && !errors.Is(err, ErrUndecodable) {
+				return l, err
+			}
+			held = err
+			cur, _ = decode(*e)
+		case <-poll.C:
+			if cur != nil && ls.deadOnThisHost(cur.Record) {
+				// Its holder is gone: free the key at the revision seen (a
+				// renewal since would make this fail, and then it lives).
+				_ = ls.bucket.Delete(ctx, key, cur.Revision, nil)
+				cur = nil
+			}
+		case <-ctx.Done():
+			return nil, errors.Join(held, ctx.Err())
+		}
+	}
+}
+
+// recordOf decodes what acquire encoded (it cannot fail).
+func (ls *Leases) recordOf(data []byte) Record {
+	var r Record
+	_ = r.UnmarshalJSON(data)
+	return r
+}
+
+// deadOnThisHost reports whether r's holder runs on this host and both its
+// process and its child are dead. Processes whose start tokens were not
+// taken on this machine since its boot are never judged (a host id shared
+// by mistake with another machine must not let this one displace it).
+func (ls *Leases) deadOnThisHost(r Record) bool {
+	if r.Host != ls.host || r.PID <= 0 {
+		return false
+	}
+	p := hostlocal.Process{PID: r.PID, Start: r.PIDStart}
+	if !p.ThisBoot() || p.Alive() {
+		return false
+	}
+	if r.ChildPID > 0 {
+		c := hostlocal.Process{PID: r.ChildPID, Start: r.ChildPIDStart}
+		if !c.ThisBoot() || c.Alive() {
+			return false
+		}
+	}
+	return true
+}
+
+// Lease is a held lease. Its methods are safe for concurrent use.
+type Lease struct {
+	ls    *Leases
+	key   string
+	fence uint64
+	ttl   time.Duration
+
+	mu  sync.Mutex // guards rec, rev, err; held across writes
+	rec Record
+	rev uint64
+	err error
+
+	done    chan struct{}
+	stop    context.CancelFunc
+	bg      sync.WaitGroup
+	sched   *keepalive.Machine
+	changes chan Record // this lease's record rewritten by others (a transfer request)
+}
+
+func (ls *Leases) handle(rec Record, rev, fence uint64, sent time.Time, cfg acquireConfig) *Lease {
+	rec.Fence = fence
+	ttl := time.Duration(rec.TTL)
+	return &Lease{
+		ls: ls, key: rec.Key, fence: fence, ttl: ttl, rec: rec, rev: rev,
+		done: make(chan struct{}), stop: func() {}, changes: make(chan Record, 1),
+		sched: keepalive.New(ttl, cfg.grace, sent),
+	}
+}
+
+// hold returns the lease just written at rev, renewing it unless told not to.
+func (ls *Leases) hold(rec Record, rev, fence uint64, sent time.Time, cfg acquireConfig) *Lease {
+	l := ls.handle(rec, rev, fence, sent, cfg)
+	l.start(cfg)
+	return l
+}
+
+// start runs the keepalive and the watch that detects a loss at once.
+func (l *Lease) start(cfg acquireConfig) {
+	if !cfg.keepAlive {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	l.stop = cancel
+	l.bg.Add(2)
+	go func() {
+		defer l.bg.Done()
+		err := keepalive.Run(ctx, l.sched, l.Renew, func(err error) bool { return errors.Is(err, ErrLost) }, nil)
+		switch {
+		case errors.Is(err, keepalive.ErrDeadline):
+			l.end(&LostError{Key: l.key, Fence: l.fence, How: LostUnrenewed})
+		case err != nil:
+			l.end(err)
+		}
+	}()
+	go func() {
+		defer l.bg.Done()
+		l.watch(ctx)
+	}()
+}
+
+// watch ends the lease as soon as the KV shows it gone or held by another,
+// and passes on rewrites of its record by others (transfer requests).
+func (l *Lease) watch(ctx context.Context) {
+	w, err := l.ls.bucket.Watch(ctx, l.key)
+	if err != nil {
+		return // renewals still find out
+	}
+	defer w.Stop()
+	for e := range w.Updates() {
+		if e == nil || e.Revision <= l.Revision() {
+			continue
+		}
+		if e.Live() {
+			if in, err := decode(*e); err == nil && in.Holder == l.ls.instance && in.Fence == l.fence {
+				select {
+				case <-l.changes:
+				default:
+				}
+				l.changes <- in.Record
+				continue
+			}
+		}
+		l.end(lostBy(l.key, l.fence, *e))
+		return
+	}
+}
+
+// lostBy says how the entry e ended the lease with fence.
+func lostBy(key string, fence uint64, e kv.Entry) *LostError {
+	lost := &LostError{Key: key, Fence: fence, How: LostTaken}
+	switch {
+	case e.Op == kv.OpExpire:
+		lost.How = LostExpired
+	case !e.Live():
+		lost.How = LostReleased
+	default:
+		if in, err := decode(e); err == nil {
+			lost.Now = &in.Record
+			if in.Fence == fence {
+				lost.How = LostHandedOver
+			}
+		}
+	}
+	return lost
+}
+
+// end records why the lease ended and closes Done, once.
+func (l *Lease) end(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.endLocked(err)
+}
+
+func (l *Lease) endLocked(err error) {
+	if l.err != nil {
+		return
+	}
+	l.err = err
+	close(l.done)
+	l.stop()
+}
+
+// stopBackground ends the keepalive and watch and waits for them.
+func (l *Lease) stopBackground() {
+	l.stop()
+	l.bg.Wait()
+}
+
+// Key is the leased key.
+func (l *Lease) Key() string { return l.key }
+
+// Fence is the revision at which this holder got the lease: stable while
+// it is held, strictly larger for every later holder.
+func (l *Lease) Fence() uint64 { return l.fence }
+
+// TTL is the lease's time to live.
+func (l *Lease) TTL() time.Duration { return l.ttl }
+
+// Done is closed when the lease ends: lost, released, handed over or
+// orphaned. Err then says which. Holding a lease whose Done is open is not
+// proof of holding it: see the package doc.
+func (l *Lease) Done() <-chan struct{} { return l.done }
+
+// Err is nil while the lease is held, ErrReleased after Release, HandOver
+// or Orphan, and a *LostError (ErrLost) once it was lost.
+func (l *Lease) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
+
+// Record is the lease's record as last written or read.
+func (l *Lease) Record() Record {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.rec.clone()
+}
+
+// Revision is the KV revision of the record as last written or read.
+func (l *Lease) Revision() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.rev
+}
+
+// Changes delivers this lease's record when another writer (a transfer
+// request) rewrites it while it is held; the newest when several come.
+func (l *Lease) Changes() <-chan Record { return l.changes }
+
+// Renew is one renewal: a CAS update that restarts the TTL. A lease that
+// expired, was released by another or taken is a *LostError and the lease
+// ends; a lease already ended returns its Err.
+func (l *Lease) Renew(ctx context.Context) error {
+	now := l.ls.now().UTC()
+	return l.modify(ctx, func(r *Record) {
+		r.Renewals++
+		r.RenewedAt = now
+	})
+}
+
+// SetChild records the process the holder runs for the lease, so that a
+// follower on this host can tell when both are dead.
+func (l *Lease) SetChild(ctx context.Context, child hostlocal.Process) error {
+	return l.modify(ctx, func(r *Record) { r.ChildPID, r.ChildPIDStart = child.PID, child.Start })
+}
+
+// modify rewrites the record with fn applied, by CAS on the revision held.
+// If another writer changed the record but it is still this lease (same
+// holder and fence), fn is applied to that version and the write retried.
+func (l *Lease) modify(ctx context.Context, fn func(*Record)) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil {
+		return l.err
+	}
+	for attempt := 1; ; attempt++ {
+		next := l.rec.clone()
+		next.Fence = l.fence
+		fn(&next)
+		data, err := encode(next)
+		if err != nil {
+			return err
+		}
+		rev, err := l.ls.bucket.Update(ctx, l.key, data, l.ttl, l.rev)
+		if err == nil {
+			l.rec, l.rev = next, rev
+			return nil
+		}
+		var ce *kv.ConflictError
+		if !errors.As(err, &ce) {
+			return err
+		}
+		if ce.Current == nil || !ce.Current.Live() {
+			lost := &LostError{Key: l.key, Fence: l.fence, How: LostGone}
+			if ce.Current != nil {
+				lost = lostBy(l.key, l.fence, *ce.Current)
+			}
+			l.endLocked(lost)
+			return lost
+		}
+		in, derr := decode(*ce.Current)
+		if derr != nil || in.Holder != l.ls.instance || in.Fence != l.fence {
+			lost := lostBy(l.key, l.fence, *ce.Current)
+			l.endLocked(lost)
+			return lost
+		}
+		if attempt == 4 {
+			return fmt.Errorf("lease %s: the record kept changing: %w", l.key, kv.ErrConflict)
+		}
+		l.rec, l.rev = in.Record, in.Revision
+	}
+}
+
+// Release ends the lease: the keepalive stops and the record is deleted by
+// CAS, so a successor's record is never touched. It is idempotent: calls
+// after the first, and calls after the lease was lost, return nil.
+func (l *Lease) Release(ctx context.Context) error {
+	l.stopBackground()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil {
+		return nil
+	}
+	note := l.rec.clone()
+	note.Fence = l.fence
+	data, err := encode(note)
+	if err != nil {
+		return err
+	}
+	for attempt := 1; ; attempt++ {
+		err := l.ls.bucket.Delete(ctx, l.key, l.rev, data)
+		if err == nil {
+			l.endLocked(ErrReleased)
+			return nil
+		}
+		var ce *kv.ConflictError
+		if !errors.As(err, &ce) {
+			return err
+		}
+		in, derr := (*Info)(nil), error(nil)
+		if ce.Current != nil && ce.Current.Live() {
+			in, derr = decode(*ce.Current)
+		}
+		if in == nil || derr != nil || in.Holder != l.ls.instance || in.Fence != l.fence || attempt == 4 {
+			l.endLocked(ErrReleased) // not ours any more: nothing to release
+			return nil
+		}
+		l.rec, l.rev = in.Record, in.Revision
+	}
+}
+
+// Orphan stops renewing the lease and leaves its record: it ends when its
+// TTL runs out, unless renewed (Renew, or `baton lease renew`) meanwhile.
+// Done closes and Err is ErrReleased. Idempotent.
+func (l *Lease) Orphan() {
+	l.stopBackground()
+	l.end(ErrReleased)
+}
+
+// handOver gives the lease to another instance by a CAS update that names
+// it holder, in the same write that ends this holder's term, so there is
+// no moment without a holder. The new holder's fence is the revision of
+// that write, returned.
+func (l *Lease) handOver(ctx context.Context, to Record) (uint64, error) {
+	l.stopBackground()
+	acquired := l.ls.now().UTC()
+	err := l.modify(ctx, func(r *Record) {
+		*r = to.clone()
+		r.Key, r.Fence, r.TransferTo = l.key, 0, ""
+		r.AcquiredAt, r.RenewedAt, r.Renewals = acquired, acquired, 0
+	})
+	if err != nil {
+		return 0, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.endLocked(ErrReleased)
+	return l.rev, nil
+}

@@ -1,0 +1,153 @@
+package lease
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/batonhq/baton/internal/jsonrec"
+	"github.com/batonhq/baton/kv"
+)
+
+// Record is a lease as stored in KV (docs/CONTRACT.md, "Records"). Fields
+// this version does not know are kept when the record is rewritten.
+type Record struct {
+	Key    string `json:"key"`
+	Holder string `json:"holder"` // instance id
+	Host   string `json:"host"`
+	PID    int    `json:"pid"`
+	// PIDStart is PID's start token (hostlocal.Process.Start).
+	PIDStart string `json:"pid_start,omitempty"`
+	// ChildPID is the work the holder runs for the lease (baton lead's
+	// command), 0 if none.
+	ChildPID      int    `json:"child_pid"`
+	ChildPIDStart string `json:"child_pid_start,omitempty"`
+	// Fence is the revision at which the holder got the lease. The write
+	// that gives a holder the lease stores 0, meaning "this revision";
+	// every later write stores it; decoded records always carry it.
+	Fence      uint64    `json:"fence"`
+	TTL        Duration  `json:"ttl"`
+	AcquiredAt time.Time `json:"acquired_at"`
+	RenewedAt  time.Time `json:"renewed_at"`
+	Renewals   uint64    `json:"renewals"`
+	// TransferTo asks the holder to hand the lease to that instance.
+	TransferTo   string            `json:"transfer_to"`
+	Score        int               `json:"score"`
+	Capabilities []string          `json:"capabilities"`
+	Meta         map[string]string `json:"meta"`
+
+	unknown jsonrec.Unknown
+}
+
+// Duration is a time.Duration written as "10s".
+type Duration time.Duration
+
+// MarshalJSON writes d like "10s".
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// UnmarshalJSON reads "10s", or a number of nanoseconds.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		v, err := time.ParseDuration(s)
+		*d = Duration(v)
+		return err
+	}
+	var n int64
+	if err := json.Unmarshal(b, &n); err != nil {
+		return fmt.Errorf("ttl: %w", err)
+	}
+	*d = Duration(n)
+	return nil
+}
+
+type recordFields Record
+
+var knownFields = map[string]bool{
+	"key": true, "holder": true, "host": true, "pid": true, "pid_start": true, "child_pid": true,
+	"child_pid_start": true, "fence": true, "ttl": true, "acquired_at": true, "renewed_at": true,
+	"renewals": true, "transfer_to": true, "score": true, "capabilities": true, "meta": true,
+}
+
+// MarshalJSON writes the known fields and any unknown ones read earlier.
+func (r Record) MarshalJSON() ([]byte, error) {
+	if r.Meta == nil {
+		r.Meta = map[string]string{}
+	}
+	if r.Capabilities == nil {
+		r.Capabilities = []string{}
+	}
+	return jsonrec.Marshal(recordFields(r), r.unknown)
+}
+
+// UnmarshalJSON reads the known fields and keeps the others.
+func (r *Record) UnmarshalJSON(data []byte) error {
+	var f recordFields
+	unknown, err := jsonrec.Unmarshal(data, &f, knownFields)
+	if err != nil {
+		return err
+	}
+	*r = Record(f)
+	r.unknown = unknown
+	return nil
+}
+
+func (r Record) clone() Record {
+	r.Meta = maps.Clone(r.Meta)
+	r.Capabilities = slices.Clone(r.Capabilities)
+	r.unknown = r.unknown.Clone()
+	return r
+}
+
+// HasAll reports whether the record's capabilities include every one of caps.
+func (r Record) HasAll(caps []string) bool {
+	for _, c := range caps {
+		if !slices.Contains(r.Capabilities, c) {
+			return false
+		}
+	}
+	return true
+}
+
+// Info is a lease as read from the server: its record with the revision,
+// the server's time of that revision, and the TTL the server holds.
+type Info struct {
+	Record
+	Revision uint64
+	Written  time.Time
+	TTL      time.Duration
+}
+
+func encode(r Record) ([]byte, error) {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return nil, fmt.Errorf("lease: encode %s: %w", r.Key, err)
+	}
+	return b, nil
+}
+
+// decode turns a KV entry (live, or a tombstone carrying a note) into a
+// record, failing on anything that is not a lease of that key.
+func decode(e kv.Entry) (*Info, error) {
+	var r Record
+	dec := json.NewDecoder(bytes.NewReader(e.Value))
+	if err := dec.Decode(&r); err != nil {
+		return nil, err
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("trailing data after the record")
+	}
+	if r.Key != e.Key {
+		return nil, fmt.Errorf("record names key %q, stored under %q", r.Key, e.Key)
+	}
+	if r.Holder == "" {
+		return nil, fmt.Errorf("record has no holder")
+	}
+	if r.Fence == 0 {
+		r.Fence = e.Revision
+	}
+	return &Info{Record: r, Revision: e.Revision, Written: e.Created, TTL: e.TTL}, nil
+}
