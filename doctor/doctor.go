@@ -8,6 +8,7 @@ import (
 
 	"github.com/batonhq/baton/hostlocal"
 	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/lease"
 	"github.com/batonhq/baton/session"
 )
 
@@ -21,6 +22,9 @@ const (
 	KindOrphanGate    = "orphan_gate"
 	KindOrphanPIDFile = "orphan_pidfile"
 	KindClockSkew     = "clock_skew"
+	// Leases.
+	KindExpiredVisible         = "expired_visible"
+	KindLeaderWithoutCandidate = "leader_without_candidate"
 )
 
 // Finding is one problem, with what to do about it.
@@ -63,6 +67,7 @@ const DefaultMaxSkew = time.Second
 // Checker checks one prefix's sessions from one host.
 type Checker struct {
 	m          *session.Manager
+	ls         *lease.Leases
 	now        func() time.Time
 	staleAfter time.Duration
 	maxSkew    time.Duration
@@ -87,6 +92,10 @@ func WithMaxSkew(d time.Duration) Option { return func(c *Checker) { c.maxSkew =
 // with n. Default: 0: replicas are not checked, fixes keep a bucket's count
 // and missing buckets are created with 1.
 func WithReplicas(n int) Option { return func(c *Checker) { c.replicas = n } }
+
+// WithLeases checks the leases, leaders and candidacies of ls too.
+// Default: sessions only.
+func WithLeases(ls *lease.Leases) Option { return func(c *Checker) { c.ls = ls } }
 
 // New returns a checker of m's sessions.
 func New(m *session.Manager, opts ...Option) *Checker {
@@ -122,6 +131,11 @@ func (c *Checker) Run(ctx context.Context) (*Report, error) {
 	if err := c.checkTraces(r, listing); err != nil {
 		return nil, err
 	}
+	if c.ls != nil {
+		if err := c.checkLeases(ctx, r); err != nil {
+			return nil, err
+		}
+	}
 	r.OK = len(r.Findings) == 0
 	return r, nil
 }
@@ -150,8 +164,11 @@ func (c *Checker) Fix(ctx context.Context, r *Report) {
 func (c *Checker) add(r *Report, f Finding) { r.Findings = append(r.Findings, f) }
 
 func (c *Checker) checkBucket(ctx context.Context, r *Report) (bool, error) {
+	return c.checkBucketConfig(ctx, r, session.BucketConfig(c.m.Prefix(), c.replicas))
+}
+
+func (c *Checker) checkBucketConfig(ctx context.Context, r *Report, want kv.BucketConfig) (bool, error) {
 	client := c.m.Bucket().Client()
-	want := session.BucketConfig(c.m.Prefix(), c.replicas)
 	err := client.Check(ctx, want)
 	var me *kv.MismatchError
 	switch {

@@ -20,6 +20,7 @@ import (
 	"github.com/batonhq/baton/hostlocal"
 	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/kv/kvtest"
+	"github.com/batonhq/baton/lease"
 	"github.com/batonhq/baton/session"
 )
 
@@ -64,8 +65,10 @@ func newWorld(t testing.TB) *world {
 	t.Helper()
 	s := kvtest.StartServer(t)
 	c := kvtest.Connect(t, s.ClientURL())
-	if _, err := c.Ensure(context.Background(), session.BucketConfig(session.DefaultPrefix, 1)); err != nil {
-		t.Fatal(err)
+	for _, cfg := range []kv.BucketConfig{session.BucketConfig(session.DefaultPrefix, 1), lease.BucketConfig(lease.DefaultPrefix, 1)} {
+		if _, err := c.Ensure(context.Background(), cfg); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return &world{t: t, srv: s, url: s.ClientURL(), client: c}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/kv/kvtest"
+	"github.com/batonhq/baton/lease"
 	"github.com/batonhq/baton/session"
 )
 
@@ -342,8 +343,10 @@ func TestStatusWatch_SaysWhenTheServerGoesAndComesBack(t *testing.T) {
 	}
 	defer s1.Shutdown()
 	c := kvtest.Connect(t, s1.ClientURL())
-	if _, err := c.Ensure(context.Background(), session.BucketConfig(session.DefaultPrefix, 1)); err != nil {
-		t.Fatal(err)
+	for _, cfg := range []kv.BucketConfig{session.BucketConfig(session.DefaultPrefix, 1), lease.BucketConfig(lease.DefaultPrefix, 1)} {
+		if _, err := c.Ensure(context.Background(), cfg); err != nil {
+			t.Fatal(err)
+		}
 	}
 	c.Close()
 	w := &world{t: t, srv: s1, url: s1.ClientURL()}

@@ -221,3 +221,50 @@ func (ls *Leases) list(ctx context.Context, pattern string) (*Listing, error) {
 	sort.Slice(l.Leases, func(i, j int) bool { return l.Leases[i].Key < l.Leases[j].Key })
 	return l, nil
 }
+
+// Resume returns this instance's lease on key, without renewing it in the
+// background: for a command line that renews or releases a lease another
+// process of the same instance acquired. A key without a lease is
+// ErrNotFound, one whose lease ended is a *LostError (ErrLost) while its
+// tombstone lasts, one held by another instance a *HeldError (ErrHeld).
+func (ls *Leases) Resume(ctx context.Context, key string) (*Lease, error) {
+	if err := validKey(key); err != nil {
+		return nil, err
+	}
+	e, err := ls.bucket.Latest(ctx, key)
+	if errors.Is(err, kv.ErrNotFound) {
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, key)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !e.Live() {
+		lost := lostBy(key, 0, e)
+		if note, derr := decode(e); derr == nil {
+			lost.Fence = note.Fence
+		}
+		return nil, lost
+	}
+	in, err := infoOf(e)
+	if err != nil {
+		return nil, err
+	}
+	if in.Holder != ls.instance {
+		return nil, &HeldError{Key: key, Holder: &in.Record, Revision: in.Revision, Reason: ErrHeld}
+	}
+	cfg := acquireConfig{ttl: in.TTL}
+	l := ls.handle(in.Record, in.Revision, in.Fence, time.Now(), cfg)
+	if in.TTL > 0 {
+		l.ttl = in.TTL
+	}
+	return l, nil
+}
+
+// Prefix is the bucket prefix.
+func (ls *Leases) Prefix() string { return ls.prefix }
+
+// Reap removes the lease on key at revision rev, with a CAS delete: a lease
+// renewed since survives (kv.ErrConflict).
+func (ls *Leases) Reap(ctx context.Context, key string, rev uint64) error {
+	return ls.bucket.Delete(ctx, key, rev, nil)
+}

@@ -21,3 +21,13 @@ func NoArgs(cmd *cobra.Command, args []string) error {
 	}
 	return nil
 }
+
+// OneKey accepts exactly one argument, a valid lease or agent key.
+func OneKey(usage string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != 1 {
+			return Usagef("want exactly one KEY: %s", usage)
+		}
+		return ValidSlot("key", args[0])
+	}
+}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/batonhq/baton/hostlocal"
 	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/lease"
 	"github.com/batonhq/baton/session"
 )
 
@@ -66,14 +67,17 @@ func Code(err error) ExitCode {
 		return ee.Code
 	case errors.Is(err, ErrUsage), errors.Is(err, session.ErrInvalid), errors.Is(err, kv.ErrInvalidKey),
 		errors.Is(err, kv.ErrInvalidTTL), errors.Is(err, kv.ErrInvalidConfig), errors.Is(err, hostlocal.ErrInvalidName),
-		errors.Is(err, hostlocal.ErrStateDir):
+		errors.Is(err, hostlocal.ErrStateDir), errors.Is(err, lease.ErrInvalid):
 		return ExitUsage
 	case errors.Is(err, session.ErrForeignHost):
 		return ExitCrossHost
 	case errors.Is(err, session.ErrHeld), errors.Is(err, session.ErrUndecodable), errors.Is(err, session.ErrGateBusy),
-		errors.Is(err, session.ErrLost), errors.Is(err, kv.ErrConflict), errors.Is(err, hostlocal.ErrLocked):
+		errors.Is(err, session.ErrLost), errors.Is(err, kv.ErrConflict), errors.Is(err, hostlocal.ErrLocked),
+		errors.Is(err, lease.ErrHeld), errors.Is(err, lease.ErrUndecodable), errors.Is(err, lease.ErrLost),
+		errors.Is(err, lease.ErrNotEligible):
 		return ExitConflict
-	case errors.Is(err, session.ErrNotFound):
+	case errors.Is(err, session.ErrNotFound), errors.Is(err, lease.ErrNotFound), errors.Is(err, lease.ErrNoLeader),
+		errors.Is(err, lease.ErrNoCandidate):
 		return ExitNotFound
 	case errors.Is(err, kv.ErrUnavailable), errors.Is(err, kv.ErrPermission), errors.Is(err, kv.ErrJetStreamDisabled),
 		errors.Is(err, kv.ErrBucketNotFound), errors.Is(err, kv.ErrBucketMismatch):
@@ -94,6 +98,16 @@ func Hint(err error) string {
 		return "run `baton doctor` to inspect it; `baton doctor --fix` removes it"
 	case errors.As(err, &held) && errors.Is(err, session.ErrHeld):
 		return fmt.Sprintf("wait for it to be closed or to expire (TTL %s), or pass --force to replace it", held.Holder.TTL)
+	case errors.Is(err, lease.ErrHeld):
+		return "wait for it (--wait DUR), or act as its holder with --instance ID"
+	case errors.Is(err, lease.ErrUndecodable):
+		return "run `baton doctor` to inspect it; `baton doctor --fix` removes it once stale"
+	case errors.Is(err, lease.ErrLost):
+		return "acquire it again to go on"
+	case errors.Is(err, lease.ErrNoCandidate):
+		return "see the candidates with `baton leader KEY`"
+	case errors.Is(err, lease.ErrNoLeader), errors.Is(err, lease.ErrNotFound):
+		return "nothing holds it now"
 	case errors.Is(err, session.ErrGateBusy):
 		return "another baton on this host is joining the slot; retry, or pass --wait DUR"
 	case errors.Is(err, session.ErrLost):
@@ -133,9 +147,13 @@ func Message(verb string, err error) string {
 	return strings.ReplaceAll(fmt.Sprintf("baton: %s: %s", verb, what), "\n", " ")
 }
 
+// Text is an error's message without package prefixes, for output that
+// is not an error line.
+func Text(err error) string { return trimPrefixes(err.Error()) }
+
 // packagePrefix matches the package prefixes that sentinel messages carry
 // ("kv: ", "session: "), at the start of the message or of a wrapped part.
-var packagePrefix = regexp.MustCompile(`(^|: )(?:kv|session|hostlocal|bad input): `)
+var packagePrefix = regexp.MustCompile(`(^|: )(?:kv|session|lease|hostlocal|bad input): `)
 
 // trimPrefixes drops the package prefixes, which mean nothing to a user.
 func trimPrefixes(s string) string {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/batonhq/baton/hostlocal"
 	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/lease"
 	"github.com/batonhq/baton/session"
 )
 
@@ -140,6 +141,22 @@ func (f *Factory) Sessions(ctx context.Context, natsOpts ...nats.Option) (*sessi
 		session.WithInstance(f.Instance()),
 		session.WithStateDir(sd),
 		session.WithPIDFiles(true))
+}
+
+// Leases returns the leases of this prefix and host, held as instance
+// (empty: Instance()), connected.
+func (f *Factory) Leases(ctx context.Context, instance string, natsOpts ...nats.Option) (*lease.Leases, error) {
+	client, err := f.Client(ctx, natsOpts...)
+	if err != nil {
+		return nil, err
+	}
+	if instance == "" {
+		instance = f.Instance()
+	}
+	return lease.New(client,
+		lease.WithPrefix(f.Config.Prefix),
+		lease.WithHostID(f.Config.HostID),
+		lease.WithInstance(instance))
 }
 
 // LongLived are connection options for verbs that run for a while (run,

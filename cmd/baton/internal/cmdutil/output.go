@@ -24,7 +24,22 @@ func PrintJSONLine(w io.Writer, v any) error {
 // SessionJSON is a session as --json prints it: its record's fields plus
 // revision and ttl_ms, and, when extra is given, those fields too.
 func SessionJSON(s *session.Session, extra map[string]any) (map[string]any, error) {
-	b, err := json.Marshal(s.Record)
+	m, err := RecordJSON(s.Record, extra)
+	if err != nil {
+		return nil, err
+	}
+	m["revision"] = s.Revision
+	m["ttl_ms"] = s.TTL.Milliseconds()
+	for k, v := range extra {
+		m[k] = v
+	}
+	return m, nil
+}
+
+// RecordJSON is a record (any JSON object type) as --json prints it, with
+// extra fields added.
+func RecordJSON(record any, extra map[string]any) (map[string]any, error) {
+	b, err := json.Marshal(record)
 	if err != nil {
 		return nil, err
 	}
@@ -32,8 +47,6 @@ func SessionJSON(s *session.Session, extra map[string]any) (map[string]any, erro
 	if err := json.Unmarshal(b, &m); err != nil {
 		return nil, err
 	}
-	m["revision"] = s.Revision
-	m["ttl_ms"] = s.TTL.Milliseconds()
 	for k, v := range extra {
 		m[k] = v
 	}

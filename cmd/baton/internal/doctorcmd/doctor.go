@@ -25,17 +25,18 @@ func NewCmdDoctor(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command 
 	o := &Options{F: f, StaleAfter: cmdutil.NewDurationFlag("stale-after", 0)}
 	cmd := &cobra.Command{
 		Use:   "doctor [--fix]",
-		Short: "Find stale sessions, dead holders, leftovers, bad settings and clock skew",
-		Long: `Report problems, one per line with what to do: sessions not renewed for
---stale-after (default half their TTL), sessions of this host whose process
-is dead, records that do not decode, gate and pid files left on this host by
-processes that died, buckets missing or set up otherwise than baton expects,
-and clock skew between this host and the server. An unreachable server is
-exit 6, naming the URL; problems are exit 7.
+		Short: "Find stale sessions and leases, dead holders, leftovers, bad settings and clock skew",
+		Long: `Report problems, one per line with what to do: sessions and leases not
+renewed for --stale-after (default half their TTL), sessions of this host
+whose process is dead, records that do not decode, leases the server should
+have expired, leaders that are no candidate any more, gate and pid files left
+on this host by processes that died, buckets missing or set up otherwise than
+baton expects, and clock skew between this host and the server. An
+unreachable server is exit 6, naming the URL; problems are exit 7.
 
---fix removes stale sessions and undecodable records with a compare-and-set
-on what was seen, so one renewed meanwhile survives; clears leftover files;
-creates missing buckets and applies baton's bucket settings.`,
+--fix removes stale sessions and leases and stale undecodable records with a
+compare-and-set on what was seen, so one renewed meanwhile survives; clears
+leftover files; creates missing buckets and applies baton's bucket settings.`,
 		Example: `  baton doctor
   baton doctor --fix --stale-after 10m
   baton doctor --json | jq '.findings[].kind'`,
@@ -61,7 +62,11 @@ func doctorRun(ctx context.Context, o *Options) error {
 	if err != nil {
 		return unreachable(o, err)
 	}
-	c := doctor.New(m, doctor.WithStaleAfter(o.StaleAfter.D), doctor.WithReplicas(o.Replicas))
+	ls, err := o.F.Leases(ctx, "")
+	if err != nil {
+		return unreachable(o, err)
+	}
+	c := doctor.New(m, doctor.WithStaleAfter(o.StaleAfter.D), doctor.WithReplicas(o.Replicas), doctor.WithLeases(ls))
 	r, err := c.Run(ctx)
 	if err != nil {
 		return unreachable(o, err)

@@ -15,6 +15,9 @@ import (
 	"github.com/batonhq/baton/cmd/baton/internal/commitcmd"
 	"github.com/batonhq/baton/cmd/baton/internal/doctorcmd"
 	"github.com/batonhq/baton/cmd/baton/internal/joincmd"
+	"github.com/batonhq/baton/cmd/baton/internal/leadcmd"
+	"github.com/batonhq/baton/cmd/baton/internal/leadercmd"
+	"github.com/batonhq/baton/cmd/baton/internal/leasecmd"
 	"github.com/batonhq/baton/cmd/baton/internal/runcmd"
 	"github.com/batonhq/baton/cmd/baton/internal/statuscmd"
 	"github.com/batonhq/baton/cmd/baton/internal/upcmd"
@@ -31,7 +34,8 @@ what. Sessions live in NATS JetStream KV (a TTL per session, compare-and-set on
 every ownership write); each host's check-then-spawn runs inside a flock.
 
 Start a server with ` + "`baton up`" + `, then join, commit and close slots from any
-process on any host that can reach it.
+process on any host that can reach it; run an agent's instances under
+` + "`baton lead`" + ` so that exactly one of them acts.
 
 Exit codes: 0 done, 1 unexpected failure, 2 bad input, 3 conflict (held,
 gate busy, lost), 4 refused: another host's session, 5 not found,
@@ -63,15 +67,25 @@ gate busy, lost), 4 refused: another host's session, 5 not found,
 		commitcmd.NewCmdCommit(f, nil),
 		closecmd.NewCmdClose(f, nil),
 		runcmd.NewCmdRun(f, nil),
+		leadcmd.NewCmdLead(f, nil),
+		leadercmd.NewCmdLeader(f, nil),
+		leasecmd.NewCmdLease(f, nil),
 		statuscmd.NewCmdStatus(f, nil),
 		doctorcmd.NewCmdDoctor(f, nil),
 		runcmd.NewCmdSupervise(f),
 	)
+	var mark func(c *cobra.Command)
+	mark = func(c *cobra.Command) {
+		markRunErrors(c)
+		for _, sub := range c.Commands() {
+			mark(sub)
+		}
+	}
 	for _, c := range root.Commands() {
 		if c.Name() == "help" || c.Name() == "completion" {
 			continue
 		}
-		markRunErrors(c)
+		mark(c)
 		if c.ValidArgsFunction == nil && strings.Contains(c.Use, "SLOT") {
 			c.ValidArgsFunction = slotCompletion(f)
 		}

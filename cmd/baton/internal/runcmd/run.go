@@ -5,12 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
-	"os/signal"
 	"strconv"
-	"sync/atomic"
-	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -19,10 +14,6 @@ import (
 	"github.com/batonhq/baton/hostlocal"
 	"github.com/batonhq/baton/session"
 )
-
-// SuperviseVerb is the hidden verb that supervises a run's command, so that
-// the command's whole process group dies with baton.
-const SuperviseVerb = "__supervise"
 
 // Options are run's inputs.
 type Options struct {
@@ -92,13 +83,9 @@ func runRun(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
-	path, err := exec.LookPath(o.Command[0])
+	command, err := cmdutil.LookCommand(o.Command)
 	if err != nil {
-		return cmdutil.Usagef("command %q: %v", o.Command[0], err)
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("find the baton executable to supervise the command: %w", err)
+		return err
 	}
 	m, err := o.F.Sessions(ctx, o.F.LongLived("run", nil)...)
 	if err != nil {
@@ -106,54 +93,20 @@ func runRun(ctx context.Context, o *Options) error {
 	}
 	// From here on, SIGINT, SIGTERM and SIGHUP do not kill baton: before the
 	// command starts they cancel the join, after it they are passed to it.
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
-	defer signal.Stop(sigs)
-	var started atomic.Bool
-	var early atomic.Value // the signal that cancelled the join
-	fwd := make(chan os.Signal, 4)
-	go func() {
-		for {
-			select {
-			case sig := <-sigs:
-				if !started.Load() {
-					early.Store(sig)
-					cancel()
-					return
-				}
-				select {
-				case fwd <- sig:
-				default: // the command has signals pending already
-				}
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-
+	sigs, ctx := cmdutil.NotifySignals(ctx)
+	defer sigs.Stop()
 	start := func(s *session.Session) (session.Child, error) {
-		cmd := exec.Command(path, o.Command[1:]...)
-		cmd.Args[0] = o.Command[0]
-		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-		cmd.Env = append(os.Environ(),
+		g, err := command.Start(
 			"BATON_SLOT="+s.Slot,
 			"BATON_FENCE="+strconv.FormatUint(s.Fence, 10),
 			"BATON_INSTANCE="+s.Instance)
-		opts := []hostlocal.GroupOption{hostlocal.WithSupervisor(exe, SuperviseVerb)}
-		if hostlocal.InForeground(0) {
-			// An interactive command gets the terminal (and Ctrl-C) itself.
-			opts = append(opts, hostlocal.WithForeground(0))
-		}
-		g, err := hostlocal.StartGroup(cmd, opts...)
-		started.Store(err == nil)
+		sigs.Running(err == nil)
 		return g, err
 	}
 	res, err := m.Run(ctx, o.Slot, o.Flags.Task, start,
 		session.WithJoinOptions(append(joinOpts, session.WithPurpose("baton run "+o.Slot))...),
-		session.WithGrace(o.Grace.D), session.WithSignals(fwd))
-	if sig, ok := early.Load().(syscall.Signal); ok && res.Session == nil {
+		session.WithGrace(o.Grace.D), session.WithSignals(sigs.Forward()))
+	if sig, ok := sigs.Interrupted(); ok && res.Session == nil {
 		return cmdutil.Exit(cmdutil.ExitCode(128+int(sig)), fmt.Errorf("interrupted by %s before the command started; nothing was started", sig))
 	}
 	var lost *session.LostError
@@ -171,10 +124,11 @@ func runRun(ctx context.Context, o *Options) error {
 	return nil
 }
 
-// NewCmdSupervise returns the hidden verb that supervises a run's command.
+// NewCmdSupervise returns the hidden verb that supervises a command of run
+// or lead.
 func NewCmdSupervise(f *cmdutil.Factory) *cobra.Command {
 	return &cobra.Command{
-		Use:                SuperviseVerb,
+		Use:                cmdutil.SuperviseVerb,
 		Hidden:             true,
 		DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, args []string) error {

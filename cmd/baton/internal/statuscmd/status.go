@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"syscall"
 	"text/tabwriter"
@@ -15,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/batonhq/baton/cmd/baton/internal/cmdutil"
+	"github.com/batonhq/baton/lease"
 	"github.com/batonhq/baton/session"
 )
 
@@ -30,12 +32,13 @@ func NewCmdStatus(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command 
 	o := &Options{F: f, StaleAfter: cmdutil.NewDurationFlag("stale-after", 0)}
 	cmd := &cobra.Command{
 		Use:   "status [--watch]",
-		Short: "Show every session in the cluster: who holds what, for how long",
-		Long: `Show every session: slot, host, pid, task, fence, age since its last renewal
-and time left, both from the server's clock, and its state: live, stale (not
-renewed for --stale-after, by default half its TTL) or expiring (its TTL has
-run out; the server removes it within a moment). A record that does not
-decode is shown as held by "?".
+		Short: "Show every session, leader and lease in the cluster: who holds what, for how long",
+		Long: `Show every session (slot, host, pid, task, fence), every leader of an agent
+key (with its number of candidates) and every plain lease, each with its age
+since its last renewal and time left, both from the server's clock, and its
+state: live, stale (not renewed for --stale-after, by default half its TTL)
+or expiring (its TTL has run out; the server removes it within a moment). A
+record that does not decode is shown as held by "?".
 
 With --watch, print the sessions present, then every join, commit, close and
 expiry as it happens, until interrupted.`,
@@ -83,13 +86,61 @@ func statusRun(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
-	if o.F.Config.JSON {
-		return printJSON(o, l)
+	ls, err := o.F.Leases(ctx, "")
+	if err != nil {
+		return err
 	}
-	return printTable(o.F.IO.Out, l, o.StaleAfter.D)
+	leases, err := ls.List(ctx)
+	if err != nil {
+		return err
+	}
+	v := split(leases)
+	if o.F.Config.JSON {
+		return printJSON(o, l, v)
+	}
+	return printTables(o.F.IO.Out, l, v, o.StaleAfter.D)
 }
 
-func printJSON(o *Options, l *session.Listing) error {
+// leaseView is the leases bucket as status shows it: plain leases, and
+// leaders with their candidates.
+type leaseView struct {
+	leases      []*lease.Info
+	leaders     []*lease.Info
+	candidates  map[string][]*lease.Info // by agent key
+	undecodable []lease.Undecodable
+	now         time.Time
+}
+
+func split(l *lease.Listing) leaseView {
+	v := leaseView{candidates: map[string][]*lease.Info{}, undecodable: l.Undecodable, now: l.ServerTime}
+	for _, in := range l.Leases {
+		switch {
+		case strings.HasPrefix(in.Key, "leader."):
+			v.leaders = append(v.leaders, in)
+		case strings.HasPrefix(in.Key, "candidate."):
+			rest := strings.TrimPrefix(in.Key, "candidate.")
+			if i := strings.LastIndex(rest, "."+in.Holder); i > 0 {
+				v.candidates[rest[:i]] = append(v.candidates[rest[:i]], in)
+			}
+		default:
+			v.leases = append(v.leases, in)
+		}
+	}
+	return v
+}
+
+// LeaseRow is one lease in `status --json`: its record plus revision,
+// ttl_ms, age_ms, ttl_left_ms and state, from the server's clock.
+func LeaseRow(in *lease.Info, now time.Time, staleAfter time.Duration) (map[string]any, error) {
+	t := session.TimingAt(in.Written, in.TTL, now, staleAfter)
+	age, left := timingMS(t, in.TTL)
+	return cmdutil.RecordJSON(in.Record, map[string]any{
+		"revision": in.Revision, "ttl_ms": in.TTL.Milliseconds(), "age_ms": age, "ttl_left_ms": left,
+		"state": string(t.State), "renewed_server_at": in.Written,
+	})
+}
+
+func printJSON(o *Options, l *session.Listing, v leaseView) error {
 	rows := make([]map[string]any, 0, len(l.Sessions)+len(l.Undecodable))
 	for _, s := range l.Sessions {
 		row, err := Row(s, l.ServerTime, o.StaleAfter.D)
@@ -99,43 +150,106 @@ func printJSON(o *Options, l *session.Listing) error {
 		rows = append(rows, row)
 	}
 	for _, u := range l.Undecodable {
-		t := session.TimingAt(u.Written, u.TTL, l.ServerTime, o.StaleAfter.D)
-		age, left := timingMS(t, u.TTL)
-		var leftMS any = left
-		if u.TTL == 0 {
-			leftMS = nil // written without a TTL: it never expires
+		rows = append(rows, undecodableRow(u.Slot, "slot", u.Revision, u.Written, u.TTL, u.Err, l.ServerTime, o.StaleAfter.D))
+	}
+	leases := []map[string]any{}
+	for _, in := range v.leases {
+		row, err := LeaseRow(in, v.now, o.StaleAfter.D)
+		if err != nil {
+			return err
 		}
-		rows = append(rows, map[string]any{
-			"slot": u.Slot, "revision": u.Revision, "ttl_ms": u.TTL.Milliseconds(),
-			"age_ms": age, "ttl_left_ms": leftMS, "state": string(t.State),
-			"undecodable": true, "error": u.Err.Error(), "renewed_server_at": u.Written,
-		})
+		leases = append(leases, row)
+	}
+	for _, u := range v.undecodable {
+		leases = append(leases, undecodableRow(u.Key, "key", u.Revision, u.Written, u.TTL, u.Err, v.now, o.StaleAfter.D))
+	}
+	leaders := []map[string]any{}
+	for _, in := range v.leaders {
+		row, err := LeaseRow(in, v.now, o.StaleAfter.D)
+		if err != nil {
+			return err
+		}
+		agent := strings.TrimPrefix(in.Key, "leader.")
+		row["agent_key"] = agent
+		cands := []string{}
+		for _, c := range v.candidates[agent] {
+			cands = append(cands, c.Holder)
+		}
+		row["candidates"] = cands
+		leaders = append(leaders, row)
 	}
 	return cmdutil.PrintJSON(o.F.IO.Out, map[string]any{
 		"sessions":    rows,
-		"leases":      []any{},
-		"leaders":     []any{},
+		"leases":      leases,
+		"leaders":     leaders,
 		"server_time": l.ServerTime,
 	})
 }
 
-func printTable(out io.Writer, l *session.Listing, staleAfter time.Duration) error {
-	if len(l.Sessions) == 0 && len(l.Undecodable) == 0 {
-		cmdutil.Fprintf(out, "no sessions (server time %s)\n", cmdutil.Since(l.ServerTime))
+func undecodableRow(key, keyField string, rev uint64, written time.Time, ttl time.Duration, err error, now time.Time, staleAfter time.Duration) map[string]any {
+	t := session.TimingAt(written, ttl, now, staleAfter)
+	age, left := timingMS(t, ttl)
+	var leftMS any = left
+	if ttl == 0 {
+		leftMS = nil // written without a TTL: it never expires
+	}
+	return map[string]any{
+		keyField: key, "revision": rev, "ttl_ms": ttl.Milliseconds(), "age_ms": age, "ttl_left_ms": leftMS,
+		"state": string(t.State), "undecodable": true, "error": err.Error(), "renewed_server_at": written,
+	}
+}
+
+func printTables(out io.Writer, l *session.Listing, v leaseView, staleAfter time.Duration) error {
+	if len(l.Sessions) == 0 && len(l.Undecodable) == 0 && len(v.leases) == 0 && len(v.leaders) == 0 && len(v.undecodable) == 0 {
+		cmdutil.Fprintf(out, "no sessions, leases or leaders (server time %s)\n", cmdutil.Since(l.ServerTime))
 		return nil
 	}
-	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "SLOT\tHOST\tPID\tTASK\tAGENT\tFENCE\tAGE\tLEFT\tSTATE")
-	for _, s := range l.Sessions {
-		t := s.Timing(l.ServerTime, staleAfter)
-		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%d\t%s\t%s\t%s\n", s.Slot, s.Host, s.PID, dash(s.TaskID), dash(s.AgentID),
-			s.Fence, cmdutil.Describe(t.Age), cmdutil.Describe(t.Left), t.State)
+	if len(l.Sessions) > 0 || len(l.Undecodable) > 0 {
+		w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(w, "SLOT\tHOST\tPID\tTASK\tAGENT\tFENCE\tAGE\tLEFT\tSTATE")
+		for _, s := range l.Sessions {
+			t := s.Timing(l.ServerTime, staleAfter)
+			fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%d\t%s\t%s\t%s\n", s.Slot, s.Host, s.PID, dash(s.TaskID), dash(s.AgentID),
+				s.Fence, cmdutil.Describe(t.Age), cmdutil.Describe(t.Left), t.State)
+		}
+		for _, u := range l.Undecodable {
+			t := session.TimingAt(u.Written, u.TTL, l.ServerTime, staleAfter)
+			fmt.Fprintf(w, "%s\t?\t?\t?\t?\t%d\t%s\t%s\tundecodable\n", u.Slot, u.Revision, cmdutil.Describe(t.Age), cmdutil.Describe(t.Left))
+		}
+		if err := w.Flush(); err != nil {
+			return err
+		}
 	}
-	for _, u := range l.Undecodable {
-		t := session.TimingAt(u.Written, u.TTL, l.ServerTime, staleAfter)
-		fmt.Fprintf(w, "%s\t?\t?\t?\t?\t%d\t%s\t%s\tundecodable\n", u.Slot, u.Revision, cmdutil.Describe(t.Age), cmdutil.Describe(t.Left))
+	if len(v.leaders) > 0 {
+		cmdutil.Fprintf(out, "\n")
+		w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(w, "AGENT KEY\tLEADER\tHOST\tPID\tFENCE\tCANDIDATES\tAGE\tLEFT\tSTATE")
+		for _, in := range v.leaders {
+			agent := strings.TrimPrefix(in.Key, "leader.")
+			t := session.TimingAt(in.Written, in.TTL, v.now, staleAfter)
+			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", agent, in.Holder, in.Host, in.PID, in.Fence,
+				len(v.candidates[agent]), cmdutil.Describe(t.Age), cmdutil.Describe(t.Left), t.State)
+		}
+		if err := w.Flush(); err != nil {
+			return err
+		}
 	}
-	return w.Flush()
+	if len(v.leases) > 0 || len(v.undecodable) > 0 {
+		cmdutil.Fprintf(out, "\n")
+		w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(w, "LEASE\tHOLDER\tHOST\tPID\tFENCE\tAGE\tLEFT\tSTATE")
+		for _, in := range v.leases {
+			t := session.TimingAt(in.Written, in.TTL, v.now, staleAfter)
+			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", in.Key, in.Holder, in.Host, in.PID, in.Fence,
+				cmdutil.Describe(t.Age), cmdutil.Describe(t.Left), t.State)
+		}
+		for _, u := range v.undecodable {
+			t := session.TimingAt(u.Written, u.TTL, v.now, staleAfter)
+			fmt.Fprintf(w, "%s\t?\t?\t?\t%d\t%s\t%s\tundecodable\n", u.Key, u.Revision, cmdutil.Describe(t.Age), cmdutil.Describe(t.Left))
+		}
+		return w.Flush()
+	}
+	return nil
 }
 
 func dash(s string) string {

@@ -18,6 +18,7 @@ import (
 	"github.com/batonhq/baton/cmd/baton/internal/cmdutil"
 	"github.com/batonhq/baton/hostlocal"
 	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/lease"
 	"github.com/batonhq/baton/session"
 )
 
@@ -189,18 +190,28 @@ func upRun(ctx context.Context, o *Options) error {
 // ready yet (a cluster electing its leader). A bucket with other settings is
 // reported, not changed; other errors end the wait.
 func ensureBuckets(ctx context.Context, o *Options, client *kv.Client, replicas int) ([]string, error) {
-	cfg := session.BucketConfig(prefixOf(o), replicas)
+	cfgs := []kv.BucketConfig{session.BucketConfig(prefixOf(o), replicas), lease.BucketConfig(prefixOf(o), replicas)}
+	var names []string
+	for _, c := range cfgs {
+		names = append(names, c.Name)
+	}
 	deadline := time.Now().Add(60 * time.Second)
 	waiting := false
 	for {
-		_, err := client.Ensure(ctx, cfg)
-		var me *kv.MismatchError
+		var err error
+		for len(cfgs) > 0 && err == nil {
+			var me *kv.MismatchError
+			if _, err = client.Ensure(ctx, cfgs[0]); errors.As(err, &me) {
+				cmdutil.Fprintf(o.F.IO.ErrOut, "%s\n", cmdutil.Message("up", err))
+				err = nil
+			}
+			if err == nil {
+				cfgs = cfgs[1:]
+			}
+		}
 		switch {
 		case err == nil:
-			return []string{cfg.Name}, nil
-		case errors.As(err, &me):
-			cmdutil.Fprintf(o.F.IO.ErrOut, "%s\n", cmdutil.Message("up", err))
-			return []string{cfg.Name}, nil
+			return names, nil
 		case ctx.Err() != nil:
 			return nil, ctx.Err()
 		case !errors.Is(err, kv.ErrUnavailable) && !errors.Is(err, kv.ErrJetStreamDisabled):

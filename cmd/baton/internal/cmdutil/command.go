@@ -1,0 +1,119 @@
+package cmdutil
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"os/signal"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/batonhq/baton/hostlocal"
+)
+
+// SuperviseVerb is the hidden verb that supervises a command run by run or
+// lead, so that the command's whole process group dies with baton.
+const SuperviseVerb = "__supervise"
+
+// Command is a command line to run for a slot or a leadership.
+type Command struct {
+	path string
+	argv []string
+	exe  string
+}
+
+// LookCommand resolves argv[0] and this program's own path (for the
+// supervisor). A command that cannot be found is a usage error.
+func LookCommand(argv []string) (*Command, error) {
+	path, err := exec.LookPath(argv[0])
+	if err != nil {
+		return nil, Usagef("command %q: %v", argv[0], err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	return &Command{path: path, argv: argv, exe: exe}, nil
+}
+
+// Start runs the command with baton's standard streams and the extra
+// environment, as a process group under the supervisor, in the
+// terminal's foreground when baton is.
+func (c *Command) Start(env ...string) (*hostlocal.Group, error) {
+	cmd := exec.Command(c.path, c.argv[1:]...)
+	cmd.Args[0] = c.argv[0]
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.Env = append(os.Environ(), env...)
+	opts := []hostlocal.GroupOption{hostlocal.WithSupervisor(c.exe, SuperviseVerb)}
+	if hostlocal.InForeground(0) {
+		// An interactive command gets the terminal (and Ctrl-C) itself.
+		opts = append(opts, hostlocal.WithForeground(0))
+	}
+	return hostlocal.StartGroup(cmd, opts...)
+}
+
+// Signals relays SIGINT, SIGTERM and SIGHUP sent to baton: while no command
+// runs they cancel the context (Interrupted says by which), while one runs
+// they are passed on to it through Forward.
+type Signals struct {
+	ch      chan os.Signal
+	fwd     chan os.Signal
+	running atomic.Bool
+	mu      sync.Mutex
+	by      syscall.Signal
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+// NotifySignals starts relaying; Stop ends it.
+func NotifySignals(ctx context.Context) (*Signals, context.Context) {
+	ctx, cancel := context.WithCancel(ctx)
+	s := &Signals{ch: make(chan os.Signal, 4), fwd: make(chan os.Signal, 4), cancel: cancel, done: make(chan struct{})}
+	signal.Notify(s.ch, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	go func() {
+		defer close(s.done)
+		for {
+			select {
+			case sig := <-s.ch:
+				if s.running.Load() {
+					select {
+					case s.fwd <- sig:
+					default: // the command has signals pending already
+					}
+					continue
+				}
+				s.mu.Lock()
+				if ss, ok := sig.(syscall.Signal); ok && s.by == 0 {
+					s.by = ss
+				}
+				s.mu.Unlock()
+				cancel()
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return s, ctx
+}
+
+// Running says whether a command runs (signals go to it) or not (they
+// cancel).
+func (s *Signals) Running(on bool) { s.running.Store(on) }
+
+// Forward delivers the signals meant for the running command.
+func (s *Signals) Forward() <-chan os.Signal { return s.fwd }
+
+// Interrupted says whether a signal cancelled the context, and which.
+func (s *Signals) Interrupted() (syscall.Signal, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.by, s.by != 0
+}
+
+// Stop ends the relay; signals act as before it.
+func (s *Signals) Stop() {
+	signal.Stop(s.ch)
+	s.cancel()
+	<-s.done
+}

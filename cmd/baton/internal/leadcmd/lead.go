@@ -1,0 +1,234 @@
+// Package leadcmd is `baton lead`: run a command only while this instance
+// leads an agent key.
+package leadcmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/batonhq/baton/cmd/baton/internal/cmdutil"
+	"github.com/batonhq/baton/hostlocal"
+	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/lease"
+)
+
+// Options are lead's inputs.
+type Options struct {
+	F            *cmdutil.Factory
+	Key          string
+	Command      []string
+	TTL          *cmdutil.DurationFlag
+	MinTerm      *cmdutil.DurationFlag
+	Grace        *cmdutil.DurationFlag
+	Score        int
+	Capabilities []string
+	Require      []string
+}
+
+// DefaultGrace is the time between SIGTERM and SIGKILL when the command
+// must stop.
+const DefaultGrace = 10 * time.Second
+
+// NewCmdLead returns `baton lead`; runF replaces the run for tests.
+func NewCmdLead(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
+	o := &Options{
+		F: f, TTL: cmdutil.NewDurationFlag("ttl", lease.DefaultTTL),
+		MinTerm: cmdutil.NewDurationFlag("min-term", 0), Grace: cmdutil.NewDurationFlag("grace", DefaultGrace),
+	}
+	cmd := &cobra.Command{
+		Use:   "lead KEY [flags] -- CMD [ARG...]",
+		Short: "Run a command only while this instance leads the agent key",
+		Long: `Campaign for the agent key's leadership (the lease leader.KEY) and run CMD
+only while this instance leads. Several instances of one agent run the same
+baton lead; exactly one runs CMD, the others wait as followers and say who
+leads.
+
+CMD gets BATON_FENCE (larger for every new leader: pass it to what CMD
+writes, so a former leader's late writes can be refused), BATON_LEADER=1,
+BATON_INSTANCE and BATON_KEY. The moment leadership is lost, CMD's process
+group gets SIGTERM, then SIGKILL after --grace, and this instance campaigns
+again. If baton is killed, CMD dies with it, and a follower on another host
+takes over within the TTL, one on this host at once. When CMD exits, baton
+hands leadership to the best other candidate (or releases it) and exits with
+CMD's code.
+
+A candidate with a score higher than the leader's takes over once the leader
+has led for --min-term. Candidates lacking a --require capability only follow.
+` + "`baton leader KEY transfer --to INSTANCE`" + ` hands leadership over with no moment
+without a leader.`,
+		Example: `  # three instances of one bot; only the leader answers
+  BATON_INSTANCE=bot-1 baton lead chat-bot -- ./bot --answer
+  BATON_INSTANCE=bot-2 baton lead chat-bot --score 10 --min-term 1m -- ./bot --answer
+
+  # only a candidate with a GPU may lead
+  baton lead trainer --require gpu --capability gpu --ttl 5s -- ./train.sh`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if cmd.ArgsLenAtDash() != 1 || len(args) < 2 {
+				return cmdutil.Usagef("want KEY, then -- and the command: baton lead KEY -- CMD [ARG...]")
+			}
+			return cmdutil.ValidSlot("key", args[0])
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Key, o.Command = args[0], args[1:]
+			if runF != nil {
+				return runF(o)
+			}
+			return leadRun(cmd.Context(), o)
+		},
+	}
+	fs := cmd.Flags()
+	fs.Var(o.TTL, "ttl", "leadership lifetime without a renewal, in whole seconds; a dead leader on another host is replaced within it")
+	fs.Var(o.MinTerm, "min-term", "lead at least this long before a candidate with a higher score takes over")
+	fs.Var(o.Grace, "grace", "time between SIGTERM and SIGKILL when CMD must stop")
+	fs.IntVar(&o.Score, "score", 0, "this candidate's score: higher scores are preferred leaders")
+	fs.StringArrayVar(&o.Capabilities, "capability", nil, "a capability this candidate has (repeatable)")
+	fs.StringArrayVar(&o.Require, "require", nil, "a capability a leader must have (repeatable); candidates without it only follow")
+	return cmd
+}
+
+func leadRun(ctx context.Context, o *Options) error {
+	if err := kv.ValidateTTL(o.TTL.D); err != nil {
+		return cmdutil.Usagef("--ttl %s: a TTL is a whole number of seconds, at least 1s", o.TTL.D)
+	}
+	command, err := cmdutil.LookCommand(o.Command)
+	if err != nil {
+		return err
+	}
+	ls, err := o.F.Leases(ctx, "", o.F.LongLived("lead", nil)...)
+	if err != nil {
+		return err
+	}
+	el, err := ls.Election(o.Key, lease.ElectTTL(o.TTL.D), lease.MinTerm(o.MinTerm.D), lease.Grace(o.Grace.D),
+		lease.Score(o.Score), lease.Capabilities(o.Capabilities...), lease.Require(o.Require...))
+	if err != nil {
+		return err
+	}
+	sigs, ctx := cmdutil.NotifySignals(ctx)
+	defer sigs.Stop()
+	defer func() {
+		wctx, cancel := context.WithTimeout(context.Background(), o.F.Config.Timeout)
+		defer cancel()
+		_ = el.Withdraw(wctx)
+	}()
+	go announce(ctx, o, el, ls.Instance())
+
+	for {
+		term, err := el.Campaign(ctx)
+		switch {
+		case errors.Is(err, lease.ErrNotEligible):
+			cmdutil.Fprintf(o.F.IO.ErrOut, "%s\n", cmdutil.Message("lead", err))
+			<-ctx.Done() // follow until interrupted
+			return interrupted(sigs)
+		case ctx.Err() != nil:
+			return interrupted(sigs)
+		case err != nil:
+			return err
+		}
+		code, done, err := lead(ctx, o, command, term, sigs)
+		if done || err != nil {
+			if err == nil && code != 0 {
+				err = cmdutil.Exit(cmdutil.ExitCode(code), nil)
+			}
+			return err
+		}
+	}
+}
+
+// lead runs the command for one term. It returns done when baton should
+// exit (the command exited: its code), or not done when the term ended
+// and baton should campaign again.
+func lead(ctx context.Context, o *Options, command *cmdutil.Command, term *lease.Term, sigs *cmdutil.Signals) (int, bool, error) {
+	inst := term.Record().Holder
+	cmdutil.Fprintf(o.F.IO.ErrOut, "baton: lead: leading %s as %s (fence %d)\n", o.Key, inst, term.Fence())
+	child, err := command.Start(
+		"BATON_FENCE="+strconv.FormatUint(term.Fence(), 10),
+		"BATON_LEADER=1",
+		"BATON_INSTANCE="+inst,
+		"BATON_KEY="+o.Key)
+	if err != nil {
+		_ = term.Resign(context.Background())
+		return 0, true, err
+	}
+	sigs.Running(true)
+	defer sigs.Running(false)
+	if p, err := hostlocal.LookupProcess(child.PID()); err == nil {
+		_ = term.SetChild(ctx, p) // lets a follower on this host see it die
+	}
+	bounded := func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(context.Background(), o.F.Config.Timeout)
+	}
+	for {
+		select {
+		case <-child.Done():
+			code, _ := child.Wait()
+			_, _ = child.Stop(o.Grace.D) // whatever it left running
+			rctx, cancel := bounded()
+			err := term.Resign(rctx)
+			cancel()
+			if err != nil && !errors.Is(err, lease.ErrLost) {
+				cmdutil.Fprintf(o.F.IO.ErrOut, "%s\n", cmdutil.Message("lead", fmt.Errorf("the command ended but handing leadership over failed: %w", err)))
+			}
+			return code, true, nil
+		case <-term.Done():
+			grace := o.Grace.D
+			var lost *lease.LostError
+			if errors.As(term.Err(), &lost) && lost.How == lease.LostUnrenewed {
+				grace = min(grace, o.TTL.D/4) // dead before the server could give the lease away
+			}
+			code, _ := child.Stop(grace)
+			cmdutil.Fprintf(o.F.IO.ErrOut, "%s\n", cmdutil.Message("lead",
+				fmt.Errorf("%s; stopped the command (exit %d) and campaign again", cmdutil.Text(term.Err()), code)))
+			return 0, false, nil
+		case to := <-term.Yield():
+			code, _ := child.Stop(o.Grace.D)
+			rctx, cancel := bounded()
+			err := term.HandOver(rctx, to)
+			if err != nil {
+				err = term.Resign(rctx)
+			}
+			cancel()
+			if err != nil {
+				cmdutil.Fprintf(o.F.IO.ErrOut, "%s\n", cmdutil.Message("lead", fmt.Errorf("handing over to %s: %w", to, err)))
+			} else {
+				cmdutil.Fprintf(o.F.IO.ErrOut, "baton: lead: handed %s over to %s (the command stopped, exit %d)\n", o.Key, to, code)
+			}
+			return 0, false, nil
+		case sig := <-sigs.Forward():
+			if ss, ok := sig.(syscall.Signal); ok {
+				_ = child.Signal(ss)
+			}
+		}
+	}
+}
+
+// announce says on stderr who leads, at each change, while this instance
+// follows.
+func announce(ctx context.Context, o *Options, el *lease.Election, me string) {
+	obs, err := el.Observe(ctx)
+	if err != nil {
+		return
+	}
+	for ob := range obs {
+		switch {
+		case ob.Leader == nil:
+			cmdutil.Fprintf(o.F.IO.ErrOut, "baton: lead: %s has no leader; campaigning\n", o.Key)
+		case ob.Leader.Holder != me:
+			l := ob.Leader
+			cmdutil.Fprintf(o.F.IO.ErrOut, "baton: lead: following: %s is led by %s on host %s (pid %d, fence %d)\n",
+				o.Key, l.Holder, l.Host, l.PID, l.Fence)
+		}
+	}
+}
+
+func interrupted(sigs *cmdutil.Signals) error {
+	if sig, ok := sigs.Interrupted(); ok {
+		return cmdutil.Exit(cmdutil.ExitCode(128+int(sig)), nil)
+	}
+	return nil
+}

@@ -1,0 +1,79 @@
+package doctor
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/batonhq/baton/lease"
+	"github.com/batonhq/baton/session"
+)
+
+// checkLeases reports the leases bucket's settings, undecodable and stale
+// leases, leases the server should have expired, and leaders whose holder
+// is no candidate any more.
+func (c *Checker) checkLeases(ctx context.Context, r *Report) error {
+	present, err := c.checkBucketConfig(ctx, r, lease.BucketConfig(c.ls.Prefix(), c.replicas))
+	if err != nil || !present {
+		return err
+	}
+	l, err := c.ls.List(ctx)
+	if err != nil {
+		return err
+	}
+	for _, u := range l.Undecodable {
+		u := u
+		ttl := u.TTL
+		if ttl == 0 {
+			ttl = lease.DefaultTTL
+		}
+		t := session.TimingAt(u.Written, ttl, l.ServerTime, c.staleAfter)
+		f := Finding{
+			Kind: KindUndecodable, Key: u.Key,
+			Detail: fmt.Sprintf("lease %s holds a record that does not decode (revision %d, written %s ago): %v; nobody can take it",
+				u.Key, u.Revision, t.Age.Round(time.Millisecond), u.Err),
+			Action: "inspect it (`nats kv get " + c.ls.Bucket().Name() + " " + u.Key + "`); `baton doctor --fix` removes it once it is stale",
+		}
+		if t.State != session.StateLive {
+			f.fix = func(ctx context.Context) error { return c.ls.Reap(ctx, u.Key, u.Revision) }
+		}
+		c.add(r, f)
+	}
+	candidates := map[string]bool{}
+	for _, in := range l.Leases {
+		if strings.HasPrefix(in.Key, "candidate.") {
+			candidates[in.Key] = true
+		}
+	}
+	for _, in := range l.Leases {
+		in := in
+		t := session.TimingAt(in.Written, in.TTL, l.ServerTime, c.staleAfter)
+		switch {
+		case t.State == session.StateExpiring:
+			c.add(r, Finding{
+				Kind: KindExpiredVisible, Key: in.Key,
+				Detail: fmt.Sprintf("lease %s (instance %s, fence %d) expired %s ago by the server's clock and is still there",
+					in.Key, in.Holder, in.Fence, (-t.Left).Round(time.Millisecond)),
+				Action: "the server removes expired keys within a second; one that stays points at a stuck server (see its logs)",
+			})
+		case t.State == session.StateStale:
+			c.add(r, Finding{
+				Kind: KindStale, Key: in.Key,
+				Detail: fmt.Sprintf("lease %s (instance %s, host %s, pid %d, fence %d) not renewed for %s; it expires in %s",
+					in.Key, in.Holder, in.Host, in.PID, in.Fence, t.Age.Round(time.Millisecond), t.Left.Round(time.Millisecond)),
+				Action: "its holder should renew it; `baton doctor --fix` removes it unless it is renewed meanwhile",
+				fix:    func(ctx context.Context) error { return c.ls.Reap(ctx, in.Key, in.Revision) },
+			})
+		}
+		if agent, ok := strings.CutPrefix(in.Key, "leader."); ok && !candidates[lease.CandidateKey(agent, in.Holder)] {
+			c.add(r, Finding{
+				Kind: KindLeaderWithoutCandidate, Key: in.Key,
+				Detail: fmt.Sprintf("%s is led by instance %s (host %s, pid %d), which is no candidate: its process may be gone; the lease expires in %s",
+					agent, in.Holder, in.Host, in.PID, max(t.Left, 0).Round(time.Millisecond)),
+				Action: fmt.Sprintf("see `baton leader %s`; a follower takes over when the lease expires", agent),
+			})
+		}
+	}
+	return nil
+}
