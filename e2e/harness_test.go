@@ -115,6 +115,9 @@ func (r result) String() string {
 func (h *host) command(args ...string) *exec.Cmd {
 	cmd := exec.Command(batonBin, args...)
 	cmd.Env = h.environ()
+	// A process baton failed to stop may hold our output pipes: do not
+	// wait for it forever, fail instead.
+	cmd.WaitDelay = 5 * time.Second
 	return cmd
 }
 

@@ -159,10 +159,22 @@ func (ls *Leases) inTheWay(ctx context.Context, e kv.Entry, cfg acquireConfig) (
 	if err != nil {
 		return nil, &HeldError{Key: e.Key, Revision: e.Revision, Reason: ErrUndecodable, Decode: err}
 	}
-	if in.Holder == ls.instance {
+	if in.Holder == ls.instance && ls.mayAdopt(in.Record) {
 		return ls.adopt(ctx, in, cfg)
 	}
 	return nil, &HeldError{Key: e.Key, Holder: &in.Record, Revision: in.Revision, Reason: ErrHeld}
+}
+
+// mayAdopt reports whether this process may take over a lease its instance
+// holds: one this process holds, one whose process is known dead, or one
+// written by no process (a command line's). Two live processes sharing an
+// instance id must not both act on one lease with one fence.
+func (ls *Leases) mayAdopt(r Record) bool {
+	if r.PID == 0 || r.Host == ls.host && r.PID == ls.proc.PID && r.PIDStart == ls.proc.Start {
+		return true
+	}
+	p := hostlocal.Process{PID: r.PID, Start: r.PIDStart}
+	return r.Host == ls.host && p.ThisBoot() && !p.Alive()
 }
 
 // adopt takes over this instance's own live lease (after a restart with
