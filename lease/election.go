@@ -197,7 +197,9 @@ func (e *Election) Withdraw(ctx context.Context) error {
 }
 
 // ServerTime is the server's clock (the leases bucket's stream leader).
-func (e *Election) ServerTime(ctx context.Context) (time.Time, error) { return e.ls.bucket.ServerTime(ctx) }
+func (e *Election) ServerTime(ctx context.Context) (time.Time, error) {
+	return e.ls.bucket.ServerTime(ctx)
+}
 
 // Leader returns the current leader's lease, or ErrNoLeader.
 func (e *Election) Leader(ctx context.Context) (*Info, error) {
