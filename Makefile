@@ -4,7 +4,7 @@ BIN      := $(CURDIR)/bin
 TOOLS    := $(CURDIR)/.tools
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: all build test test-short lint run bench clean
+.PHONY: all build test test-short lint run bench demo clean
 
 all: build
 
@@ -32,6 +32,10 @@ $(TOOLS)/staticcheck:
 ## run: baton up on the embedded default (127.0.0.1:4222, state in ~/.local/state/baton)
 run: build
 	$(BIN)/baton up
+
+## demo: a short unattended story of slots, an election, a crash, a handover, status and doctor (about 15 s)
+demo: build
+	timeout 120 ./scripts/demo.sh
 
 ## bench: library benchmarks against the raw KV floor, and cold CLI processes (about 2 minutes)
 bench:

@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -325,6 +326,29 @@ func (e *Election) WaitLeader(ctx context.Context, instance string) (*Info, erro
 	return nil, fmt.Errorf("waiting for %s to lead %s: %w", instance, e.key, context.Cause(ctx))
 }
 
+// missedTerm returns the term that the entry en ends but that the watch
+// never saw (its last known leader is last), when en names it.
+func missedTerm(en kv.Entry, in, last *Info) *Info {
+	var holder string
+	var fence uint64
+	switch {
+	case in != nil && in.PrevFence != 0:
+		holder, fence = in.PrevHolder, in.PrevFence
+	case in == nil && en.Op == kv.OpDelete:
+		var note releaseNote
+		if json.Unmarshal(en.Value, &note) != nil || note.Fence == 0 {
+			return nil
+		}
+		holder, fence = note.Holder, note.Fence
+	default:
+		return nil
+	}
+	if last != nil && last.Fence >= fence || in != nil && in.Fence == fence {
+		return nil
+	}
+	return &Info{Record: Record{Key: en.Key, Holder: holder, Fence: fence}, Revision: fence}
+}
+
 // Observation is one leadership change: a new leader, or none.
 type Observation struct {
 	// Leader is the new leader's lease; nil when there is no leader.
@@ -374,6 +398,16 @@ func (e *Election) Observe(ctx context.Context) (<-chan Observation, error) {
 			var in *Info
 			if en.Live() {
 				in, _ = decode(*en)
+			}
+			// With one revision kept per key, a term that began and ended
+			// before this watch received it is gone from the stream; the
+			// record that ended it still names it (a release's tombstone,
+			// a handover's prev_holder): say it first, in order.
+			if missed := missedTerm(*en, in, last); synced && missed != nil {
+				if !send(Observation{Leader: missed, Time: en.Created, Revision: missed.Revision}) {
+					return
+				}
+				last = missed
 			}
 			changed := (in == nil) != (last == nil) || in != nil && (in.Holder != last.Holder || in.Fence != last.Fence)
 			last = in

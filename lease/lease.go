@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -507,8 +508,17 @@ func (l *Lease) modify(ctx context.Context, fn func(*Record)) error {
 	}
 }
 
+// releaseNote is what a released lease's tombstone says.
+type releaseNote struct {
+	Key      string    `json:"key"`
+	Holder   string    `json:"holder"`
+	Fence    uint64    `json:"fence"`
+	Released time.Time `json:"released_at"`
+}
+
 // Release ends the lease: the keepalive stops and the record is deleted by
-// CAS, so a successor's record is never touched. It is idempotent: calls
+// CAS, so a successor's record is never touched. The tombstone names the
+// holder and fence it ends. It is idempotent: calls
 // after the first, and calls after the lease was lost, return nil.
 func (l *Lease) Release(ctx context.Context) error {
 	l.stopBackground()
@@ -517,14 +527,14 @@ func (l *Lease) Release(ctx context.Context) error {
 	if l.err != nil {
 		return nil
 	}
-	note := l.rec.clone()
-	note.Fence = l.fence
-	data, err := encode(note)
+	// The tombstone names the holder it ends, small: a watcher that never
+	// saw this term still learns of it.
+	note, err := json.Marshal(releaseNote{Key: l.key, Holder: l.rec.Holder, Fence: l.fence, Released: l.ls.now().UTC()})
 	if err != nil {
 		return err
 	}
 	for attempt := 1; ; attempt++ {
-		err := l.ls.bucket.Delete(ctx, l.key, l.rev, data)
+		err := l.ls.bucket.Delete(ctx, l.key, l.rev, note)
 		if err == nil {
 			l.endLocked(ErrReleased)
 			return nil
@@ -561,8 +571,10 @@ func (l *Lease) handOver(ctx context.Context, to Record) (uint64, error) {
 	l.stopBackground()
 	acquired := l.ls.now().UTC()
 	err := l.modify(ctx, func(r *Record) {
+		prev, fence := r.Holder, r.Fence
 		*r = to.clone()
 		r.Key, r.Fence, r.TransferTo = l.key, 0, ""
+		r.PrevHolder, r.PrevFence = prev, fence
 		r.AcquiredAt, r.RenewedAt, r.Renewals = acquired, acquired, 0
 	})
 	if err != nil {

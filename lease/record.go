@@ -34,7 +34,11 @@ type Record struct {
 	RenewedAt  time.Time `json:"renewed_at"`
 	Renewals   uint64    `json:"renewals"`
 	// TransferTo asks the holder to hand the lease to that instance.
-	TransferTo   string            `json:"transfer_to"`
+	TransferTo string `json:"transfer_to"`
+	// PrevHolder and PrevFence name the holder a handover took the lease
+	// from, so that a watcher that missed that holder's term still sees it.
+	PrevHolder   string            `json:"prev_holder,omitempty"`
+	PrevFence    uint64            `json:"prev_fence,omitempty"`
 	Score        int               `json:"score"`
 	Capabilities []string          `json:"capabilities"`
 	Meta         map[string]string `json:"meta"`
@@ -70,6 +74,7 @@ var knownFields = map[string]bool{
 	"key": true, "holder": true, "host": true, "pid": true, "pid_start": true, "child_pid": true,
 	"child_pid_start": true, "fence": true, "ttl": true, "acquired_at": true, "renewed_at": true,
 	"renewals": true, "transfer_to": true, "score": true, "capabilities": true, "meta": true,
+	"prev_holder": true, "prev_fence": true,
 }
 
 // MarshalJSON writes the known fields and any unknown ones read earlier.
@@ -122,7 +127,7 @@ type Info struct {
 }
 
 func encode(r Record) ([]byte, error) {
-	b, err := json.Marshal(r)
+	b, err := r.MarshalJSON() // directly: json.Marshal would validate and compact it again
 	if err != nil {
 		return nil, fmt.Errorf("lease: encode %s: %w", r.Key, err)
 	}

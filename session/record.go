@@ -108,7 +108,7 @@ type Session struct {
 
 // encodeRecord is the JSON stored for r.
 func encodeRecord(r Record) ([]byte, error) {
-	b, err := json.Marshal(r)
+	b, err := r.MarshalJSON() // directly: json.Marshal would validate and compact it again
 	if err != nil {
 		return nil, fmt.Errorf("session: encode record %s: %w", r.Slot, err)
 	}

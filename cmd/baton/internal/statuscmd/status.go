@@ -204,7 +204,9 @@ func printTables(out io.Writer, l *session.Listing, v leaseView, staleAfter time
 		cmdutil.Fprintf(out, "no sessions, leases or leaders (server time %s)\n", cmdutil.Since(l.ServerTime))
 		return nil
 	}
+	sep := func() {} // a blank line between tables
 	if len(l.Sessions) > 0 || len(l.Undecodable) > 0 {
+		sep = func() { cmdutil.Fprintf(out, "\n") }
 		w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(w, "SLOT\tHOST\tPID\tTASK\tAGENT\tFENCE\tAGE\tLEFT\tSTATE")
 		for _, s := range l.Sessions {
@@ -221,7 +223,8 @@ func printTables(out io.Writer, l *session.Listing, v leaseView, staleAfter time
 		}
 	}
 	if len(v.leaders) > 0 {
-		cmdutil.Fprintf(out, "\n")
+		sep()
+		sep = func() { cmdutil.Fprintf(out, "\n") }
 		w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(w, "AGENT KEY\tLEADER\tHOST\tPID\tFENCE\tCANDIDATES\tAGE\tLEFT\tSTATE")
 		for _, in := range v.leaders {
@@ -235,7 +238,7 @@ func printTables(out io.Writer, l *session.Listing, v leaseView, staleAfter time
 		}
 	}
 	if len(v.leases) > 0 || len(v.undecodable) > 0 {
-		cmdutil.Fprintf(out, "\n")
+		sep()
 		w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(w, "LEASE\tHOLDER\tHOST\tPID\tFENCE\tAGE\tLEFT\tSTATE")
 		for _, in := range v.leases {
