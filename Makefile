@@ -39,7 +39,7 @@ demo: build
 
 ## bench: library benchmarks against the raw KV floor, and cold CLI processes (about 2 minutes)
 bench:
-	$(GO) test -run '^$$' -bench . -benchtime 2000x -count 3 ./session/
+	$(GO) test -run '^$$' -bench . -benchtime 2000x -count 3 ./session/ ./lease/
 	$(GO) test -run '^$$' -bench . -benchtime 200x -count 1 ./e2e/
 
 clean:
