@@ -47,33 +47,42 @@ func (c *Checker) checkLeases(ctx context.Context, r *Report) error {
 		}
 	}
 	for _, in := range l.Leases {
-		in := in
-		t := session.TimingAt(in.Written, in.TTL, l.ServerTime, c.staleAfter)
-		switch {
-		case t.State == session.StateExpiring:
-			c.add(r, Finding{
-				Kind: KindExpiredVisible, Key: in.Key,
-				Detail: fmt.Sprintf("lease %s (instance %s, fence %d) expired %s ago by the server's clock and is still there",
-					in.Key, in.Holder, in.Fence, (-t.Left).Round(time.Millisecond)),
-				Action: "the server removes expired keys within a second; one that stays points at a stuck server (see its logs)",
-			})
-		case t.State == session.StateStale:
-			c.add(r, Finding{
-				Kind: KindStale, Key: in.Key,
-				Detail: fmt.Sprintf("lease %s (instance %s, host %s, pid %d, fence %d) not renewed for %s; it expires in %s",
-					in.Key, in.Holder, in.Host, in.PID, in.Fence, t.Age.Round(time.Millisecond), t.Left.Round(time.Millisecond)),
-				Action: "its holder should renew it; `baton doctor --fix` removes it unless it is renewed meanwhile",
-				fix:    func(ctx context.Context) error { return c.ls.Reap(ctx, in.Key, in.Revision) },
-			})
-		}
-		if agent, ok := strings.CutPrefix(in.Key, "leader."); ok && !candidates[lease.CandidateKey(agent, in.Holder)] {
-			c.add(r, Finding{
-				Kind: KindLeaderWithoutCandidate, Key: in.Key,
-				Detail: fmt.Sprintf("%s is led by instance %s (host %s, pid %d), which is no candidate: its process may be gone; the lease expires in %s",
-					agent, in.Holder, in.Host, in.PID, max(t.Left, 0).Round(time.Millisecond)),
-				Action: fmt.Sprintf("see `baton leader %s`; a follower takes over when the lease expires", agent),
-			})
+		for _, f := range c.leaseFindings(in, l.ServerTime, candidates) {
+			c.add(r, f)
 		}
 	}
 	return nil
+}
+
+// leaseFindings judges one lease at the server time now; candidates holds
+// the keys of live candidacies.
+func (c *Checker) leaseFindings(in *lease.Info, now time.Time, candidates map[string]bool) []Finding {
+	var out []Finding
+	t := session.TimingAt(in.Written, in.TTL, now, c.staleAfter)
+	switch t.State {
+	case session.StateExpiring:
+		out = append(out, Finding{
+			Kind: KindExpiredVisible, Key: in.Key,
+			Detail: fmt.Sprintf("lease %s (instance %s, fence %d) expired %s ago by the server's clock and is still there",
+				in.Key, in.Holder, in.Fence, (-t.Left).Round(time.Millisecond)),
+			Action: "the server removes expired keys within a second; one that stays points at a stuck server (see its logs)",
+		})
+	case session.StateStale:
+		out = append(out, Finding{
+			Kind: KindStale, Key: in.Key,
+			Detail: fmt.Sprintf("lease %s (instance %s, host %s, pid %d, fence %d) not renewed for %s; it expires in %s",
+				in.Key, in.Holder, in.Host, in.PID, in.Fence, t.Age.Round(time.Millisecond), t.Left.Round(time.Millisecond)),
+			Action: "its holder should renew it; `baton doctor --fix` removes it unless it is renewed meanwhile",
+			fix:    func(ctx context.Context) error { return c.ls.Reap(ctx, in.Key, in.Revision) },
+		})
+	}
+	if agent, ok := strings.CutPrefix(in.Key, "leader."); ok && !candidates[lease.CandidateKey(agent, in.Holder)] {
+		out = append(out, Finding{
+			Kind: KindLeaderWithoutCandidate, Key: in.Key,
+			Detail: fmt.Sprintf("%s is led by instance %s (host %s, pid %d), which is no candidate: its process may be gone; the lease expires in %s",
+				agent, in.Holder, in.Host, in.PID, max(t.Left, 0).Round(time.Millisecond)),
+			Action: fmt.Sprintf("see `baton leader %s`; a follower takes over when the lease expires", agent),
+		})
+	}
+	return out
 }
