@@ -124,6 +124,11 @@ func exitStatus(err error) (int, error) {
 	return ee.ExitCode(), nil
 }
 
+// GroupRunning reports whether any process of the process group pgid is
+// still running (zombies do not count). A group whose id was reused counts
+// as running: the answer errs towards "running".
+func GroupRunning(pgid int) bool { return pgid > 0 && groupRunning(pgid) }
+
 // PID is the group leader's pid, which is also the process group id.
 func (g *Group) PID() int { return g.pid }
 

@@ -25,3 +25,6 @@ func foregroundGroup(fd int) (int, error) { return unix.IoctlGetInt(fd, unix.TIO
 // setForegroundGroup makes pgrp the foreground process group of the
 // terminal on fd.
 func setForegroundGroup(fd, pgrp int) error { return unix.IoctlSetPointerInt(fd, unix.TIOCSPGRP, pgrp) }
+
+// commandAttr: macOS has no parent-death signal.
+func commandAttr() *syscall.SysProcAttr { return nil }

@@ -72,3 +72,6 @@ func foregroundGroup(fd int) (int, error) { return unix.IoctlGetInt(fd, unix.TIO
 // setForegroundGroup makes pgrp the foreground process group of the
 // terminal on fd.
 func setForegroundGroup(fd, pgrp int) error { return unix.IoctlSetPointerInt(fd, unix.TIOCSPGRP, pgrp) }
+
+// commandAttr makes the supervised command die with its supervisor.
+func commandAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} }

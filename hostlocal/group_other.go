@@ -44,3 +44,6 @@ func WithForeground(int) GroupOption { return func() {} }
 
 // InForeground is false on this platform.
 func InForeground(int) bool { return false }
+
+// GroupRunning is false on this platform.
+func GroupRunning(int) bool { return false }

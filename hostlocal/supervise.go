@@ -44,6 +44,9 @@ func SuperviseMain(args []string, stderr io.Writer) int {
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, stderr
+	// If the supervisor itself is killed, its command goes with it (the
+	// rest of the group is what a same-host follower waits for).
+	cmd.SysProcAttr = commandAttr()
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintf(stderr, "supervise: %v\n", err)
 		return 127

@@ -279,10 +279,12 @@ func (e *Election) candidate(ctx context.Context, instance string) (Candidate, *
 
 // RequestTransfer asks the leader to hand leadership to the candidate to,
 // from any process: it writes transfer_to into the leader's lease (a CAS
-// update that keeps its holder and fence). The leader, seeing it, stops its
-// work and hands over with no moment without a leader; WaitLeader waits for
-// that. The target must be a live, eligible candidate (ErrNoCandidate);
-// with no leader it is ErrNoLeader.
+// update that keeps its holder and fence, and does not extend its life).
+// The leader, seeing it, stops its work and hands over with no moment
+// without a leader; WaitLeader waits for that. The target must be a live,
+// eligible candidate, and the leader a candidate too (one that is not, say
+// a lease taken by hand, cannot hand over): ErrNoCandidate otherwise; with
+// no leader it is ErrNoLeader.
 func (e *Election) RequestTransfer(ctx context.Context, to string) error {
 	c, _, err := e.candidate(ctx, to)
 	if err != nil {
@@ -299,13 +301,26 @@ func (e *Election) RequestTransfer(ctx context.Context, to string) error {
 		if cur.Holder == to {
 			return nil
 		}
+		if _, _, err := e.candidate(ctx, cur.Holder); err != nil {
+			return fmt.Errorf("%w: the leader %s is no candidate (its process may be gone, or the lease was taken by hand): it cannot hand over", ErrNoCandidate, cur.Holder)
+		}
+		// Keep the lease's expiry where it is: a request must not keep a
+		// dead leader alive.
+		now, err := e.ServerTime(ctx)
+		if err != nil {
+			return err
+		}
+		left := cur.Written.Add(cur.TTL).Sub(now).Truncate(time.Second)
+		if left < time.Second {
+			return fmt.Errorf("%w: the leader's lease ends within a second; ask again when it has changed", kv.ErrConflict)
+		}
 		next := cur.Record.clone()
 		next.TransferTo = to
 		data, err := encode(next)
 		if err != nil {
 			return err
 		}
-		_, err = e.ls.bucket.Update(ctx, e.leaderKey, data, cur.TTL, cur.Revision)
+		_, err = e.ls.bucket.Update(ctx, e.leaderKey, data, left, cur.Revision)
 		if err == nil || !errors.Is(err, kv.ErrConflict) || attempt == 4 {
 			return err
 		}
@@ -314,6 +329,8 @@ func (e *Election) RequestTransfer(ctx context.Context, to string) error {
 
 // WaitLeader waits until instance leads, or ctx is done.
 func (e *Election) WaitLeader(ctx context.Context, instance string) (*Info, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	obs, err := e.Observe(ctx)
 	if err != nil {
 		return nil, err

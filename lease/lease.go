@@ -137,55 +137,66 @@ func (ls *Leases) acquireKey(ctx context.Context, key string, wait bool, opts []
 	if err != nil {
 		return nil, err
 	}
-	sent := time.Now()
-	rev, err := ls.bucket.Create(ctx, key, data, cfg.ttl)
-	if err == nil {
-		return ls.hold(rec, rev, rev, sent, cfg), nil
+	for attempt := 1; ; attempt++ {
+		sent := time.Now()
+		rev, err := ls.bucket.Create(ctx, key, data, cfg.ttl)
+		if err == nil {
+			return ls.hold(rec, rev, rev, cfg.ttl, sent, cfg), nil
+		}
+		var ce *kv.ConflictError
+		if !errors.As(err, &ce) || ce.Current == nil || !ce.Current.Live() {
+			return nil, err
+		}
+		l, freed, held := ls.inTheWay(ctx, *ce.Current, cfg)
+		if freed && attempt < 3 {
+			continue
+		}
+		if l != nil || !wait {
+			return l, held
+		}
+		return ls.await(ctx, key, data, cfg, held)
 	}
-	var ce *kv.ConflictError
-	if !errors.As(err, &ce) || ce.Current == nil || !ce.Current.Live() {
-		return nil, err
-	}
-	l, held := ls.inTheWay(ctx, *ce.Current, cfg)
-	if l != nil || !wait {
-		return l, held
-	}
-	return ls.await(ctx, key, data, cfg, held)
 }
 
 // inTheWay decides about a live lease found on a wanted key: this
-// instance's (taken over), or held (the error names the holder).
-func (ls *Leases) inTheWay(ctx context.Context, e kv.Entry, cfg acquireConfig) (*Lease, error) {
-	in, err := decode(e)
-	if err != nil {
-		return nil, &HeldError{Key: e.Key, Revision: e.Revision, Reason: ErrUndecodable, Decode: err}
+// process's own (taken back, same fence); one a dead process of this
+// instance left (freed with a CAS delete at its revision, so the caller
+// creates it anew with a new fence); else held (the error names the holder).
+func (ls *Leases) inTheWay(ctx context.Context, e kv.Entry, cfg acquireConfig) (l *Lease, freed bool, err error) {
+	in, derr := decode(e)
+	if derr != nil {
+		return nil, false, &HeldError{Key: e.Key, Revision: e.Revision, Reason: ErrUndecodable, Decode: derr}
 	}
-	if in.Holder == ls.instance && ls.mayAdopt(in.Record) {
-		return ls.adopt(ctx, in, cfg)
+	held := &HeldError{Key: e.Key, Holder: &in.Record, Revision: in.Revision, Reason: ErrHeld}
+	if in.Holder != ls.instance {
+		return nil, false, held
 	}
-	return nil, &HeldError{Key: e.Key, Holder: &in.Record, Revision: in.Revision, Reason: ErrHeld}
+	if ls.sameProcess(in.Record) {
+		l, err := ls.adopt(ctx, in, cfg)
+		return l, false, err
+	}
+	if in.PID == 0 || ls.deadOnThisHost(in.Record) {
+		// Another process with this instance id held it and is gone: this
+		// one is a new holder and gets a new fence.
+		if err := ls.bucket.Delete(ctx, e.Key, in.Revision, nil); err != nil && !errors.Is(err, kv.ErrConflict) {
+			return nil, false, err
+		}
+		return nil, true, held
+	}
+	return nil, false, held
 }
 
-// mayAdopt reports whether this process may take over a lease its instance
-// holds: one this process holds, one whose process is known dead, or one
-// written by no process (a command line's). Two live processes sharing an
-// instance id must not both act on one lease with one fence.
-func (ls *Leases) mayAdopt(r Record) bool {
-	if r.PID == 0 || r.Host == ls.host && r.PID == ls.proc.PID && r.PIDStart == ls.proc.Start {
-		return true
-	}
-	p := hostlocal.Process{PID: r.PID, Start: r.PIDStart}
-	return r.Host == ls.host && p.ThisBoot() && !p.Alive()
+// sameProcess reports whether r was written by (or for, in a handover)
+// this very process.
+func (ls *Leases) sameProcess(r Record) bool {
+	return r.Host == ls.host && r.PID == ls.proc.PID && r.PIDStart == ls.proc.Start
 }
 
-// adopt takes over this instance's own live lease (after a restart with
-// the same instance id): a renewal makes its schedule this process's.
+// adopt takes this process's own live lease: a renewal with this call's
+// TTL starts its schedule here (a handover names this process holder with
+// the TTL of the one that handed over).
 func (ls *Leases) adopt(ctx context.Context, in *Info, cfg acquireConfig) (*Lease, error) {
-	l := ls.handle(in.Record, in.Revision, in.Fence, time.Now(), cfg)
-	l.ttl = in.TTL
-	if l.ttl == 0 {
-		l.ttl = time.Duration(in.Record.TTL)
-	}
+	l := ls.handle(in.Record, in.Revision, in.Fence, cfg.ttl, time.Now(), cfg)
 	if err := l.Renew(ctx); err != nil {
 		return nil, err
 	}
@@ -221,18 +232,22 @@ func (ls *Leases) await(ctx context.Context, key string, data []byte, cfg acquir
 				sent := time.Now()
 				rev, err := ls.bucket.CreateAfter(ctx, key, data, cfg.ttl, e.Revision)
 				if err == nil {
-					return ls.hold(ls.recordOf(data), rev, rev, sent, cfg), nil
+					return ls.hold(ls.recordOf(data), rev, rev, cfg.ttl, sent, cfg), nil
 				}
 				if !errors.Is(err, kv.ErrConflict) {
 					return nil, err
 				}
 				continue // another waiter won: its write is the next update
 			}
-			l, err := ls.inTheWay(ctx, *e, cfg)
+			l, freed, err := ls.inTheWay(ctx, *e, cfg)
 			if l != nil || !errors.Is(err, ErrHeld) && !errors.Is(err, ErrUndecodable) {
 				return l, err
 			}
 			held = err
+			if freed {
+				cur = nil // its tombstone is the next update
+				continue
+			}
 			cur, _ = decode(*e)
 		case <-poll.C:
 			if cur != nil && ls.deadOnThisHost(cur.Record) {
@@ -255,7 +270,7 @@ func (ls *Leases) recordOf(data []byte) Record {
 }
 
 // deadOnThisHost reports whether r's holder runs on this host and both its
-// process and its child are dead. Processes whose start tokens were not
+// process and its child's whole process group are dead. Processes whose start tokens were not
 // taken on this machine since its boot are never judged (a host id shared
 // by mistake with another machine must not let this one displace it).
 func (ls *Leases) deadOnThisHost(r Record) bool {
@@ -267,8 +282,10 @@ func (ls *Leases) deadOnThisHost(r Record) bool {
 		return false
 	}
 	if r.ChildPID > 0 {
+		// The child leads a process group (baton lead's supervisor): the
+		// group must be gone, not only its leader.
 		c := hostlocal.Process{PID: r.ChildPID, Start: r.ChildPIDStart}
-		if !c.ThisBoot() || c.Alive() {
+		if !c.ThisBoot() || c.Alive() || hostlocal.GroupRunning(r.ChildPID) {
 			return false
 		}
 	}
@@ -294,9 +311,9 @@ type Lease struct {
 	changes chan Record // this lease's record rewritten by others (a transfer request)
 }
 
-func (ls *Leases) handle(rec Record, rev, fence uint64, sent time.Time, cfg acquireConfig) *Lease {
+func (ls *Leases) handle(rec Record, rev, fence uint64, ttl time.Duration, sent time.Time, cfg acquireConfig) *Lease {
 	rec.Fence = fence
-	ttl := time.Duration(rec.TTL)
+	rec.TTL = Duration(ttl)
 	return &Lease{
 		ls: ls, key: rec.Key, fence: fence, ttl: ttl, rec: rec, rev: rev,
 		done: make(chan struct{}), stop: func() {}, changes: make(chan Record, 1),
@@ -305,8 +322,8 @@ func (ls *Leases) handle(rec Record, rev, fence uint64, sent time.Time, cfg acqu
 }
 
 // hold returns the lease just written at rev, renewing it unless told not to.
-func (ls *Leases) hold(rec Record, rev, fence uint64, sent time.Time, cfg acquireConfig) *Lease {
-	l := ls.handle(rec, rev, fence, sent, cfg)
+func (ls *Leases) hold(rec Record, rev, fence uint64, ttl time.Duration, sent time.Time, cfg acquireConfig) *Lease {
+	l := ls.handle(rec, rev, fence, ttl, sent, cfg)
 	l.start(cfg)
 	return l
 }
@@ -349,11 +366,7 @@ func (l *Lease) watch(ctx context.Context) {
 		}
 		if e.Live() {
 			if in, err := decode(*e); err == nil && in.Holder == l.ls.instance && in.Fence == l.fence {
-				select {
-				case <-l.changes:
-				default:
-				}
-				l.changes <- in.Record
+				l.notify(in.Record)
 				continue
 			}
 		}
@@ -465,6 +478,11 @@ func (l *Lease) SetChild(ctx context.Context, child hostlocal.Process) error {
 // If another writer changed the record but it is still this lease (same
 // holder and fence), fn is applied to that version and the write retried.
 func (l *Lease) modify(ctx context.Context, fn func(*Record)) error {
+	return l.modifyTTL(ctx, l.ttl, fn)
+}
+
+// modifyTTL is modify writing the key's TTL as ttl.
+func (l *Lease) modifyTTL(ctx context.Context, ttl time.Duration, fn func(*Record)) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.err != nil {
@@ -478,7 +496,7 @@ func (l *Lease) modify(ctx context.Context, fn func(*Record)) error {
 		if err != nil {
 			return err
 		}
-		rev, err := l.ls.bucket.Update(ctx, l.key, data, l.ttl, l.rev)
+		rev, err := l.ls.bucket.Update(ctx, l.key, data, ttl, l.rev)
 		if err == nil {
 			l.rec, l.rev = next, rev
 			return nil
@@ -504,7 +522,23 @@ func (l *Lease) modify(ctx context.Context, fn func(*Record)) error {
 		if attempt == 4 {
 			return fmt.Errorf("lease %s: the record kept changing: %w", l.key, kv.ErrConflict)
 		}
+		if in.TransferTo != "" && in.TransferTo != l.rec.TransferTo {
+			l.notify(in.Record) // a transfer request this write ran into
+		}
 		l.rec, l.rev = in.Record, in.Revision
+	}
+}
+
+// notify passes a rewrite of this lease's record by another writer on to
+// Changes, replacing one not yet taken.
+func (l *Lease) notify(r Record) {
+	select {
+	case <-l.changes:
+	default:
+	}
+	select {
+	case l.changes <- r:
+	default:
 	}
 }
 
@@ -565,16 +599,20 @@ func (l *Lease) Orphan() {
 
 // handOver gives the lease to another instance by a CAS update that names
 // it holder, in the same write that ends this holder's term, so there is
-// no moment without a holder. The new holder's fence is the revision of
-// that write, returned.
+// no moment without a holder. The key is written with the new holder's
+// TTL. The new holder's fence is the revision of that write, returned.
 func (l *Lease) handOver(ctx context.Context, to Record) (uint64, error) {
 	l.stopBackground()
 	acquired := l.ls.now().UTC()
-	err := l.modify(ctx, func(r *Record) {
-		prev, fence := r.Holder, r.Fence
+	ttl := time.Duration(to.TTL)
+	if ttl < time.Second {
+		ttl = l.ttl
+	}
+	err := l.modifyTTL(ctx, ttl, func(r *Record) {
+		prev, fence, chosen := r.Holder, r.Fence, r.TransferTo == to.Holder
 		*r = to.clone()
-		r.Key, r.Fence, r.TransferTo = l.key, 0, ""
-		r.PrevHolder, r.PrevFence = prev, fence
+		r.Key, r.Fence, r.TransferTo, r.TTL = l.key, 0, "", Duration(ttl)
+		r.PrevHolder, r.PrevFence, r.Chosen = prev, fence, chosen
 		r.AcquiredAt, r.RenewedAt, r.Renewals = acquired, acquired, 0
 	})
 	if err != nil {

@@ -252,12 +252,11 @@ func (ls *Leases) Resume(ctx context.Context, key string) (*Lease, error) {
 	if in.Holder != ls.instance {
 		return nil, &HeldError{Key: key, Holder: &in.Record, Revision: in.Revision, Reason: ErrHeld}
 	}
-	cfg := acquireConfig{ttl: in.TTL}
-	l := ls.handle(in.Record, in.Revision, in.Fence, time.Now(), cfg)
-	if in.TTL > 0 {
-		l.ttl = in.TTL
+	ttl := in.TTL
+	if ttl == 0 {
+		ttl = time.Duration(in.Record.TTL)
 	}
-	return l, nil
+	return ls.handle(in.Record, in.Revision, in.Fence, ttl, time.Now(), acquireConfig{}), nil
 }
 
 // Prefix is the bucket prefix.

@@ -37,8 +37,11 @@ type Record struct {
 	TransferTo string `json:"transfer_to"`
 	// PrevHolder and PrevFence name the holder a handover took the lease
 	// from, so that a watcher that missed that holder's term still sees it.
-	PrevHolder   string            `json:"prev_holder,omitempty"`
-	PrevFence    uint64            `json:"prev_fence,omitempty"`
+	PrevHolder string `json:"prev_holder,omitempty"`
+	PrevFence  uint64 `json:"prev_fence,omitempty"`
+	// Chosen: leadership was handed to this holder by an explicit transfer;
+	// a better-scored candidate does not take it back.
+	Chosen       bool              `json:"chosen,omitempty"`
 	Score        int               `json:"score"`
 	Capabilities []string          `json:"capabilities"`
 	Meta         map[string]string `json:"meta"`
@@ -74,7 +77,7 @@ var knownFields = map[string]bool{
 	"key": true, "holder": true, "host": true, "pid": true, "pid_start": true, "child_pid": true,
 	"child_pid_start": true, "fence": true, "ttl": true, "acquired_at": true, "renewed_at": true,
 	"renewals": true, "transfer_to": true, "score": true, "capabilities": true, "meta": true,
-	"prev_holder": true, "prev_fence": true,
+	"prev_holder": true, "prev_fence": true, "chosen": true,
 }
 
 // MarshalJSON writes the known fields and any unknown ones read earlier.

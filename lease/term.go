@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/batonhq/baton/kv"
 )
 
 // Term is a leadership: the leader's lease on leader.<key>. Its Fence is
@@ -44,6 +46,11 @@ func (t *Term) Yield() <-chan string { return t.yield }
 // lease that names the new leader: there is no moment without a leader, and
 // the new leader's fence (the revision of that write) is larger than this
 // one's. Stop the work before calling it. The term ends (ErrReleased).
+//
+// HandOver then waits (up to half the TTL, at most 2s) for the new leader
+// to take the lease; one that died meanwhile never does, and the lease is
+// then deleted (a CAS on the handover's revision) so the other candidates
+// take it at once; HandOver returns ErrNoCandidate in that case.
 func (t *Term) HandOver(ctx context.Context, to string) error {
 	if to == t.e.ls.instance {
 		return fmt.Errorf("%w: %s already leads", ErrInvalid, to)
@@ -55,18 +62,50 @@ func (t *Term) HandOver(ctx context.Context, to string) error {
 	if !c.Eligible {
 		return fmt.Errorf("%w: %s lacks a required capability", ErrNoCandidate, to)
 	}
+	// Watch before writing, so the new leader's first renewal is not missed.
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w, err := t.e.ls.bucket.Watch(wctx, t.key, kv.UpdatesOnly())
+	if err != nil {
+		return err
+	}
+	defer w.Stop()
 	t.stopBackground()
 	rec := Record{
 		Holder: in.Holder, Host: in.Host, PID: in.PID, PIDStart: in.PIDStart, TTL: in.Record.TTL,
 		Score: in.Score, Capabilities: in.Capabilities,
 	}
-	_, err = t.handOver(ctx, rec)
-	return err
+	rev, err := t.handOver(ctx, rec)
+	if err != nil {
+		return err
+	}
+	wait := min(max(time.Duration(in.Record.TTL)/2, 100*time.Millisecond), 2*time.Second)
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		select {
+		case e, ok := <-w.Updates():
+			if !ok {
+				return nil
+			}
+			if e != nil && e.Revision > rev {
+				return nil // taken (or changed by someone else): not this term's business any more
+			}
+		case <-timer.C:
+			if err := t.e.ls.bucket.Delete(ctx, t.key, rev, nil); err != nil && !errors.Is(err, kv.ErrConflict) {
+				return err
+			}
+			return fmt.Errorf("%w: %s did not take leadership of %s within %s; it is released for the others", ErrNoCandidate, to, t.e.key, wait)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // Resign ends this term: it hands leadership over to the best other
-// eligible candidate if there is one (no moment without a leader), else
-// releases the lease so the next campaigner takes it. Stop the work first.
+// eligible candidate if there is one (no moment without a leader; if that
+// candidate does not take it, the lease is released), else releases the
+// lease so the next campaigner takes it. Stop the work first.
 func (t *Term) Resign(ctx context.Context) error {
 	cs, err := t.e.Candidates(ctx)
 	if err == nil {
@@ -75,6 +114,9 @@ func (t *Term) Resign(ctx context.Context) error {
 				continue
 			}
 			err := t.HandOver(ctx, c.Instance)
+			if errors.Is(err, ErrNoCandidate) && t.Err() != nil {
+				return nil // handed over to a candidate that died: released for the others
+			}
 			if !errors.Is(err, ErrNoCandidate) {
 				return err
 			}
@@ -101,8 +143,11 @@ func (t *Term) watchForSuccessors(ctx context.Context) {
 	var requested, offered string
 	minTerm := time.NewTimer(time.Until(t.started.Add(t.e.cfg.minTerm)))
 	defer minTerm.Stop()
-	matured := t.e.cfg.minTerm == 0
 	me := t.Record()
+	// A leader an explicit transfer chose keeps its term: preference does
+	// not take it back.
+	matured := t.e.cfg.minTerm == 0 && !me.Chosen
+	requested = me.TransferTo
 	evaluate := func() {
 		target := ""
 		if c, ok := cands[requested]; ok && c.Eligible && requested != me.Holder {
@@ -150,7 +195,7 @@ func (t *Term) watchForSuccessors(ctx context.Context) {
 			requested = r.TransferTo
 			evaluate()
 		case <-minTerm.C:
-			matured = true
+			matured = !me.Chosen
 			evaluate()
 		case <-t.Done():
 			return
