@@ -73,7 +73,7 @@ func (w *watcher) await(t *testing.T, kind, slot string, within time.Duration) m
 		w.mu.Lock()
 		for ; seen < len(w.events); seen++ {
 			ev := w.events[seen]
-			if ev["event"] == kind && (slot == "" || ev["slot"] == slot) {
+			if ev["event"] == kind && (slot == "" || ev["slot"] == slot || ev["key"] == slot) {
 				w.mu.Unlock()
 				return ev
 			}

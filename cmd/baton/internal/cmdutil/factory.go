@@ -144,8 +144,8 @@ func (f *Factory) Sessions(ctx context.Context, natsOpts ...nats.Option) (*sessi
 }
 
 // Leases returns the leases of this prefix and host, held as instance
-// (empty: Instance()), connected.
-func (f *Factory) Leases(ctx context.Context, instance string, natsOpts ...nats.Option) (*lease.Leases, error) {
+// (empty: Instance()), connected; opts come after the defaults.
+func (f *Factory) Leases(ctx context.Context, instance string, opts []lease.Option, natsOpts ...nats.Option) (*lease.Leases, error) {
 	client, err := f.Client(ctx, natsOpts...)
 	if err != nil {
 		return nil, err
@@ -153,10 +153,11 @@ func (f *Factory) Leases(ctx context.Context, instance string, natsOpts ...nats.
 	if instance == "" {
 		instance = f.Instance()
 	}
-	return lease.New(client,
+	return lease.New(client, append([]lease.Option{
 		lease.WithPrefix(f.Config.Prefix),
 		lease.WithHostID(f.Config.HostID),
-		lease.WithInstance(instance))
+		lease.WithInstance(instance),
+	}, opts...)...)
 }
 
 // LongLived are connection options for verbs that run for a while (run,

@@ -62,7 +62,7 @@ func doctorRun(ctx context.Context, o *Options) error {
 	if err != nil {
 		return unreachable(o, err)
 	}
-	ls, err := o.F.Leases(ctx, "")
+	ls, err := o.F.Leases(ctx, "", nil)
 	if err != nil {
 		return unreachable(o, err)
 	}

@@ -100,7 +100,7 @@ func leadRun(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
-	ls, err := o.F.Leases(ctx, "", o.F.LongLived("lead", nil)...)
+	ls, err := o.F.Leases(ctx, "", nil, o.F.LongLived("lead", nil)...)
 	if err != nil {
 		return err
 	}
@@ -118,16 +118,36 @@ func leadRun(ctx context.Context, o *Options) error {
 	}()
 	go announce(ctx, o, el, ls.Instance())
 
+	backoff := 250 * time.Millisecond
 	for {
 		term, err := el.Campaign(ctx)
 		switch {
+		case err == nil && ctx.Err() != nil:
+			// Interrupted just as it won: give the term straight back.
+			rctx, cancel := context.WithTimeout(context.Background(), o.F.Config.Timeout)
+			_ = term.Resign(rctx)
+			cancel()
+			return interrupted(sigs)
+		case err == nil:
+			backoff = 250 * time.Millisecond
 		case errors.Is(err, lease.ErrNotEligible):
 			cmdutil.Fprintf(o.F.IO.ErrOut, "%s\n", cmdutil.Message("lead", err))
 			<-ctx.Done() // follow until interrupted
 			return interrupted(sigs)
 		case ctx.Err() != nil:
 			return interrupted(sigs)
-		case err != nil:
+		case cmdutil.Code(err) == cmdutil.ExitUnavailable:
+			// The server is away (restarting, electing a leader): campaign
+			// again once it answers.
+			cmdutil.Fprintf(o.F.IO.ErrOut, "%s\n", cmdutil.Message("lead", fmt.Errorf("%w; campaigning again in %s", err, backoff)))
+			select {
+			case <-ctx.Done():
+				return interrupted(sigs)
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 5*time.Second)
+			continue
+		default:
 			return err
 		}
 		code, done, err := lead(ctx, o, command, term, sigs)
@@ -156,7 +176,15 @@ func lead(ctx context.Context, o *Options, command *cmdutil.Command, term *lease
 		return 0, true, err
 	}
 	sigs.Running(true)
-	defer sigs.Running(false)
+	defer func() {
+		sigs.Running(false)
+		for len(sigs.Forward()) > 0 { // meant for this term's command, not the next
+			<-sigs.Forward()
+		}
+	}()
+	if sig, ok := sigs.Interrupted(); ok {
+		_ = child.Signal(sig) // it came as the command started: pass it on
+	}
 	if p, err := hostlocal.LookupProcess(child.PID()); err == nil {
 		_ = term.SetChild(ctx, p) // lets a follower on this host see it die
 	}

@@ -108,7 +108,7 @@ leader. With no other candidate there is nobody to step down for (exit 5).`,
 }
 
 func election(ctx context.Context, o *Options, opts ...lease.ElectionOption) (*lease.Election, error) {
-	ls, err := o.F.Leases(ctx, "", opts2nats(o)...)
+	ls, err := o.F.Leases(ctx, "", nil, opts2nats(o)...)
 	if err != nil {
 		return nil, err
 	}

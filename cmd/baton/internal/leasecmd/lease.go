@@ -5,11 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/batonhq/baton/cmd/baton/internal/cmdutil"
+	"github.com/batonhq/baton/hostlocal"
 	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/lease"
 )
@@ -23,6 +25,19 @@ type Options struct {
 	TTL      *cmdutil.DurationFlag
 	Wait     *cmdutil.DurationFlag
 	Meta     []string
+	PID      int
+}
+
+// holder resolves --pid (default: the parent of this process).
+func holder(pid int) (hostlocal.Process, error) {
+	if pid == 0 {
+		pid = os.Getppid()
+	}
+	p, err := hostlocal.LookupProcess(pid)
+	if err != nil {
+		return hostlocal.Process{}, cmdutil.Usagef("--pid %d: no such process on this host", pid)
+	}
+	return p, nil
 }
 
 // NewCmdLease returns `baton lease` and its verbs; runF replaces the run
@@ -67,6 +82,7 @@ is larger for every later holder: pass it to what the holder writes.`,
 			sub.Flags().Var(o.TTL, "ttl", "lease lifetime without a renewal, in whole seconds")
 			sub.Flags().Var(o.Wait, "wait", "wait up to this long for the lease to be free")
 			sub.Flags().StringArrayVar(&o.Meta, "meta", nil, "KEY=VALUE to record with the lease (repeatable)")
+			sub.Flags().IntVar(&o.PID, "pid", 0, "process that works under the lease (default: the process that called baton)")
 		}
 		cmd.AddCommand(sub)
 	}
@@ -81,7 +97,17 @@ func leaseRun(ctx context.Context, o *Options) error {
 	if instance == "" && (o.Verb == "renew" || o.Verb == "release") {
 		return cmdutil.Usagef("--instance is required (or BATON_INSTANCE): the holder's instance id, as acquire printed it")
 	}
-	ls, err := o.F.Leases(ctx, instance)
+	var opts []lease.Option
+	if o.Verb == "acquire" {
+		// The holder is the process that works under the lease: by default
+		// the one that called baton, not this short-lived command.
+		proc, err := holder(o.PID)
+		if err != nil {
+			return err
+		}
+		opts = append(opts, lease.WithProcess(proc))
+	}
+	ls, err := o.F.Leases(ctx, instance, opts)
 	if err != nil {
 		return err
 	}

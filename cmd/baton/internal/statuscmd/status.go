@@ -40,8 +40,11 @@ state: live, stale (not renewed for --stale-after, by default half its TTL)
 or expiring (its TTL has run out; the server removes it within a moment). A
 record that does not decode is shown as held by "?".
 
-With --watch, print the sessions present, then every join, commit, close and
-expiry as it happens, until interrupted.`,
+With --watch, print the sessions and leases present, then every join,
+commit, close and expiry of a session, and every acquire, release and expiry
+of a lease or leadership (renewals of leases are left out), until
+interrupted. JSON lines of leases have events lease_present, lease_acquire,
+lease_release and lease_expire.`,
 		Example: `  baton status
   baton status --json | jq '.sessions[] | select(.state != "live")'
   baton status --watch --json`,
@@ -86,7 +89,7 @@ func statusRun(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
-	ls, err := o.F.Leases(ctx, "")
+	ls, err := o.F.Leases(ctx, "", nil)
 	if err != nil {
 		return err
 	}
@@ -282,13 +285,53 @@ func watchRun(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
+	ls, err := o.F.Leases(ctx, "", nil)
+	if err != nil {
+		return err
+	}
 	events, err := m.Watch(ctx)
 	if err != nil {
 		return err
 	}
-	for ev := range events {
+	leases, err := ls.Watch(ctx)
+	if err != nil {
+		return err
+	}
+	// One "synced" once both have said what is present.
+	pending := 2
+	synced := func() error {
+		if pending--; pending > 0 {
+			return nil
+		}
+		return printEvent(o, session.Event{Kind: session.EventSynced})
+	}
+	for events != nil || leases != nil {
+		var print func() error
+		select {
+		case ev, ok := <-events:
+			switch {
+			case !ok:
+				events = nil
+			case ev.Kind == session.EventSynced:
+				print = synced
+			default:
+				print = func() error { return printEvent(o, ev) }
+			}
+		case ev, ok := <-leases:
+			switch {
+			case !ok:
+				leases = nil
+			case ev.Kind == lease.EventSynced:
+				print = synced
+			default:
+				print = func() error { return printLeaseEvent(o, ev) }
+			}
+		}
+		if print == nil {
+			continue
+		}
 		mu.Lock()
-		err := printEvent(o, ev)
+		err := print()
 		mu.Unlock()
 		if err != nil {
 			return err
@@ -298,6 +341,34 @@ func watchRun(ctx context.Context, o *Options) error {
 		return nil // interrupted: a normal end
 	}
 	return fmt.Errorf("the watch ended: the connection to the server was lost")
+}
+
+// printLeaseEvent shows acquires, releases and expiries of plain leases
+// and leaders (renewals and candidacies are routine and left out).
+func printLeaseEvent(o *Options, ev lease.Event) error {
+	if ev.Kind == lease.EventRenew || strings.HasPrefix(ev.Key, "candidate.") {
+		return nil
+	}
+	if o.F.Config.JSON {
+		doc := map[string]any{"event": "lease_" + string(ev.Kind), "key": ev.Key, "revision": ev.Revision, "time": ev.Time}
+		if ev.Lease != nil {
+			rec, err := cmdutil.RecordJSON(ev.Lease.Record, nil)
+			if err != nil {
+				return err
+			}
+			doc["lease"] = rec
+		}
+		if ev.Err != nil {
+			doc["undecodable"], doc["error"] = true, ev.Err.Error()
+		}
+		return cmdutil.PrintJSONLine(o.F.IO.Out, doc)
+	}
+	line := fmt.Sprintf("%s %-7s lease %s", ev.Time.UTC().Format("15:04:05.000"), ev.Kind, ev.Key)
+	if l := ev.Lease; l != nil {
+		line += fmt.Sprintf(" holder=%s host=%s pid=%d fence=%d", l.Holder, l.Host, l.PID, l.Fence)
+	}
+	cmdutil.Fprintf(o.F.IO.Out, "%s\n", line)
+	return nil
 }
 
 func printEvent(o *Options, ev session.Event) error {
