@@ -153,7 +153,14 @@ func TestLead_FencesHoldThroughRepeatedLeaderKills(t *testing.T) {
 			return n >= 5
 		})
 		victim := procs[cur.Holder]
-		victim.Process.Kill() // SIGKILL: no goodbye
+		if round == 1 {
+			// Kill the command's supervisor instead: the shell it runs dies
+			// with it, the writer behind the shell lives on in the group,
+			// and no one may lead until the whole group is gone.
+			syscall.Kill(cur.ChildPID, syscall.SIGKILL)
+		} else {
+			victim.Process.Kill() // SIGKILL of baton lead: no goodbye
+		}
 		victim.Wait()
 		delete(procs, cur.Holder)
 		// Keep five candidates: a new instance on the victim's host.

@@ -50,7 +50,8 @@ func NewCmdLease(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
 runs out without a renewal. The holder is an instance id: --instance ID (env
 BATON_INSTANCE); acquire prints it when it makes one up. Renew and release are
 compare-and-sets refused to anyone but the holder. The fence printed on acquire
-is larger for every later holder: pass it to what the holder writes.`,
+is larger for every later holder: pass it to what the holder writes. Keys
+starting with leader. and candidate. belong to elections (baton lead).`,
 		Example: `  id=$(baton lease acquire nightly-backup --ttl 60s --json | jq -r .holder)
   baton lease renew nightly-backup --instance "$id"
   baton lease release nightly-backup --instance "$id"`,
