@@ -206,3 +206,42 @@ func (b *Bucket) ServerTime(ctx context.Context) (time.Time, error) {
 	}
 	return info.TimeStamp.UTC(), nil
 }
+
+// WatchEvents runs a watch of the keys matching pattern and turns each
+// entry into an event with classify (which is told whether the current
+// values have all been seen, and may drop an entry by returning false),
+// sending synced once they have. The channel is closed when ctx is done or
+// the watch ends; a slow reader slows the watch, nothing is dropped.
+func WatchEvents[E any](ctx context.Context, b *Bucket, pattern string, synced E, classify func(e Entry, synced bool) (E, bool)) (<-chan E, error) {
+	w, err := b.Watch(ctx, pattern)
+	if err != nil {
+		return nil, err
+	}
+	out := make(chan E, 64)
+	go func() {
+		defer close(out)
+		defer w.Stop()
+		send := func(ev E) bool {
+			select {
+			case out <- ev:
+				return true
+			case <-ctx.Done():
+				return false
+			}
+		}
+		done := false
+		for e := range w.Updates() {
+			if e == nil {
+				done = true
+				if !send(synced) {
+					return
+				}
+				continue
+			}
+			if ev, ok := classify(*e, done); ok && !send(ev) {
+				return
+			}
+		}
+	}()
+	return out, nil
+}

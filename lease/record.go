@@ -1,7 +1,6 @@
 package lease
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -141,12 +140,8 @@ func encode(r Record) ([]byte, error) {
 // record, failing on anything that is not a lease of that key.
 func decode(e kv.Entry) (*Info, error) {
 	var r Record
-	dec := json.NewDecoder(bytes.NewReader(e.Value))
-	if err := dec.Decode(&r); err != nil {
+	if err := jsonrec.DecodeOne(e.Value, &r); err != nil {
 		return nil, err
-	}
-	if dec.More() {
-		return nil, fmt.Errorf("trailing data after the record")
 	}
 	if r.Key != e.Key {
 		return nil, fmt.Errorf("record names key %q, stored under %q", r.Key, e.Key)

@@ -41,39 +41,10 @@ type Event struct {
 // then every acquire, renewal, release and expiry, until ctx is done. The
 // channel is closed when the watch ends.
 func (ls *Leases) Watch(ctx context.Context) (<-chan Event, error) {
-	w, err := ls.bucket.Watch(ctx, "")
-	if err != nil {
-		return nil, err
-	}
-	out := make(chan Event, 64)
-	go func() {
-		defer close(out)
-		defer w.Stop()
-		known := map[string]*Info{}
-		synced := false
-		send := func(ev Event) bool {
-			select {
-			case out <- ev:
-				return true
-			case <-ctx.Done():
-				return false
-			}
-		}
-		for e := range w.Updates() {
-			if e == nil {
-				synced = true
-				if !send(Event{Kind: EventSynced}) {
-					return
-				}
-				continue
-			}
-			ev, ok := classify(*e, known, synced)
-			if ok && !send(ev) {
-				return
-			}
-		}
-	}()
-	return out, nil
+	known := map[string]*Info{}
+	return kv.WatchEvents(ctx, ls.bucket, "", Event{Kind: EventSynced}, func(e kv.Entry, synced bool) (Event, bool) {
+		return classify(e, known, synced)
+	})
 }
 
 func classify(e kv.Entry, known map[string]*Info, synced bool) (Event, bool) {

@@ -1,8 +1,6 @@
 package session
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"time"
@@ -119,12 +117,8 @@ func encodeRecord(r Record) ([]byte, error) {
 // not JSON, not an object, or naming another slot.
 func decode(e kv.Entry) (*Session, error) {
 	var r Record
-	dec := json.NewDecoder(bytes.NewReader(e.Value))
-	if err := dec.Decode(&r); err != nil {
+	if err := jsonrec.DecodeOne(e.Value, &r); err != nil {
 		return nil, err
-	}
-	if dec.More() {
-		return nil, fmt.Errorf("trailing data after the record")
 	}
 	if r.Slot != e.Key {
 		return nil, fmt.Errorf("record names slot %q, stored under %q", r.Slot, e.Key)

@@ -45,44 +45,16 @@ type Event struct {
 // then every join, commit, close and expiry as it happens, until ctx is
 // done. The channel is closed when the watch ends.
 func (m *Manager) Watch(ctx context.Context) (<-chan Event, error) {
-	w, err := m.bucket.Watch(ctx, "")
-	if err != nil {
-		return nil, err
-	}
-	out := make(chan Event, 64)
-	go func() {
-		defer close(out)
-		defer w.Stop()
-		known := map[string]*Session{}
-		synced := false
-		send := func(ev Event) bool {
-			select {
-			case out <- ev:
-				return true
-			case <-ctx.Done():
-				return false
-			}
-		}
-		for e := range w.Updates() {
-			if e == nil {
-				synced = true
-				if !send(Event{Kind: EventSynced}) {
-					return
-				}
-				continue
-			}
-			ev, ok := classify(*e, known, synced)
-			if ok && !send(ev) {
-				return
-			}
-		}
-	}()
-	return out, nil
+	known := map[string]*Session{}
+	return kv.WatchEvents(ctx, m.bucket, "", Event{Kind: EventSynced}, func(e kv.Entry, synced bool) (Event, bool) {
+		return classify(e, known, synced)
+	})
 }
 
 // classify turns one KV revision into an event, tracking the live sessions
-// in known (a nil value is a live record that does not decode). It returns false for revisions that say nothing new (the
-// tombstones of slots already gone when the watch started).
+// in known (a nil value is a live record that does not decode). It returns
+// false for revisions that say nothing new (the tombstones of slots already
+// gone when the watch started).
 func classify(e kv.Entry, known map[string]*Session, synced bool) (Event, bool) {
 	ev := Event{Slot: e.Key, Revision: e.Revision, Time: e.Created}
 	switch e.Op {

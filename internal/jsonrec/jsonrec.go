@@ -4,7 +4,10 @@
 package jsonrec
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
+	"io"
 	"maps"
 )
 
@@ -52,3 +55,15 @@ func Unmarshal(data []byte, known any, fields map[string]bool) (Unknown, error) 
 
 // Clone copies u.
 func (u Unknown) Clone() Unknown { return maps.Clone(u) }
+
+// DecodeOne decodes data, which must hold exactly one JSON value, into v.
+func DecodeOne(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("trailing data after the record")
+	}
+	return nil
+}

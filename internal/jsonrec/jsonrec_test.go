@@ -1,0 +1,82 @@
+package jsonrec
+
+import (
+	"encoding/json"
+	"testing"
+)
+
+type rec struct {
+	A string `json:"a"`
+	B int    `json:"b"`
+}
+
+var recFields = map[string]bool{"a": true, "b": true}
+
+func TestDecodeOne(t *testing.T) {
+	for _, tc := range []struct {
+		in string
+		ok bool
+	}{
+		{`{"a":"x","b":1}`, true},
+		{"  {\"a\":\"x\"}\n", true},
+		{`{"a":"x"}{"a":"y"}`, false},
+		{`{"a":"x"}}`, false},
+		{`{"a":"x"}]`, false},
+		{`{"a":"x"} 7`, false},
+		{`{"a":`, false},
+		{``, false},
+		{`[1]`, false},
+	} {
+		var r rec
+		err := DecodeOne([]byte(tc.in), &r)
+		if (err == nil) != tc.ok {
+			t.Errorf("DecodeOne(%q) error = %v, want ok=%v", tc.in, err, tc.ok)
+		}
+	}
+}
+
+func TestUnknownFieldsSurviveRoundTrip(t *testing.T) {
+	in := []byte(`{"a":"x","b":2,"future":{"n":[1,2]},"z":"keep"}`)
+	var r rec
+	unk, err := Unmarshal(in, &r, recFields)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.A != "x" || r.B != 2 {
+		t.Fatalf("known fields = %+v", r)
+	}
+	if len(unk) != 2 || string(unk["z"]) != `"keep"` {
+		t.Fatalf("unknown = %v", unk)
+	}
+	r.B = 3
+	out, err := Marshal(r, unk.Clone())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got["b"] != float64(3) || got["z"] != "keep" || got["future"] == nil {
+		t.Fatalf("round trip = %s", out)
+	}
+}
+
+func TestKnownFieldWinsOverUnknownOfSameName(t *testing.T) {
+	out, err := Marshal(rec{A: "new"}, Unknown{"a": json.RawMessage(`"old"`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r rec
+	if err := json.Unmarshal(out, &r); err != nil || r.A != "new" {
+		t.Fatalf("Marshal = %s, %v", out, err)
+	}
+}
+
+func TestNoUnknownFieldsIsNil(t *testing.T) {
+	var r rec
+	unk, err := Unmarshal([]byte(`{"a":"x"}`), &r, recFields)
+	if err != nil || unk != nil {
+		t.Fatalf("Unmarshal = %v, %v; want nil, nil", unk, err)
+	}
+}
