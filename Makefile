@@ -4,7 +4,7 @@ BIN      := $(CURDIR)/bin
 TOOLS    := $(CURDIR)/.tools
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: all build test test-short lint run bench demo clean
+.PHONY: all build test test-short lint run bench bench-quick bench-go bench-tools demo clean
 
 all: build
 
@@ -15,6 +15,7 @@ build:
 ## test: unit, integration (real nats-servers, a 3-node cluster) and e2e (the built binary), with -race
 test:
 	$(GO) test -race -count=1 -timeout 9m ./...
+	cd e2e/bench && $(GO) test -race -count=1 ./...
 
 ## test-short: the same without the tests that wait out TTLs or start clusters
 test-short:
@@ -23,8 +24,10 @@ test-short:
 ## lint: go vet, gofmt and staticcheck (installed into .tools/)
 lint: $(TOOLS)/staticcheck
 	$(GO) vet ./...
+	cd e2e/bench && $(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt -l:"; echo "$$out"; exit 1; fi
 	$(TOOLS)/staticcheck ./...
+	cd e2e/bench && $(TOOLS)/staticcheck ./...
 
 $(TOOLS)/staticcheck:
 	GOBIN=$(TOOLS) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
@@ -37,10 +40,22 @@ run: build
 demo: build
 	timeout 120 ./scripts/demo.sh
 
-## bench: library benchmarks against the raw KV floor, and cold CLI processes (about 2 minutes)
-bench:
+## bench: baton beside the raw KV floor and etcd, one run, one table; writes e2e/bench/RESULTS.md (about 8 minutes)
+bench: bench-tools
+	$(BIN)/batonbench -baton $(BIN)/baton -kvfloor $(BIN)/kvfloor -peakrss $(BIN)/peakrss -out e2e/bench/RESULTS.md
+
+## bench-quick: the same workloads, smaller, for a smoke test (under 2 minutes)
+bench-quick: bench-tools
+	$(BIN)/batonbench -quick -baton $(BIN)/baton -kvfloor $(BIN)/kvfloor -peakrss $(BIN)/peakrss
+
+# etcd and etcdctl (Debian's, if missing), baton, the harness and its floor client
+bench-tools: build
+	./e2e/bench/install-etcd.sh
+	cd e2e/bench && $(GO) build -o $(BIN)/batonbench . && $(GO) build -o $(BIN)/ ./cmd/kvfloor ./cmd/peakrss
+
+## bench-go: the library's Go benchmarks against the raw KV op (benchstat-friendly)
+bench-go:
 	$(GO) test -run '^$$' -bench . -benchtime 2000x -count 3 ./session/ ./lease/
-	$(GO) test -run '^$$' -bench . -benchtime 200x -count 1 ./e2e/
 
 clean:
 	rm -rf $(BIN) $(TOOLS)

@@ -140,7 +140,7 @@ func encode(r Record) ([]byte, error) {
 // record, failing on anything that is not a lease of that key.
 func decode(e kv.Entry) (*Info, error) {
 	var r Record
-	if err := jsonrec.DecodeOne(e.Value, &r); err != nil {
+	if err := r.UnmarshalJSON(e.Value); err != nil {
 		return nil, err
 	}
 	if r.Key != e.Key {

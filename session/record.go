@@ -117,7 +117,7 @@ func encodeRecord(r Record) ([]byte, error) {
 // not JSON, not an object, or naming another slot.
 func decode(e kv.Entry) (*Session, error) {
 	var r Record
-	if err := jsonrec.DecodeOne(e.Value, &r); err != nil {
+	if err := r.UnmarshalJSON(e.Value); err != nil {
 		return nil, err
 	}
 	if r.Slot != e.Key {

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"io"
 	"maps"
+	"reflect"
 )
 
 // Unknown holds the fields of a JSON object that a type does not know.
@@ -32,9 +33,22 @@ func Marshal(known any, unknown Unknown) ([]byte, error) {
 	return json.Marshal(all)
 }
 
-// Unmarshal decodes data into known (a pointer to a struct) and returns the
-// fields whose names are not in fields.
+// Unmarshal decodes data, which must hold exactly one JSON object, into
+// known (a pointer to a struct) and returns the fields whose names are not
+// in fields. A record with no unknown fields, the common case, is scanned
+// once; one with unknown fields is decoded again to keep them.
 func Unmarshal(data []byte, known any, fields map[string]bool) (Unknown, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(known); err == nil {
+		if _, err := dec.Token(); err != io.EOF {
+			return nil, errors.New("trailing data after the record")
+		}
+		return nil, nil
+	}
+	// Unknown fields, or not a record at all: decode afresh, keeping the
+	// unknown fields (json.Unmarshal rejects trailing data itself).
+	reflect.ValueOf(known).Elem().SetZero()
 	if err := json.Unmarshal(data, known); err != nil {
 		return nil, err
 	}
@@ -55,15 +69,3 @@ func Unmarshal(data []byte, known any, fields map[string]bool) (Unknown, error) 
 
 // Clone copies u.
 func (u Unknown) Clone() Unknown { return maps.Clone(u) }
-
-// DecodeOne decodes data, which must hold exactly one JSON value, into v.
-func DecodeOne(data []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return errors.New("trailing data after the record")
-	}
-	return nil
-}

@@ -12,7 +12,7 @@ type rec struct {
 
 var recFields = map[string]bool{"a": true, "b": true}
 
-func TestDecodeOne(t *testing.T) {
+func TestUnmarshalTakesExactlyOneObject(t *testing.T) {
 	for _, tc := range []struct {
 		in string
 		ok bool
@@ -26,11 +26,17 @@ func TestDecodeOne(t *testing.T) {
 		{`{"a":`, false},
 		{``, false},
 		{`[1]`, false},
+		{`{"a":1}`, false},
+		// The same with a field the type does not know (the second path).
+		{`{"a":"x","z":1}`, true},
+		{`{"a":"x","z":1}{"a":"y"}`, false},
+		{`{"a":"x","z":1}}`, false},
+		{`{"a":1,"z":1}`, false},
 	} {
 		var r rec
-		err := DecodeOne([]byte(tc.in), &r)
+		_, err := Unmarshal([]byte(tc.in), &r, recFields)
 		if (err == nil) != tc.ok {
-			t.Errorf("DecodeOne(%q) error = %v, want ok=%v", tc.in, err, tc.ok)
+			t.Errorf("Unmarshal(%q) error = %v, want ok=%v", tc.in, err, tc.ok)
 		}
 	}
 }
@@ -70,6 +76,16 @@ func TestKnownFieldWinsOverUnknownOfSameName(t *testing.T) {
 	var r rec
 	if err := json.Unmarshal(out, &r); err != nil || r.A != "new" {
 		t.Fatalf("Marshal = %s, %v", out, err)
+	}
+}
+
+func TestUnknownFieldsDoNotLeakFromTheFirstAttempt(t *testing.T) {
+	// The first pass stops at the unknown field; what it decoded before
+	// must not survive into the result of the second.
+	r := rec{A: "stale", B: 9}
+	unk, err := Unmarshal([]byte(`{"b":1,"z":true}`), &r, recFields)
+	if err != nil || r.A != "" || r.B != 1 || string(unk["z"]) != "true" {
+		t.Fatalf("Unmarshal = %+v, %v, %v", r, unk, err)
 	}
 }
 

@@ -1,0 +1,77 @@
+// Command kvfloor is the floor for a cold baton CLI verb: a process that
+// connects to NATS and does one JetStream KV write with a compare-and-set,
+// nothing else. It reads the value from stdin and prints the new revision.
+//
+//	kvfloor URL create|update|purge SUBJECT [REVISION] < value
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "kvfloor:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	if len(args) < 3 {
+		return fmt.Errorf("usage: kvfloor URL create|update|purge SUBJECT [REVISION] < value")
+	}
+	url, op, subject := args[0], args[1], args[2]
+	expect := "0"
+	if op != "create" {
+		if len(args) != 4 {
+			return fmt.Errorf("%s needs the revision to compare with", op)
+		}
+		expect = args[3]
+	}
+	value, err := io.ReadAll(os.Stdin)
+	if err != nil {
+		return err
+	}
+	msg := nats.NewMsg(subject)
+	msg.Header.Set("Nats-Expected-Last-Subject-Sequence", expect)
+	msg.Header.Set("Nats-TTL", "60s")
+	switch op {
+	case "create", "update":
+		msg.Data = value
+	case "purge":
+		msg.Header.Set("KV-Operation", "PURGE")
+		msg.Header.Set("Nats-Rollup", "sub")
+	default:
+		return fmt.Errorf("unknown operation %q", op)
+	}
+	nc, err := nats.Connect(url)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	resp, err := nc.RequestMsg(msg, 5*time.Second)
+	if err != nil {
+		return err
+	}
+	var ack struct {
+		Seq   uint64 `json:"seq"`
+		Error *struct {
+			Description string `json:"description"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(resp.Data, &ack); err != nil {
+		return err
+	}
+	if ack.Error != nil {
+		return fmt.Errorf("%s", ack.Error.Description)
+	}
+	fmt.Println(strconv.FormatUint(ack.Seq, 10))
+	return nil
+}

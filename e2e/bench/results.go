@@ -1,0 +1,184 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// runInfo is what a reader needs to weigh the numbers: versions, machine
+// and each side's durability.
+type runInfo struct {
+	Date       time.Time
+	Quick      bool
+	Versions   []string
+	Machine    []string
+	Durability []string
+}
+
+func gatherInfo(ctx context.Context, b *bench, etcdBin string) runInfo {
+	info := runInfo{Date: time.Now().UTC(), Quick: b.quick}
+	first := func(name string, args ...string) string {
+		out, err := exec.CommandContext(ctx, name, args...).Output()
+		if err != nil {
+			return "unknown (" + err.Error() + ")"
+		}
+		line, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
+		return line
+	}
+	mods := map[string]string{}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, m := range bi.Deps {
+			mods[m.Path] = m.Version
+		}
+	}
+	rev := first("git", "-C", filepath.Dir(b.baton), "describe", "--always", "--dirty")
+	info.Versions = []string{
+		"baton " + rev + " (" + first(b.baton, "--version") + ")",
+		"nats-server " + mods["github.com/nats-io/nats-server/v2"] + " (embedded in baton up), nats.go " + mods["github.com/nats-io/nats.go"],
+		first(etcdBin, "--version") + " (Debian etcd-server), " + first(b.etcdctl, "version") + ", client go.etcd.io/etcd/client/v3 " + mods["go.etcd.io/etcd/client/v3"],
+		runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH,
+	}
+	cpu := "unknown"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for line := range strings.SplitSeq(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "model name"); ok {
+				cpu = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
+				break
+			}
+		}
+	}
+	mem := "unknown"
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		line, _, _ := strings.Cut(string(b), "\n")
+		mem = strings.Join(strings.Fields(strings.TrimPrefix(line, "MemTotal:")), " ")
+	}
+	var u unix.Utsname
+	kernel := "unknown"
+	if unix.Uname(&u) == nil {
+		kernel = string(bytes.TrimRight(u.Release[:], "\x00"))
+	}
+	info.Machine = []string{
+		fmt.Sprintf("%d CPUs (%s), %s memory, Linux %s", runtime.NumCPU(), cpu, mem, kernel),
+		"servers' data on " + fsType(b.work) + " (" + b.work + "); host state dirs on " + fsType(b.shm),
+		"everything on loopback; the machine may be shared, so compare ratios from one run, not raw numbers across runs",
+	}
+	info.Durability = []string{
+		"baton (default): JetStream's default sync_interval, 2m: an acknowledged write is in the OS page cache, fsynced within 2 minutes",
+		"baton (sync always): `baton up --sync always`: fsync before every acknowledgement",
+		"etcd: its default: the raft WAL is fsynced before a write is acknowledged (etcd 3.4 has no setting to turn that off)",
+		"floor: the same server and connection as the baton column it sits beside",
+	}
+	return info
+}
+
+func fsType(path string) string {
+	var st unix.Statfs_t
+	if unix.Statfs(path, &st) != nil {
+		return "unknown"
+	}
+	switch st.Type {
+	case unix.TMPFS_MAGIC:
+		return "tmpfs"
+	case unix.EXT4_SUPER_MAGIC:
+		return "ext4"
+	case unix.XFS_SUPER_MAGIC:
+		return "xfs"
+	case unix.BTRFS_SUPER_MAGIC:
+		return "btrfs"
+	case unix.OVERLAYFS_SUPER_MAGIC:
+		return "overlayfs"
+	default:
+		return fmt.Sprintf("fs 0x%x", st.Type)
+	}
+}
+
+// writeResults writes RESULTS.md: the table, what each column is, and
+// the run's versions, machine and durability settings.
+func writeResults(path string, rows []row, info runInfo, b *bench) error {
+	var w bytes.Buffer
+	met, goals := tally(rows)
+	mode := "full run (`make bench`)"
+	if info.Quick {
+		mode = "quick run (`make bench-quick`)"
+	}
+	fmt.Fprintf(&w, "# baton benchmark results\n\n")
+	fmt.Fprintf(&w, "Written by `e2e/bench` on %s, %s. Regenerate with `make bench`.\n\n", info.Date.Format("2006-01-02 15:04 UTC"), mode)
+	writeTable(&w, rows)
+	fmt.Fprintf(&w, "\nbench: %d of %d goals met\n\n", met, goals)
+	w.WriteString(columnsDoc)
+	fmt.Fprintf(&w, "\n## Sizes\n\n%d ops per side for acquire/renew/release and the joins beside 100k; %d cold processes per verb and side; %d rounds of 50 contenders; %d × %s slices per side of renewal throughput; listings at 1k/10k/100k: %d/%d/%d per side; %d remote crashes per side, %d same-host crashes for baton and %d for etcd; %d graceful handovers per side.\n",
+		b.ops, b.cli, b.contendRounds, b.throughputRounds, b.throughputSlice, b.statusReps[1000], b.statusReps[10000], b.statusReps[100000],
+		b.failoverRemote, b.failoverSameHost, b.etcdSameHost, b.handovers)
+	for _, s := range []struct {
+		title string
+		lines []string
+	}{{"Versions", info.Versions}, {"Machine", info.Machine}, {"Durability", info.Durability}} {
+		fmt.Fprintf(&w, "\n## %s\n\n", s.title)
+		for _, l := range s.lines {
+			fmt.Fprintf(&w, "- %s\n", l)
+		}
+	}
+	return os.WriteFile(path, w.Bytes(), 0o644)
+}
+
+const columnsDoc = `## What each row compares
+
+Every latency workload interleaves the three sides op by op, cycling
+through every order of them, so that all three see the same machine and
+each runs after each other equally often (a side runs slower right after
+etcd, whose fsyncs and background commits keep the machine busy a little
+longer). Medians and p99s are nearest-rank.
+
+- **acquire, renew, release**: the library on one connection, a fresh key per
+  round. baton: ` + "`Leases.TryAcquire`" + ` (1 min TTL), ` + "`Lease.Renew`" + `, ` + "`Lease.Release`" + `.
+  Floor: nats.go's KV ` + "`Create`" + ` (with a per-key TTL), ` + "`Update`" + ` and ` + "`Delete`" + ` at the
+  revision, same bytes, same bucket shape. etcd: ` + "`concurrency.Mutex.TryLock`" + ` and
+  ` + "`Unlock`" + ` on a session made once, and renew as one keep-alive on an open
+  LeaseKeepAlive stream (what a session's keep-alive sends; etcd does not
+  write it to its WAL, where baton's renewal is a compare-and-set write).
+- **round_trips_***: messages the client sent per op, from the NATS
+  connection's counters and, for etcd, from a gRPC stats handler.
+- **cli_*_cold**: whole processes, from fork to exit. baton: ` + "`baton join/commit/close`" + `.
+  Floor: ` + "`kvfloor`" + `, a Go program that connects and does one compare-and-set
+  KV write. etcd: ` + "`etcdctl txn`" + ` with the equivalent compare (create = 0,
+  mod = revision) and put or delete. ` + "`rss_cli`" + ` is the peak RSS of those processes.
+- **contended_join_50**: 50 goroutines, each with its own connection (and,
+  for baton, its own host id and state dir), released by one barrier onto
+  one slot; the time until all 50 have their answer. Exactly one must win.
+  Floor: KV ` + "`Create`" + `; etcd: a create-if-absent txn.
+- **throughput_renew**: 32 goroutines renew 1024 sessions for fixed slices,
+  sides alternating. baton: ` + "`Manager.Commit`" + `; floor: KV ` + "`Update`" + `; etcd: a lease
+  keep-alive plus a compare-and-set txn (a session heartbeat there).
+- **status_***: list every session. baton: ` + "`Manager.List`" + ` (what ` + "`baton status`" + `
+  reads); floor: nats.go's ` + "`WatchAll`" + ` of the same bucket; etcd: one ` + "`Get`" + ` of
+  the prefix.
+- **join_at_100k / join_at_0**: median join of a fresh slot beside 100k
+  sessions over the median in an empty bucket. baton and the floor
+  alternate between the two buckets op by op; etcd joins at 0 before its
+  100k keys are stored and at 100k after.
+- **failover_crash_***: SIGKILL of the leading ` + "`baton lead`" + ` process (at a random
+  point of its renewal cycle) until the follower leads, as an observer's
+  ` + "`Election.Observe`" + ` reports it. etcd: the same with processes running
+  ` + "`concurrency.Election.Campaign`" + ` on a session of the same TTL. Floor (remote):
+  a raw key with the same TTL, from its write to a watcher seeing it expire
+  (a leader killed just after renewing). etcd has no same-host fast path: its
+  same-host row is TTL-bound.
+- **handover_graceful**: the leader resigns while the other contender
+  campaigns, until that campaign returns. baton: ` + "`Term.Resign`" + ` (a handover);
+  etcd: ` + "`Election.Resign`" + `; floor: a raw delete that a watcher of the key turns
+  into its own create.
+- **rss_up_100k**: resident memory of the servers holding 100k sessions;
+  the floor column is the same ` + "`baton up`" + ` before they were stored.
+- **(sync always)** rows: the same workloads on a ` + "`baton up --sync always`" + `
+  server, beside the same etcd.
+`
