@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -17,6 +18,12 @@ type Term struct {
 	e       *Election
 	started time.Time
 	yield   chan string
+
+	// known is the candidacies as the successor watch last saw them, once
+	// it has seen them all (nil before and after it stops): Resign and
+	// HandOver pick from it without a read of their own.
+	mu    sync.Mutex
+	known map[string]*Info
 
 	stop context.CancelFunc
 	bg   sync.WaitGroup
@@ -55,21 +62,16 @@ func (t *Term) HandOver(ctx context.Context, to string) error {
 	if to == t.e.ls.instance {
 		return fmt.Errorf("%w: %s already leads", ErrInvalid, to)
 	}
-	c, in, err := t.e.candidate(ctx, to)
-	if err != nil {
-		return err
+	c, in, ok := t.knownCandidate(to)
+	if !ok {
+		var err error
+		if c, in, err = t.e.candidate(ctx, to); err != nil {
+			return err
+		}
 	}
 	if !c.Eligible {
 		return fmt.Errorf("%w: %s lacks a required capability", ErrNoCandidate, to)
 	}
-	// Watch before writing, so the new leader's first renewal is not missed.
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	w, err := t.e.ls.bucket.Watch(wctx, t.key, kv.UpdatesOnly())
-	if err != nil {
-		return err
-	}
-	defer w.Stop()
 	t.stopBackground()
 	rec := Record{
 		Holder: in.Holder, Host: in.Host, PID: in.PID, PIDStart: in.PIDStart, TTL: in.Record.TTL,
@@ -79,6 +81,18 @@ func (t *Term) HandOver(ctx context.Context, to string) error {
 	if err != nil {
 		return err
 	}
+	// The watch starts after the write, off the new leader's path: it
+	// begins with the key's latest revision, so an adoption that came
+	// first is seen all the same.
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w, err := t.e.ls.bucket.Watch(wctx, t.key)
+	if err != nil {
+		// Handed over, adoption unseen: if the new leader never renews, the
+		// lease expires with its TTL and the others take it then.
+		return nil
+	}
+	defer w.Stop()
 	wait := min(max(time.Duration(in.Record.TTL)/2, 100*time.Millisecond), 2*time.Second)
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
@@ -107,7 +121,11 @@ func (t *Term) HandOver(ctx context.Context, to string) error {
 // candidate does not take it, the lease is released), else releases the
 // lease so the next campaigner takes it. Stop the work first.
 func (t *Term) Resign(ctx context.Context) error {
-	cs, err := t.e.Candidates(ctx)
+	cs, ok := t.knownCandidates()
+	var err error
+	if !ok {
+		cs, err = t.e.Candidates(ctx)
+	}
 	if err == nil {
 		for _, c := range cs {
 			if c.Instance == t.e.ls.instance || !c.Eligible {
@@ -126,9 +144,42 @@ func (t *Term) Resign(ctx context.Context) error {
 	return t.Release(ctx)
 }
 
+// knownCandidates is the candidates the successor watch knows, best
+// first, if it has seen them all.
+func (t *Term) knownCandidates() ([]Candidate, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.known == nil {
+		return nil, false
+	}
+	cs := make([]Candidate, 0, len(t.known))
+	for _, in := range t.known {
+		cs = append(cs, t.e.candidateOf(in))
+	}
+	sortCandidates(cs)
+	return cs, true
+}
+
+// knownCandidate is one live candidacy as the successor watch knows it;
+// ok is false when the watch does not know (not synced, stopped) or the
+// instance is not campaigning as far as it knows.
+func (t *Term) knownCandidate(instance string) (Candidate, *Info, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	in, ok := t.known[instance]
+	if !ok {
+		return Candidate{}, nil, false
+	}
+	return t.e.candidateOf(in), in, true
+}
+
 func (t *Term) stopBackground() {
 	t.stop()
 	t.bg.Wait()
+	// The successor watch no longer keeps the candidates current.
+	t.mu.Lock()
+	t.known = nil
+	t.mu.Unlock()
 }
 
 // watchForSuccessors offers a successor on Yield: a transfer request's
@@ -140,6 +191,8 @@ func (t *Term) watchForSuccessors(ctx context.Context) {
 	}
 	defer w.Stop()
 	cands := map[string]Candidate{}
+	infos := map[string]*Info{}
+	synced := false
 	var requested, offered string
 	minTerm := time.NewTimer(time.Until(t.started.Add(t.e.cfg.minTerm)))
 	defer minTerm.Stop()
@@ -186,9 +239,17 @@ func (t *Term) watchForSuccessors(ctx context.Context) {
 				instance := e.Key[len(t.e.candPrefix):]
 				if in, err := decode(*e); err == nil && e.Live() {
 					cands[instance] = t.e.candidateOf(in)
+					infos[instance] = in
 				} else {
 					delete(cands, instance)
+					delete(infos, instance)
 				}
+			}
+			if e == nil || synced {
+				synced = true
+				t.mu.Lock()
+				t.known = maps.Clone(infos)
+				t.mu.Unlock()
 			}
 			evaluate()
 		case r := <-t.Changes():
