@@ -103,7 +103,7 @@ func (b *bench) crashes(ctx context.Context, side failoverSide, n int, ttl time.
 			return nil, fmt.Errorf("follower %s did not register: %w", f.instance, err)
 		}
 		// The crash falls anywhere in the leader's renewal cycle.
-		time.Sleep(rand.N(ttl / 3))
+		time.Sleep(rand.N(min(ttl/3, time.Second)))
 		t0 := time.Now()
 		leader.kill()
 		err = waitLeader(ctx, side.leaders, f.instance, ttl+30*time.Second)

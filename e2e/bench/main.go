@@ -141,17 +141,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 
 	rows, info, err := b.runAll(ctx, *etcdBin)
+	if err == nil && *out != "" {
+		err = writeResults(*out, rows, info, b)
+	}
+	if err != nil {
+		// Before the table, so that the closing line stays the last.
+		fmt.Fprintf(stderr, "bench: %v\n", err)
+	}
 	writeTable(stdout, rows)
 	met, goals := tally(rows)
-	if *out != "" {
-		if werr := writeResults(*out, rows, info, b); werr != nil {
-			fmt.Fprintf(stderr, "bench: %v\n", werr)
-			err = errors.Join(err, werr)
-		}
-	}
 	fmt.Fprintf(stdout, "bench: %d of %d goals met\n", met, goals)
 	if err != nil {
-		fmt.Fprintf(stderr, "bench: %v\n", err)
 		return 1
 	}
 	return 0

@@ -60,7 +60,10 @@ func gatherInfo(ctx context.Context, b *bench, etcdBin string) runInfo {
 	mem := "unknown"
 	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
 		line, _, _ := strings.Cut(string(b), "\n")
-		mem = strings.Join(strings.Fields(strings.TrimPrefix(line, "MemTotal:")), " ")
+		var kib int64
+		if _, err := fmt.Sscanf(line, "MemTotal: %d kB", &kib); err == nil {
+			mem = fmt.Sprintf("%.1f GiB", float64(kib)/(1<<20))
+		}
 	}
 	var u unix.Utsname
 	kernel := "unknown"
@@ -151,7 +154,10 @@ longer). Medians and p99s are nearest-rank.
 - **cli_*_cold**: whole processes, from fork to exit. baton: ` + "`baton join/commit/close`" + `.
   Floor: ` + "`kvfloor`" + `, a Go program that connects and does one compare-and-set
   KV write. etcd: ` + "`etcdctl txn`" + ` with the equivalent compare (create = 0,
-  mod = revision) and put or delete. ` + "`rss_cli`" + ` is the peak RSS of those processes.
+  mod = revision) and put or delete. ` + "`rss_cli`" + ` is the peak RSS of a join on
+  each side, read through ` + "`peakrss`" + ` (a child's own rusage would count the
+  benchmark's memory: Go forks with CLONE_VM); ` + "`peakrss /bin/true`" + ` reports
+  about 2 MiB, the least it can see.
 - **contended_join_50**: 50 goroutines, each with its own connection (and,
   for baton, its own host id and state dir), released by one barrier onto
   one slot; the time until all 50 have their answer. Exactly one must win.
@@ -167,7 +173,8 @@ longer). Medians and p99s are nearest-rank.
   alternate between the two buckets op by op; etcd joins at 0 before its
   100k keys are stored and at 100k after.
 - **failover_crash_***: SIGKILL of the leading ` + "`baton lead`" + ` process (at a random
-  point of its renewal cycle) until the follower leads, as an observer's
+  moment, up to a third of the TTL or 1 s after the follower registered)
+  until the follower leads, as an observer's
   ` + "`Election.Observe`" + ` reports it. etcd: the same with processes running
   ` + "`concurrency.Election.Campaign`" + ` on a session of the same TTL. Floor (remote):
   a raw key with the same TTL, from its write to a watcher seeing it expire
