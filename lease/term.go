@@ -81,29 +81,41 @@ func (t *Term) HandOver(ctx context.Context, to string) error {
 	if err != nil {
 		return err
 	}
+	wait := min(max(time.Duration(in.Record.TTL)/2, 100*time.Millisecond), 2*time.Second)
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
 	// The watch starts after the write, off the new leader's path: it
 	// begins with the key's latest revision, so an adoption that came
 	// first is seen all the same.
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	w, err := t.e.ls.bucket.Watch(wctx, t.key)
-	if err != nil {
-		// Handed over, adoption unseen: if the new leader never renews, the
-		// lease expires with its TTL and the others take it then.
-		return nil
+	var updates <-chan *kv.Entry
+	var poll <-chan time.Time
+	if w, err := t.e.ls.bucket.Watch(wctx, t.key); err == nil {
+		defer w.Stop()
+		updates = w.Updates()
+	} else {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		// No watch: look every 50 ms instead, until the wait runs out.
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		poll = tick.C
 	}
-	defer w.Stop()
-	wait := min(max(time.Duration(in.Record.TTL)/2, 100*time.Millisecond), 2*time.Second)
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
 	for {
 		select {
-		case e, ok := <-w.Updates():
+		case e, ok := <-updates:
 			if !ok {
 				return nil
 			}
 			if e != nil && e.Revision > rev {
 				return nil // taken (or changed by someone else): not this term's business any more
+			}
+		case <-poll:
+			e, err := t.e.ls.bucket.Latest(ctx, t.key)
+			if errors.Is(err, kv.ErrNotFound) || err == nil && e.Revision > rev {
+				return nil
 			}
 		case <-timer.C:
 			if err := t.e.ls.bucket.Delete(ctx, t.key, rev, nil); err != nil && !errors.Is(err, kv.ErrConflict) {
@@ -175,16 +187,18 @@ func (t *Term) knownCandidate(instance string) (Candidate, *Info, bool) {
 
 func (t *Term) stopBackground() {
 	t.stop()
-	t.bg.Wait()
-	// The successor watch no longer keeps the candidates current.
-	t.mu.Lock()
-	t.known = nil
-	t.mu.Unlock()
+	t.bg.Wait() // the successor watch has dropped its copy of the candidates
 }
 
 // watchForSuccessors offers a successor on Yield: a transfer request's
 // target, or a clearly better candidate once the minimum term has passed.
 func (t *Term) watchForSuccessors(ctx context.Context) {
+	// Once this watch ends, nobody keeps the copy current.
+	defer func() {
+		t.mu.Lock()
+		t.known = nil
+		t.mu.Unlock()
+	}()
 	w, err := t.e.ls.bucket.Watch(ctx, t.e.candPrefix+">")
 	if err != nil {
 		return

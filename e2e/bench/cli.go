@@ -34,6 +34,8 @@ type procRun struct {
 }
 
 func runProc(ctx context.Context, env []string, stdin []byte, name string, args ...string) (procRun, error) {
+	ctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Env = env
 	var out, errb bytes.Buffer
@@ -130,7 +132,7 @@ func (b *bench) cliRows(ctx context.Context) ([]row, error) {
 	sides := []*cliSide{baton, floor, etcd}
 	for i := range b.cli {
 		for step := range 3 {
-			for _, k := range order(i*3+step, 3) {
+			for _, k := range order(i, 3) {
 				s := sides[k]
 				r, err := s.steps[step](ctx, i)
 				if err != nil {
@@ -147,7 +149,7 @@ func (b *bench) cliRows(ctx context.Context) ([]row, error) {
 			row{metric: name + " median", unit: unitDuration,
 				baton: dur(baton.lat[step].median()), floor: dur(floor.lat[step].median()), etcd: dur(etcd.lat[step].median()),
 				goal: []cond{batonAtMost(float64(20*time.Millisecond), unitDuration)}},
-			row{metric: name + " p99", unit: unitDuration,
+			row{metric: name + " " + tail(b.cli), unit: unitDuration,
 				baton: dur(baton.lat[step].p99()), floor: dur(floor.lat[step].p99()), etcd: dur(etcd.lat[step].p99())})
 	}
 

@@ -20,6 +20,8 @@ const contenders = 50
 // race runs try on contenders goroutines released together, and returns
 // how many won and the time from the release to the last answer.
 func race(ctx context.Context, try func(ctx context.Context, i int) (won bool, err error)) (winners int, last time.Duration, err error) {
+	ctx, cancel := context.WithTimeout(ctx, opTimeout)
+	defer cancel()
 	var ready, done sync.WaitGroup
 	start := make(chan struct{})
 	answered := make([]time.Time, contenders)
@@ -143,7 +145,7 @@ func (b *bench) contendedRows(ctx context.Context) ([]row, error) {
 		{metric: "contended_join_50 (all answered) median", unit: unitDuration,
 			baton: dur(last[0].median()), floor: dur(last[1].median()), etcd: dur(last[2].median()),
 			goal: []cond{batonAtMost(float64(50*time.Millisecond), unitDuration)}, broken: broken},
-		{metric: "contended_join_50 (all answered) p99", unit: unitDuration,
+		{metric: "contended_join_50 (all answered) " + tail(b.contendRounds), unit: unitDuration,
 			baton: dur(last[0].p99()), floor: dur(last[1].p99()), etcd: dur(last[2].p99())},
 	}, nil
 }

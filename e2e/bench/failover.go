@@ -64,8 +64,8 @@ type contender struct {
 // failoverSide starts contenders and tells who leads.
 type failoverSide struct {
 	start func(ctx context.Context, instance, host string) (*contender, error)
-	// candidates is how many contenders are registered.
-	candidates func(ctx context.Context) (int, error)
+	// registered reports whether instance campaigns (is a candidate).
+	registered func(ctx context.Context, instance string) (bool, error)
 	// leaders yields the instance of each new leader ("" for none).
 	leaders <-chan string
 }
@@ -95,10 +95,7 @@ func (b *bench) crashes(ctx context.Context, side failoverSide, n int, ttl time.
 		if err != nil {
 			return nil, err
 		}
-		if err := waitFor(ctx, 30*time.Second, func() (bool, error) {
-			c, err := side.candidates(ctx)
-			return c == 2, err
-		}); err != nil {
+		if err := waitFor(ctx, 30*time.Second, func() (bool, error) { return side.registered(ctx, f.instance) }); err != nil {
 			f.kill()
 			return nil, fmt.Errorf("follower %s did not register: %w", f.instance, err)
 		}
@@ -193,15 +190,20 @@ func (b *bench) batonSide(ctx context.Context, c *kv.Client, key string, ttl tim
 			cmd := exec.CommandContext(ctx, b.baton, "lead", key, "--ttl", ttl.String(), "--grace", "1s", "--", "sleep", "3600")
 			cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + mkdir(b.shm, "lead-home"), "BATON_URL=" + b.nats.url,
 				"BATON_STATE_DIR=" + mkdir(b.shm, "lead-"+host), "BATON_HOST_ID=" + host, "BATON_INSTANCE=" + instance}
-			p, err := startProc("baton lead", cmd, filepath.Join(mkdir(b.work, "lead-logs"), key+"-"+instance+".log"))
+			p, err := startLogged("baton lead", cmd, filepath.Join(mkdir(b.work, "lead-logs"), key+"-"+instance+".log"))
 			if err != nil {
 				return nil, err
 			}
 			return &contender{proc: p, instance: instance, host: host}, nil
 		},
-		candidates: func(ctx context.Context) (int, error) {
+		registered: func(ctx context.Context, instance string) (bool, error) {
 			cs, err := el.Candidates(ctx)
-			return len(cs), err
+			for _, c := range cs {
+				if c.Instance == instance {
+					return true, nil
+				}
+			}
+			return false, err
 		},
 		leaders: leaders,
 	}, nil
@@ -234,18 +236,23 @@ func (b *bench) etcdSide(ctx context.Context, ec *clientv3.Client, prefix string
 	return failoverSide{
 		start: func(ctx context.Context, instance, host string) (*contender, error) {
 			cmd := exec.CommandContext(ctx, b.self, campaignVerb, b.etcd.endpoint, prefix, instance, strconv.Itoa(int(ttl.Seconds())))
-			p, err := startProc("etcd-campaign", cmd, filepath.Join(mkdir(b.work, "campaign-logs"), instance+".log"))
+			p, err := startLogged("etcd-campaign", cmd, filepath.Join(mkdir(b.work, "campaign-logs"), instance+".log"))
 			if err != nil {
 				return nil, err
 			}
 			return &contender{proc: p, instance: instance, host: host}, nil
 		},
-		candidates: func(ctx context.Context) (int, error) {
-			r, err := ec.Get(ctx, prefix+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+		registered: func(ctx context.Context, instance string) (bool, error) {
+			r, err := ec.Get(ctx, prefix+"/", clientv3.WithPrefix())
 			if err != nil {
-				return 0, err
+				return false, err
 			}
-			return int(r.Count), nil
+			for _, kv := range r.Kvs {
+				if string(kv.Value) == instance {
+					return true, nil
+				}
+			}
+			return false, nil
 		},
 		leaders: leaders,
 	}, nil
@@ -307,12 +314,12 @@ func (b *bench) failoverRows(ctx context.Context) ([]row, error) {
 		return nil, fmt.Errorf("etcd same host: %w", err)
 	}
 	return []row{
-		{metric: "failover_crash_remote (TTL 2 s) p99", unit: unitDuration,
+		{metric: "failover_crash_remote (TTL 2 s) " + tail(b.failoverRemote), unit: unitDuration,
 			baton: dur(remote[0].p99()), floor: dur(floor.p99()), etcd: dur(remote[1].p99()),
 			goal: []cond{batonAtMost(float64(remoteTTL+400*time.Millisecond), unitDuration)}},
 		{metric: "failover_crash_remote (TTL 2 s) median", unit: unitDuration,
 			baton: dur(remote[0].median()), floor: dur(floor.median()), etcd: dur(remote[1].median())},
-		{metric: "failover_crash_same_host (TTL 10 s) p99", unit: unitDuration,
+		{metric: "failover_crash_same_host (TTL 10 s) " + tail(b.failoverSameHost), unit: unitDuration,
 			baton: dur(same[0].p99()), floor: missing("—"), etcd: dur(same[1].p99()),
 			goal: []cond{batonAtMost(float64(500*time.Millisecond), unitDuration)}},
 		{metric: "failover_crash_same_host (TTL 10 s) median", unit: unitDuration,

@@ -32,6 +32,10 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
+// opTimeout bounds one operation, process or round: one that takes longer
+// is stuck, and the run says so rather than hang.
+const opTimeout = 30 * time.Second
+
 // sizes are how much of each workload a run does.
 type sizes struct {
 	ops              int           // acquire/renew/release per side
@@ -47,7 +51,7 @@ type sizes struct {
 }
 
 var fullSizes = sizes{
-	ops: 2000, cli: 200, contendRounds: 30, throughputRounds: 3, throughputSlice: 2 * time.Second,
+	ops: 2000, cli: 200, contendRounds: 30, throughputRounds: 6, throughputSlice: time.Second,
 	statusReps:     map[int]int{1000: 20, 10000: 10, 100000: 5},
 	failoverRemote: 20, failoverSameHost: 20, etcdSameHost: 3, handovers: 200,
 }

@@ -144,8 +144,9 @@ longer). Medians and p99s are nearest-rank.
 
 - **acquire, renew, release**: the library on one connection, a fresh key per
   round. baton: ` + "`Leases.TryAcquire`" + ` (1 min TTL), ` + "`Lease.Renew`" + `, ` + "`Lease.Release`" + `.
-  Floor: nats.go's KV ` + "`Create`" + ` (with a per-key TTL), ` + "`Update`" + ` and ` + "`Delete`" + ` at the
-  revision, same bytes, same bucket shape. etcd: ` + "`concurrency.Mutex.TryLock`" + ` and
+  Floor: nats.go's KV ` + "`Create`" + ` (with a per-key TTL) and ` + "`Delete`" + ` at the revision,
+  and for renew the CAS publish with ` + "`Nats-TTL`" + ` (KV ` + "`Update`" + ` cannot carry a per-key
+  TTL), same bytes, same bucket shape. etcd: ` + "`concurrency.Mutex.TryLock`" + ` and
   ` + "`Unlock`" + ` on a session made once, and renew as one keep-alive on an open
   LeaseKeepAlive stream (what a session's keep-alive sends; etcd does not
   write it to its WAL, where baton's renewal is a compare-and-set write).
@@ -163,15 +164,18 @@ longer). Medians and p99s are nearest-rank.
   one slot; the time until all 50 have their answer. Exactly one must win.
   Floor: KV ` + "`Create`" + `; etcd: a create-if-absent txn.
 - **throughput_renew**: 32 goroutines renew 1024 sessions for fixed slices,
-  sides alternating. baton: ` + "`Manager.Commit`" + `; floor: KV ` + "`Update`" + `; etcd: a lease
-  keep-alive plus a compare-and-set txn (a session heartbeat there).
+  sides alternating through every order (a quick run has one slice each).
+  baton: ` + "`Manager.Commit`" + `; floor: the CAS publish with ` + "`Nats-TTL`" + ` (as for renew);
+  etcd: a lease keep-alive plus a compare-and-set txn (a session heartbeat
+  there).
 - **status_***: list every session. baton: ` + "`Manager.List`" + ` (what ` + "`baton status`" + `
   reads); floor: nats.go's ` + "`WatchAll`" + ` of the same bucket; etcd: one ` + "`Get`" + ` of
   the prefix.
 - **join_at_100k / join_at_0**: median join of a fresh slot beside 100k
-  sessions over the median in an empty bucket. baton and the floor
-  alternate between the two buckets op by op; etcd joins at 0 before its
-  100k keys are stored and at 100k after.
+  sessions over the median in a bucket that starts empty (it holds only
+  this workload's own joins, two per op: a few thousand at the end). baton
+  and the floor alternate between the two buckets op by op; etcd joins at 0
+  before its 100k keys are stored and at 100k after.
 - **failover_crash_***: SIGKILL of the leading ` + "`baton lead`" + ` process (at a random
   moment, up to a third of the TTL or 1 s after the follower registered)
   until the follower leads, as an observer's
@@ -181,7 +185,8 @@ longer). Medians and p99s are nearest-rank.
   (a leader killed just after renewing). etcd has no same-host fast path: its
   same-host row is TTL-bound.
 - **handover_graceful**: the leader resigns while the other contender
-  campaigns, until that campaign returns. baton: ` + "`Term.Resign`" + ` (a handover);
+  campaigns, until that campaign returns (not until the resignation does:
+  baton's waits to see the new leader take the lease). baton: ` + "`Term.Resign`" + ` (a handover);
   etcd: ` + "`Election.Resign`" + `; floor: a raw delete that a watcher of the key turns
   into its own create.
 - **rss_up_100k**: resident memory of the servers holding 100k sessions;

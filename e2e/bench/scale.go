@@ -137,7 +137,7 @@ func (b *bench) scaleRows(ctx context.Context) ([]row, error) {
 		if size == 100000 {
 			r.goal = []cond{batonAtMost(float64(time.Second), unitDuration)}
 		}
-		rows = append(rows, r, row{metric: name + " p99", unit: unitDuration,
+		rows = append(rows, r, row{metric: name + " " + tail(b.statusReps[size]), unit: unitDuration,
 			baton: dur(lat[0].p99()), floor: dur(lat[1].p99()), etcd: dur(lat[2].p99())})
 	}
 
@@ -229,6 +229,8 @@ func storeSessions(ctx context.Context, nc *nats.Conn, bucket string, from, to i
 	}
 	select {
 	case <-js.PublishAsyncComplete():
+	case <-time.After(2 * time.Minute):
+		return fmt.Errorf("%d session records not acknowledged within 2m", js.PublishAsyncPending())
 	case <-ctx.Done():
 		return ctx.Err()
 	}

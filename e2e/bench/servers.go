@@ -1,10 +1,10 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -25,11 +25,18 @@ type proc struct {
 	log  *os.File
 }
 
-func startProc(name string, cmd *exec.Cmd, logPath string) (*proc, error) {
+// startLogged starts cmd with its output in a new file at logPath.
+func startLogged(name string, cmd *exec.Cmd, logPath string) (*proc, error) {
 	lf, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
+	return startProc(name, cmd, lf)
+}
+
+// startProc starts cmd; its output not sent elsewhere goes to lf, which
+// the proc closes when it is stopped.
+func startProc(name string, cmd *exec.Cmd, lf *os.File) (*proc, error) {
 	if cmd.Stderr == nil {
 		cmd.Stderr = lf
 	}
@@ -111,35 +118,47 @@ func startBatonUp(ctx context.Context, baton, dir, sync string) (*natsServer, er
 	}
 	cmd := exec.CommandContext(ctx, baton, args...)
 	cmd.Env = append(os.Environ(), "BATON_STATE_DIR="+state, "BATON_HOST_ID=bench-server")
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	p, err := startProc("baton up", cmd, filepath.Join(dir, "up.log"))
+	logPath := filepath.Join(dir, "up.log")
+	lf, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
 	found := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if u := servingURL.FindString(sc.Text()); u != "" {
-				select {
-				case found <- u:
-				default:
-				}
-			}
-		}
-	}()
+	// Its output goes to the log, and the URL it serves on to found.
+	cmd.Stdout = &urlSpotter{w: lf, found: found}
+	cmd.Stderr = lf
+	p, err := startProc("baton up", cmd, lf)
+	if err != nil {
+		return nil, err
+	}
 	select {
 	case u := <-found:
 		return &natsServer{proc: p, url: u, sync: sync}, nil
 	case <-p.done:
-		return nil, fmt.Errorf("baton up exited at start; see %s", filepath.Join(dir, "up.log"))
+		return nil, fmt.Errorf("baton up exited at start; see %s", logPath)
 	case <-time.After(30 * time.Second):
 		p.kill()
-		return nil, errors.New("baton up did not say where it serves within 30s")
+		return nil, fmt.Errorf("baton up did not say where it serves within 30s; see %s", logPath)
 	}
+}
+
+// urlSpotter passes output on to w and sends the first nats:// URL in it.
+type urlSpotter struct {
+	w     io.Writer
+	found chan<- string
+	buf   []byte
+	sent  bool
+}
+
+func (u *urlSpotter) Write(p []byte) (int, error) {
+	if !u.sent {
+		u.buf = append(u.buf, p...)
+		if url := servingURL.Find(u.buf); url != nil {
+			u.found <- string(url)
+			u.sent, u.buf = true, nil
+		}
+	}
+	return u.w.Write(p)
 }
 
 // etcdServer is a single etcd member on free loopback ports, with its
@@ -164,7 +183,7 @@ func startEtcd(ctx context.Context, etcd, dir string) (*etcdServer, error) {
 		"--quota-backend-bytes", strconv.FormatInt(8<<30, 10),
 		"--log-level", "warn", "--logger", "zap")
 	cmd.Env = os.Environ()
-	p, err := startProc("etcd", cmd, filepath.Join(dir, "etcd.log"))
+	p, err := startLogged("etcd", cmd, filepath.Join(dir, "etcd.log"))
 	if err != nil {
 		return nil, err
 	}

@@ -23,7 +23,16 @@ func (s samples) quantile(q float64) time.Duration {
 }
 
 func (s samples) median() time.Duration { return s.quantile(0.5) }
-func (s samples) p99() time.Duration    { return s.quantile(0.99) }
+
+// tail names the p99 of n samples: below 100 the nearest-rank p99 is the
+// largest sample, and the table says so.
+func tail(n int) string {
+	if n < 100 {
+		return fmt.Sprintf("max of %d", n)
+	}
+	return "p99"
+}
+func (s samples) p99() time.Duration { return s.quantile(0.99) }
 
 // unit says how a value prints.
 type unit int

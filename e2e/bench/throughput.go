@@ -54,6 +54,10 @@ func (b *bench) throughputRows(ctx context.Context, srv *natsServer, suffix stri
 	if err != nil {
 		return nil, err
 	}
+	floor, err := newFloorWriter(c, "floor-tp")
+	if err != nil {
+		return nil, err
+	}
 	ec, err := etcdClient(b.etcd.endpoint, nil)
 	if err != nil {
 		return nil, err
@@ -91,20 +95,29 @@ func (b *bench) throughputRows(ctx context.Context, srv *natsServer, suffix stri
 	}
 	defer func() {
 		_ = parallel(context.WithoutCancel(ctx), tpSessions, tpWorkers, func(ctx context.Context, n int) error {
+			if sessions[n] == nil {
+				return nil
+			}
 			return m.Close(ctx, sessions[n], "success")
 		})
 	}()
 
 	sides := []*tpSide{
 		{newWorker: func(context.Context) (func(context.Context, int) error, func(), error) {
-			return func(ctx context.Context, n int) (err error) {
-				sessions[n], err = m.Commit(ctx, sessions[n], "")
+			return func(ctx context.Context, n int) error {
+				s, err := m.Commit(ctx, sessions[n], "")
+				if err == nil {
+					sessions[n] = s
+				}
 				return err
 			}, func() {}, nil
 		}},
 		{newWorker: func(context.Context) (func(context.Context, int) error, func(), error) {
-			return func(ctx context.Context, n int) (err error) {
-				floorRevs[n], err = floorKV.Update(ctx, slot(n), rec, floorRevs[n])
+			return func(ctx context.Context, n int) error {
+				rev, err := floor.update(ctx, slot(n), rec, floorRevs[n], 5*time.Minute)
+				if err == nil {
+					floorRevs[n] = rev
+				}
 				return err
 			}, func() {}, nil
 		}},
@@ -135,7 +148,7 @@ func (b *bench) throughputRows(ctx context.Context, srv *natsServer, suffix stri
 		}},
 	}
 	for r := range b.throughputRounds {
-		for _, k := range order(r, 3) {
+		for _, k := range order(r, 3) { // 6 rounds go through every order
 			s := sides[k]
 			ops, took, err := slice(ctx, b.throughputSlice, s)
 			if err != nil {

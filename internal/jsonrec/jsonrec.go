@@ -34,10 +34,17 @@ func Marshal(known any, unknown Unknown) ([]byte, error) {
 }
 
 // Unmarshal decodes data, which must hold exactly one JSON object, into
-// known (a pointer to a struct) and returns the fields whose names are not
-// in fields. A record with no unknown fields, the common case, is scanned
-// once; one with unknown fields is decoded again to keep them.
+// known (a pointer to a struct, zeroed first) and returns the fields whose
+// names are not in fields. A record with no unknown fields, the common
+// case, is scanned once; one with unknown fields is decoded again to keep
+// them. As in encoding/json, a key that matches a field but for case
+// (say "Slot" for "slot") fills that field; it is not kept as unknown.
 func Unmarshal(data []byte, known any, fields map[string]bool) (Unknown, error) {
+	v := reflect.ValueOf(known)
+	if v.Kind() != reflect.Pointer || v.IsNil() {
+		return nil, &json.InvalidUnmarshalError{Type: reflect.TypeOf(known)}
+	}
+	v.Elem().SetZero()
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(known); err == nil {
@@ -48,7 +55,7 @@ func Unmarshal(data []byte, known any, fields map[string]bool) (Unknown, error) 
 	}
 	// Unknown fields, or not a record at all: decode afresh, keeping the
 	// unknown fields (json.Unmarshal rejects trailing data itself).
-	reflect.ValueOf(known).Elem().SetZero()
+	v.Elem().SetZero()
 	if err := json.Unmarshal(data, known); err != nil {
 		return nil, err
 	}

@@ -89,6 +89,27 @@ func TestUnknownFieldsDoNotLeakFromTheFirstAttempt(t *testing.T) {
 	}
 }
 
+func TestAKeyDifferingOnlyInCaseFillsTheField(t *testing.T) {
+	var r rec
+	unk, err := Unmarshal([]byte(`{"A":"x"}`), &r, recFields)
+	if err != nil || r.A != "x" || unk != nil {
+		t.Fatalf("Unmarshal = %+v, %v, %v; want A filled and nothing unknown", r, unk, err)
+	}
+}
+
+func TestUnmarshalStartsFromZeroAndRefusesANonPointer(t *testing.T) {
+	r := rec{A: "stale", B: 9}
+	if _, err := Unmarshal([]byte(`{"b":1}`), &r, recFields); err != nil || r != (rec{B: 1}) {
+		t.Fatalf("Unmarshal into a used value = %+v, %v", r, err)
+	}
+	if _, err := Unmarshal([]byte(`{"b":1}`), rec{}, recFields); err == nil {
+		t.Fatal("Unmarshal into a non-pointer: no error")
+	}
+	if _, err := Unmarshal([]byte(`{"b":1}`), (*rec)(nil), recFields); err == nil {
+		t.Fatal("Unmarshal into a nil pointer: no error")
+	}
+}
+
 func TestNoUnknownFieldsIsNil(t *testing.T) {
 	var r rec
 	unk, err := Unmarshal([]byte(`{"a":"x"}`), &r, recFields)
