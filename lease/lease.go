@@ -159,9 +159,10 @@ func (ls *Leases) acquireKey(ctx context.Context, key string, wait bool, opts []
 }
 
 // inTheWay decides about a live lease found on a wanted key: this
-// process's own (taken back, same fence); one a dead process of this
-// instance left (freed with a CAS delete at its revision, so the caller
-// creates it anew with a new fence); else held (the error names the holder).
+// process's own (taken back, same fence), unless this process lost it; one
+// this process lost, or a dead process of this instance left (freed with a
+// CAS delete at its revision, so the caller creates it anew with a new
+// fence); else held (the error names the holder).
 func (ls *Leases) inTheWay(ctx context.Context, e kv.Entry, cfg acquireConfig) (l *Lease, freed bool, err error) {
 	in, derr := decode(e)
 	if derr != nil {
@@ -171,19 +172,39 @@ func (ls *Leases) inTheWay(ctx context.Context, e kv.Entry, cfg acquireConfig) (
 	if in.Holder != ls.instance {
 		return nil, false, held
 	}
-	if ls.sameProcess(in.Record) {
+	if ls.sameProcess(in.Record) && !ls.wasLost(e.Key, in.Fence) {
 		l, err := ls.adopt(ctx, in, cfg)
 		return l, false, err
 	}
-	if in.PID == 0 || ls.deadOnThisHost(in.Record) {
-		// Another process with this instance id held it and is gone: this
-		// one is a new holder and gets a new fence.
+	if in.PID == 0 || ls.deadOnThisHost(in.Record) || ls.sameProcess(in.Record) {
+		// Another process with this instance id held it and is gone, or
+		// this process lost it (its work was told to stop) before the
+		// server expired it: this is a new holding and gets a new fence,
+		// so the resource refuses what the earlier one's work still sends.
 		if err := ls.bucket.Delete(ctx, e.Key, in.Revision, nil); err != nil && !errors.Is(err, kv.ErrConflict) {
 			return nil, false, err
 		}
 		return nil, true, held
 	}
 	return nil, false, held
+}
+
+// markLost notes that this process's lease on key with fence was lost.
+func (ls *Leases) markLost(key string, fence uint64) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ls.lost == nil {
+		ls.lost = map[string]uint64{}
+	}
+	ls.lost[key] = fence
+}
+
+// wasLost reports whether this process lost its lease on key with fence:
+// such a record, still on the server, is not taken back as it is.
+func (ls *Leases) wasLost(key string, fence uint64) bool {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return ls.lost[key] == fence
 }
 
 // sameProcess reports whether r was written by (or for, in a handover)
@@ -404,6 +425,9 @@ func (l *Lease) end(err error) {
 func (l *Lease) endLocked(err error) {
 	if l.err != nil {
 		return
+	}
+	if errors.Is(err, ErrLost) {
+		l.ls.markLost(l.key, l.fence)
 	}
 	l.err = err
 	close(l.done)

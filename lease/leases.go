@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -43,6 +44,9 @@ type Leases struct {
 	instance string
 	proc     hostlocal.Process
 	now      func() time.Time
+
+	mu   sync.Mutex
+	lost map[string]uint64 // key -> fence of the last lease of this process that was lost on it
 }
 
 // Option configures New.

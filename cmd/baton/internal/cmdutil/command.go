@@ -83,12 +83,7 @@ func NotifySignals(ctx context.Context) (*Signals, context.Context) {
 					}
 					continue
 				}
-				s.mu.Lock()
-				if ss, ok := sig.(syscall.Signal); ok && s.by == 0 {
-					s.by = ss
-				}
-				s.mu.Unlock()
-				cancel()
+				s.Interrupt(sig)
 			case <-ctx.Done():
 				return
 			}
@@ -100,6 +95,32 @@ func NotifySignals(ctx context.Context) (*Signals, context.Context) {
 // Running says whether a command runs (signals go to it) or not (they
 // cancel).
 func (s *Signals) Running(on bool) { s.running.Store(on) }
+
+// Idle says the command is gone: signals cancel from now on, and one that
+// came for the command but was never delivered to it interrupts now. A
+// stop request that raced with the command's end is not lost.
+func (s *Signals) Idle() {
+	s.running.Store(false)
+	for {
+		select {
+		case sig := <-s.fwd:
+			s.Interrupt(sig)
+		default:
+			return
+		}
+	}
+}
+
+// Interrupt records sig as the interruption (the first one wins) and
+// cancels the context.
+func (s *Signals) Interrupt(sig os.Signal) {
+	s.mu.Lock()
+	if ss, ok := sig.(syscall.Signal); ok && s.by == 0 {
+		s.by = ss
+	}
+	s.mu.Unlock()
+	s.cancel()
+}
 
 // Forward delivers the signals meant for the running command.
 func (s *Signals) Forward() <-chan os.Signal { return s.fwd }

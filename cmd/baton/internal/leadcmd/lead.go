@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
 	"syscall"
 	"time"
@@ -176,10 +177,15 @@ func lead(ctx context.Context, o *Options, command *cmdutil.Command, term *lease
 		return 0, true, err
 	}
 	sigs.Running(true)
+	// A signal passed to the command is a request to stop: if the term
+	// ends rather than the command, baton stops instead of campaigning
+	// again. One that came while the command was being stopped, never
+	// delivered, does the same (Idle).
+	var forwarded os.Signal
 	defer func() {
-		sigs.Running(false)
-		for len(sigs.Forward()) > 0 { // meant for this term's command, not the next
-			<-sigs.Forward()
+		sigs.Idle()
+		if forwarded != nil {
+			sigs.Interrupt(forwarded)
 		}
 	}()
 	if sig, ok := sigs.Interrupted(); ok {
@@ -230,6 +236,7 @@ func lead(ctx context.Context, o *Options, command *cmdutil.Command, term *lease
 		case sig := <-sigs.Forward():
 			if ss, ok := sig.(syscall.Signal); ok {
 				_ = child.Signal(ss)
+				forwarded = sig
 			}
 		}
 	}

@@ -1,0 +1,318 @@
+// Command batonfault runs baton on a three-server JetStream cluster under
+// faults and checks that it holds: one holder per slot, leaders fenced,
+// acknowledged sessions kept, and every operation ending clearly.
+//
+// It starts three `baton up` processes on loopback as one cluster, then
+// runs a randomized workload of join, commit, close, run and lead processes
+// on several host ids and keys, plus library clients whose clocks are hours
+// off, while it SIGKILLs and SIGSTOPs clients, SIGKILLs and restarts each
+// server in turn (the streams' leaders among them), and overwrites records
+// with garbage through the raw NATS API. A checker plays the protected
+// resource: it accepts a write only with a fence at least as large as any it
+// has seen. The last line is
+//
+//	fault: <ops> ops, <faults> faults, <violations> exclusion violations, <lost> acknowledged sessions lost, <stuck> stuck operations
+//
+// and the exit status is non-zero unless the last three are 0. See
+// adr/0019-what-holds-under-faults.md for what each check means.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+)
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "writer" {
+		os.Exit(writerMain(os.Args[2:]))
+	}
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// config is one run's knobs.
+type config struct {
+	bin      string
+	duration time.Duration
+	seed     uint64
+	keep     bool
+	verbose  bool
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("batonfault", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cfg config
+	fs.StringVar(&cfg.bin, "baton", "bin/baton", "the baton binary under test")
+	fs.DurationVar(&cfg.duration, "duration", 4*time.Minute, "how long the workload and faults run")
+	fs.Uint64Var(&cfg.seed, "seed", 0, "random seed (0: from the clock; printed so a run can be repeated)")
+	fs.BoolVar(&cfg.keep, "keep", false, "keep the run's directory (server logs, state dirs)")
+	fs.BoolVar(&cfg.verbose, "v", false, "print each fault as it is injected")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if cfg.seed == 0 {
+		cfg.seed = uint64(time.Now().UnixNano())
+	}
+	bin, err := filepath.Abs(cfg.bin)
+	if err == nil {
+		_, err = os.Stat(bin)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "batonfault: baton binary %s: %v; build it with `make build`\n", cfg.bin, err)
+		return 2
+	}
+	cfg.bin = bin
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	h, err := newHarness(cfg, stdout)
+	if err != nil {
+		fmt.Fprintf(stderr, "batonfault: %v\n", err)
+		return 1
+	}
+	defer h.cleanup()
+	ok, err := h.run(ctx)
+	if err != nil {
+		fmt.Fprintf(stderr, "batonfault: %v\n", err)
+		return 1
+	}
+	if !ok {
+		return 1
+	}
+	return 0
+}
+
+// harness is one run: the cluster, the checker, the actors and the counts.
+type harness struct {
+	cfg        config
+	bin        string
+	self       string
+	dir        string
+	out        io.Writer
+	cl         *cluster
+	chk        *checker
+	checkerURL string
+	httpSrv    *http.Server
+	stats      *stats
+
+	mu      sync.Mutex
+	daemons map[*daemon]bool
+	slots   map[string]*slotState
+	rng     *rand.Rand
+}
+
+func newHarness(cfg config, out io.Writer) (*harness, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "batonfault-")
+	if err != nil {
+		return nil, err
+	}
+	h := &harness{cfg: cfg, bin: cfg.bin, self: self, dir: dir, out: out, chk: newChecker(), stats: newStats(),
+		daemons: map[*daemon]bool{}, slots: map[string]*slotState{}, rng: rand.New(rand.NewPCG(cfg.seed, 0x5eed))}
+	if err := os.Mkdir(filepath.Join(dir, "clients"), 0o700); err != nil {
+		return nil, err
+	}
+	if h.cl, err = newCluster(cfg.bin, dir); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+func (h *harness) cleanup() {
+	if h.httpSrv != nil {
+		_ = h.httpSrv.Close()
+	}
+	h.cl.stop()
+	if h.cfg.keep {
+		fmt.Fprintf(h.out, "batonfault: kept %s\n", h.dir)
+		return
+	}
+	_ = os.RemoveAll(h.dir)
+}
+
+func (h *harness) hostDir(host string) string { return filepath.Join(h.dir, "hosts", host) }
+
+func (h *harness) logf(format string, args ...any) {
+	if h.cfg.verbose {
+		fmt.Fprintf(h.out, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05.000")}, args...)...)
+	}
+}
+
+// intn and between are the run's seeded randomness, safe for the actors.
+func (h *harness) intn(n int) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.rng.IntN(n)
+}
+
+func (h *harness) between(lo, hi time.Duration) time.Duration {
+	return lo + time.Duration(h.intn(int(hi-lo)/int(time.Millisecond)+1))*time.Millisecond
+}
+
+func (h *harness) track(d *daemon) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.daemons[d] = true
+}
+
+func (h *harness) untrack(d *daemon) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.daemons, d)
+}
+
+func (h *harness) run(ctx context.Context) (bool, error) {
+	start := time.Now()
+	fmt.Fprintf(h.out, "batonfault: seed %d, %s of workload and faults on a 3-server cluster in %s\n", h.cfg.seed, h.cfg.duration, h.dir)
+	for _, host := range hosts {
+		if err := os.MkdirAll(h.hostDir(host), 0o700); err != nil {
+			return false, err
+		}
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return false, err
+	}
+	h.checkerURL = "http://" + l.Addr().String() + "/write"
+	h.httpSrv = &http.Server{Handler: h.chk, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = h.httpSrv.Serve(l) }()
+
+	for i := range h.cl.nodes {
+		if err := h.cl.start(ctx, i); err != nil {
+			return false, err
+		}
+	}
+	if err := h.waitReady(ctx); err != nil {
+		return false, err
+	}
+	fmt.Fprintf(h.out, "batonfault: cluster up in %s; running the workload\n", time.Since(start).Round(time.Millisecond))
+
+	wctx, cancel := context.WithTimeout(ctx, h.cfg.duration)
+	defer cancel()
+	var wg sync.WaitGroup
+	goActor := func(fn func(context.Context)) {
+		wg.Add(1)
+		go func() { defer wg.Done(); fn(wctx) }()
+	}
+	for i := range cliActors {
+		goActor(func(ctx context.Context) { h.cliSessions(ctx, i) })
+	}
+	for _, slot := range runSlots {
+		for j := range 2 {
+			goActor(func(ctx context.Context) { h.runner(ctx, slot, hosts[(j+len(slot))%len(hosts)], j) })
+		}
+	}
+	for _, key := range leadKeys {
+		for j, host := range hosts {
+			goActor(func(ctx context.Context) { h.leader(ctx, key, host, j) })
+		}
+	}
+	for i, skew := range skews {
+		goActor(func(ctx context.Context) { h.skewedSessions(ctx, i, skew) })
+		goActor(func(ctx context.Context) { h.skewedLeases(ctx, i, skew) })
+	}
+	goActor(h.clientFaults)
+	goActor(h.garbage)
+	serverErr := make(chan error, 1)
+	wg.Add(1)
+	go func() { defer wg.Done(); serverErr <- h.serverFaults(wctx) }()
+
+	<-wctx.Done()
+	fmt.Fprintf(h.out, "batonfault: workload done; stopping every client\n")
+	wg.Wait()
+	h.finishAll()
+	if err := <-serverErr; err != nil {
+		return false, err
+	}
+	if ctx.Err() != nil {
+		return false, errors.New("interrupted")
+	}
+	accepted, rejected, cv := h.chk.counts()
+	return h.stats.report(h.out, accepted, rejected, cv, time.Since(start)), nil
+}
+
+// waitReady waits until the cluster answers a join through the CLI, which
+// needs the buckets created and their streams led.
+func (h *harness) waitReady(ctx context.Context) error {
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		r := h.cli("h1", "status", "--json")
+		if r.code == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the cluster is not ready after 90s: %s", r.stderr)
+		}
+		if !sleep(ctx, 500*time.Millisecond) {
+			return ctx.Err()
+		}
+	}
+}
+
+// finishAll stops every daemon still running; one that does not end within
+// stuckAfter is stuck.
+func (h *harness) finishAll() {
+	h.mu.Lock()
+	var ds []*daemon
+	for d := range h.daemons {
+		ds = append(ds, d)
+	}
+	h.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, d := range ds {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if !d.finish() {
+				h.stats.stick("%s %s did not end within %s of SIGTERM", d.verb, d.actor, stuckAfter)
+			}
+			h.untrack(d)
+		}()
+	}
+	wg.Wait()
+}
+
+// writerMain is the command that `run` and `lead` start: it writes to the
+// checker with $BATON_FENCE every 50 ms until it is stopped.
+func writerMain(args []string) int {
+	fs := flag.NewFlagSet("writer", flag.ContinueOnError)
+	key := fs.String("key", "", "the protected resource's key")
+	if err := fs.Parse(args); err != nil || *key == "" {
+		return 2
+	}
+	url, actor := os.Getenv("FAULT_CHECKER"), os.Getenv("FAULT_ACTOR")
+	fence := os.Getenv("BATON_FENCE")
+	if fence == "" {
+		fence = "0" // a holder started without a fence: the checker counts it
+	}
+	writer := actor + "/" + strconv.Itoa(os.Getpid())
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	client := &http.Client{Timeout: 2 * time.Second}
+	for ctx.Err() == nil {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"?key="+*key+"&fence="+fence+"&writer="+writer, nil)
+		if err != nil {
+			return 1
+		}
+		if resp, err := client.Do(req); err == nil {
+			resp.Body.Close()
+		}
+		sleep(ctx, 50*time.Millisecond)
+	}
+	return 0
+}

@@ -1,0 +1,151 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// stats counts what the run did and what went wrong.
+type stats struct {
+	mu         sync.Mutex
+	ops        int
+	byVerb     map[string]map[int]int // verb -> exit code -> count
+	faults     map[string]int
+	violations []string
+	lost       []string
+	stuck      []string
+	recovery   []time.Duration // server kill -> first acknowledged session write
+	leadGaps   []time.Duration // longest gap in a leader's accepted writes after a server kill
+	sessionOK  []time.Time     // ends of acknowledged session writes
+}
+
+func newStats() *stats {
+	return &stats{byVerb: map[string]map[int]int{}, faults: map[string]int{}}
+}
+
+func (s *stats) op(verb string, r result) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ops++
+	if s.byVerb[verb] == nil {
+		s.byVerb[verb] = map[int]int{}
+	}
+	code := r.code
+	if r.stuck {
+		code = -2
+		what := r.what
+		if what == "" {
+			what = verb
+		}
+		s.stuck = append(s.stuck, fmt.Sprintf("%s did not end within %s (started %s)", what, stuckAfter, r.start.Format(time.TimeOnly)))
+	}
+	s.byVerb[verb][code]++
+	if r.code == 0 && (verb == "join" || verb == "commit" || verb == "close" || verb == "lib-join" || verb == "lib-commit") {
+		s.sessionOK = append(s.sessionOK, r.end)
+	}
+}
+
+func (s *stats) fault(kind string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults[kind]++
+}
+
+func (s *stats) violation(format string, args ...any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.violations = append(s.violations, fmt.Sprintf(format, args...))
+}
+
+func (s *stats) lose(format string, args ...any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lost = append(s.lost, fmt.Sprintf(format, args...))
+}
+
+func (s *stats) stick(format string, args ...any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stuck = append(s.stuck, fmt.Sprintf(format, args...))
+}
+
+// firstWriteAfter is the time from t to the end of the first acknowledged
+// session write that started after t.
+func (s *stats) firstWriteAfter(t time.Time) (time.Duration, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var best time.Time
+	for _, e := range s.sessionOK {
+		if e.After(t) && (best.IsZero() || e.Before(best)) {
+			best = e
+		}
+	}
+	if best.IsZero() {
+		return 0, false
+	}
+	return best.Sub(t), true
+}
+
+func quantiles(ds []time.Duration) string {
+	if len(ds) == 0 {
+		return "none"
+	}
+	ds = slices.Clone(ds)
+	slices.Sort(ds)
+	med := ds[(len(ds)-1)/2]
+	return fmt.Sprintf("median %s, max %s (n=%d)", med.Round(10*time.Millisecond), ds[len(ds)-1].Round(10*time.Millisecond), len(ds))
+}
+
+// report prints the figures, then the closing line last.
+func (s *stats) report(w io.Writer, accepted, rejected int, checkerViolations []string, elapsed time.Duration) (ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	violations := append(slices.Clone(s.violations), checkerViolations...)
+	fmt.Fprintf(w, "\n## fault run (%s)\n\n", elapsed.Round(time.Second))
+	var verbs []string
+	for v := range s.byVerb {
+		verbs = append(verbs, v)
+	}
+	sort.Strings(verbs)
+	fmt.Fprintln(w, "operations by verb and exit code (-2: stuck, killed after 30s):")
+	for _, v := range verbs {
+		var codes []int
+		for c := range s.byVerb[v] {
+			codes = append(codes, c)
+		}
+		sort.Ints(codes)
+		var parts []string
+		for _, c := range codes {
+			parts = append(parts, fmt.Sprintf("%d:%d", c, s.byVerb[v][c]))
+		}
+		fmt.Fprintf(w, "  %-12s %s\n", v, strings.Join(parts, " "))
+	}
+	var kinds []string
+	faults := 0
+	for k, n := range s.faults {
+		kinds = append(kinds, fmt.Sprintf("%s %d", k, n))
+		faults += n
+	}
+	sort.Strings(kinds)
+	fmt.Fprintf(w, "faults: %s\n", strings.Join(kinds, ", "))
+	fmt.Fprintf(w, "protected resource: %d writes accepted, %d rejected for a stale fence\n", accepted, rejected)
+	fmt.Fprintf(w, "server killed -> first acknowledged session write: %s\n", quantiles(s.recovery))
+	fmt.Fprintf(w, "server killed -> longest gap in a leader's accepted writes (30 s window): %s\n", quantiles(s.leadGaps))
+	for _, v := range violations {
+		fmt.Fprintf(w, "VIOLATION: %s\n", v)
+	}
+	for _, l := range s.lost {
+		fmt.Fprintf(w, "LOST: %s\n", l)
+	}
+	for _, st := range s.stuck {
+		fmt.Fprintf(w, "STUCK: %s\n", st)
+	}
+	fmt.Fprintf(w, "fault: %d ops, %d faults, %d exclusion violations, %d acknowledged sessions lost, %d stuck operations\n",
+		s.ops, faults, len(violations), len(s.lost), len(s.stuck))
+	return len(violations) == 0 && len(s.lost) == 0 && len(s.stuck) == 0
+}
