@@ -73,4 +73,14 @@ func TestUp_ThreeServersFormAClusterWithReplicatedBuckets(t *testing.T) {
 	if r := b.must("doctor", "--replicas", "3"); !strings.Contains(r.stdout, "no problems") {
 		t.Errorf("doctor --replicas 3: %s", r)
 	}
+	// A cluster baton did not set up (here: another prefix): doctor reports
+	// the missing buckets and --fix creates them on three servers.
+	if r := b.expect(7, []string{"doctor", "--prefix", "other", "--replicas", "3"}); !strings.Contains(r.stdout+r.stderr, "other-sessions does not exist") {
+		t.Errorf("doctor on a cluster without the buckets: %s", r)
+	}
+	b.must("doctor", "--prefix", "other", "--replicas", "3", "--fix")
+	a.must("--prefix", "other", "join", "s", "--task", "T-3")
+	if r := b.must("doctor", "--prefix", "other", "--replicas", "3"); !strings.Contains(r.stdout, "no problems") {
+		t.Errorf("doctor --replicas 3 after --fix: %s", r)
+	}
 }
