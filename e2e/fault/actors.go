@@ -557,6 +557,7 @@ func (h *harness) serverFaults(ctx context.Context) error {
 		h.cl.kill(i)
 		kills = append(kills, at)
 		h.stats.fault(kind)
+		h.stats.serverKilled(h.cl.nodes[i].name)
 		down := h.between(2*time.Second, 6*time.Second)
 		h.logf("SIGKILL server %s (%s), restart in %s", h.cl.nodes[i].name, kind, down)
 		time.Sleep(down)

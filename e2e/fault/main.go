@@ -139,7 +139,7 @@ func (h *harness) cleanup() {
 	}
 	h.cl.stop()
 	if h.cfg.keep {
-		fmt.Fprintf(h.out, "batonfault: kept %s\n", h.dir)
+		fmt.Fprintf(os.Stderr, "batonfault: kept %s\n", h.dir) // stdout ends with the closing line
 		return
 	}
 	_ = os.RemoveAll(h.dir)

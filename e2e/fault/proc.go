@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -64,6 +65,9 @@ func (h *harness) cli(host string, args ...string) result {
 	r.code = exitCode(err)
 	r.stdout, r.stderr = out.String(), errb.String()
 	r.what = strings.Join(append([]string{"baton"}, args...), " ") + " on " + host
+	if r.stuck { // keep what it printed, with its goroutines (SIGQUIT)
+		_ = os.WriteFile(filepath.Join(h.dir, "clients", fmt.Sprintf("stuck-%s-%d.log", args[0], r.start.UnixNano())), []byte(r.stderr), 0o600)
+	}
 	h.stats.op(args[0], r)
 	return r
 }

@@ -16,6 +16,7 @@ type stats struct {
 	ops        int
 	byVerb     map[string]map[int]int // verb -> exit code -> count
 	faults     map[string]int
+	killed     map[string]int // server name -> SIGKILLs
 	violations []string
 	lost       []string
 	stuck      []string
@@ -25,7 +26,7 @@ type stats struct {
 }
 
 func newStats() *stats {
-	return &stats{byVerb: map[string]map[int]int{}, faults: map[string]int{}}
+	return &stats{byVerb: map[string]map[int]int{}, faults: map[string]int{}, killed: map[string]int{}}
 }
 
 func (s *stats) op(verb string, r result) {
@@ -54,6 +55,12 @@ func (s *stats) fault(kind string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.faults[kind]++
+}
+
+func (s *stats) serverKilled(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.killed[name]++
 }
 
 func (s *stats) violation(format string, args ...any) {
@@ -133,6 +140,12 @@ func (s *stats) report(w io.Writer, accepted, rejected int, checkerViolations []
 	}
 	sort.Strings(kinds)
 	fmt.Fprintf(w, "faults: %s\n", strings.Join(kinds, ", "))
+	var names []string
+	for n, k := range s.killed {
+		names = append(names, fmt.Sprintf("%s %d", n, k))
+	}
+	sort.Strings(names)
+	fmt.Fprintf(w, "servers killed: %s\n", strings.Join(names, ", "))
 	fmt.Fprintf(w, "protected resource: %d writes accepted, %d rejected for a stale fence\n", accepted, rejected)
 	fmt.Fprintf(w, "server killed -> first acknowledged session write: %s\n", quantiles(s.recovery))
 	fmt.Fprintf(w, "server killed -> longest gap in a leader's accepted writes (30 s window): %s\n", quantiles(s.leadGaps))
