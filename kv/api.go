@@ -101,7 +101,10 @@ func (c *Client) call(ctx context.Context, what, subj string, req, out any) erro
 	}
 	for {
 		actx, cancel := c.attemptCtx(ctx)
+		actx, stop := c.refusals.watch(actx, subj, false)
 		resp, err := c.nc.RequestWithContext(actx, subj, data)
+		err = refusal(actx, err)
+		stop()
 		cancel()
 		if errors.Is(err, nats.ErrNoResponders) {
 			return fmt.Errorf("%w: %s on %s: %w", ErrJetStreamDisabled, what, c.url, err)

@@ -96,7 +96,10 @@ func (c *Client) Ensure(ctx context.Context, cfg BucketConfig) (*Bucket, error) 
 	if errors.Is(err, ErrBucketNotFound) {
 		ctx, cancel := c.callCtx(ctx)
 		defer cancel()
-		_, err = c.js.CreateKeyValue(ctx, cfg.kvConfig())
+		mctx, stop := c.refusals.watch(ctx, apiPrefix, true)
+		_, err = c.js.CreateKeyValue(mctx, cfg.kvConfig())
+		err = refusal(mctx, err)
+		stop()
 		if errors.Is(err, jetstream.ErrBucketExists) || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 			err = c.Check(ctx, cfg) // created meanwhile by someone else
 		} else if err != nil {
@@ -165,8 +168,10 @@ func (c *Client) Apply(ctx context.Context, cfg BucketConfig) error {
 	}
 	ctx, cancel := c.callCtx(ctx)
 	defer cancel()
+	ctx, stop := c.refusals.watch(ctx, apiPrefix, true)
+	defer stop()
 	if _, err := c.js.CreateOrUpdateKeyValue(ctx, cfg.kvConfig()); err != nil {
-		return c.apiError("update bucket "+cfg.Name, err)
+		return c.apiError("update bucket "+cfg.Name, refusal(ctx, err))
 	}
 	return nil
 }
@@ -176,7 +181,9 @@ func (c *Client) Apply(ctx context.Context, cfg BucketConfig) error {
 func (c *Client) DeleteBucket(ctx context.Context, name string) error {
 	ctx, cancel := c.callCtx(ctx)
 	defer cancel()
-	err := c.js.DeleteKeyValue(ctx, name)
+	ctx, stop := c.refusals.watch(ctx, apiPrefix, true)
+	defer stop()
+	err := refusal(ctx, c.js.DeleteKeyValue(ctx, name))
 	if err == nil || errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil
 	}

@@ -31,6 +31,10 @@ type Client struct {
 	timeout time.Duration
 	url     string // redacted
 
+	// refusals makes calls the server refuses fail at once; nil on a
+	// connection the caller made (NewClient).
+	refusals *refusals
+
 	// dropAnswers > 0 makes that many writes lose their answer after they
 	// landed: fault injection for tests (see export_test.go).
 	dropAnswers atomic.Int32
@@ -52,6 +56,7 @@ type config struct {
 	tlsCA       string
 	tlsCert     string
 	tlsKey      string
+	inboxPrefix string
 	natsOpts    []nats.Option
 }
 
@@ -118,6 +123,20 @@ func WithTLS(caFile, certFile, keyFile string) Option {
 	}
 }
 
+// WithInboxPrefix sets the subject prefix of the connection's reply
+// inboxes (replies and watches arrive on PREFIX.>), so that a server can give
+// each user inboxes no other user may subscribe to. Default: the context's,
+// else nats.go's _INBOX.
+func WithInboxPrefix(prefix string) Option {
+	return func(c *config) error {
+		if prefix == "" || strings.ContainsAny(prefix, " \t\r\n*>") || strings.HasPrefix(prefix, ".") || strings.HasSuffix(prefix, ".") {
+			return fmt.Errorf("%w: inbox prefix %q: use subject tokens without wildcards, e.g. _INBOX_alice", ErrInvalidConfig, prefix)
+		}
+		c.inboxPrefix = prefix
+		return nil
+	}
+}
+
 // WithNATSOptions passes further options to nats.Connect (reconnect policy,
 // handlers...). They are applied last. Default: none.
 func WithNATSOptions(opts ...nats.Option) Option {
@@ -127,7 +146,10 @@ func WithNATSOptions(opts ...nats.Option) Option {
 // Connect dials the server. It returns ErrUnavailable when the server cannot
 // be reached, ErrPermission when it refuses the credentials and
 // ErrInvalidConfig when the options or the context cannot be used; every
-// message names the URL tried, never a secret.
+// message names the URL tried, never a secret. On the connection it makes,
+// a call the server refuses fails at once with ErrPermission, and such a
+// refusal is not passed on to an error handler given with WithNATSOptions
+// (the call reports it); other asynchronous errors are.
 func Connect(ctx context.Context, opts ...Option) (*Client, error) {
 	cfg := config{name: "baton", timeout: DefaultTimeout}
 	for _, o := range opts {
@@ -194,6 +216,9 @@ func Connect(ctx context.Context, opts ...Option) (*Client, error) {
 	if cfg.tlsCert != "" {
 		nopts = append(nopts, nats.ClientCert(cfg.tlsCert, cfg.tlsKey))
 	}
+	if cfg.inboxPrefix != "" {
+		nopts = append(nopts, nats.CustomInboxPrefix(cfg.inboxPrefix))
+	}
 	nopts = append(nopts, cfg.natsOpts...)
 
 	redacted := RedactURL(serverURL)
@@ -214,6 +239,8 @@ func Connect(ctx context.Context, opts ...Option) (*Client, error) {
 	}
 	c.ownConn = true
 	c.url = redacted
+	c.refusals = newRefusals(nc)
+	c.refusals.install(nc)
 	return c, nil
 }
 
@@ -337,10 +364,13 @@ func RedactURL(s string) string {
 			parts[i] = p
 			continue
 		}
-		if u.User != nil {
-			u.User = url.User("***")
+		hasUser := u.User != nil
+		u.User = nil
+		p = u.String()
+		if hasUser {
+			p = strings.Replace(p, "://", "://***@", 1) // url.User would escape the stars
 		}
-		parts[i] = u.String()
+		parts[i] = p
 	}
 	return strings.Join(parts, ",")
 }

@@ -24,7 +24,16 @@
 // expiry marker when a key's TTL runs out, so a watcher can tell a delete
 // (OpDelete) from an expiry (OpExpire).
 //
-// The package also embeds a nats-server (StartServer), used by `baton up` and
-// by every test, and connects to external servers with URLs, credentials,
-// TLS and nats CLI contexts (Connect).
+// The package also embeds a nats-server (StartServer, optionally from a
+// nats-server configuration file with its users, permissions and TLS), used
+// by `baton up` and by every test, and connects to external servers with
+// URLs, credentials, TLS and nats CLI contexts (Connect).
+//
+// A user needs no more permissions than the subjects of its buckets: for a
+// bucket B, publish to $KV.B.>, $JS.API.STREAM.INFO.KV_B,
+// $JS.API.STREAM.MSG.GET.KV_B, $JS.API.CONSUMER.CREATE.KV_B.>,
+// $JS.API.CONSUMER.DELETE.KV_B.> and $JS.FC.KV_B.>, and subscribe to its
+// reply inbox (WithInboxPrefix); Ensure and Apply also need $JS.API.INFO and
+// $JS.API.STREAM.CREATE.KV_B or $JS.API.STREAM.UPDATE.KV_B. A call the server
+// refuses fails at once with ErrPermission.
 package kv

@@ -31,8 +31,10 @@ var (
 	// for this account.
 	ErrJetStreamDisabled = errors.New("kv: JetStream is not enabled")
 
-	// ErrPermission means the server refused the connection or an operation
-	// for lack of authorization.
+	// ErrPermission means the server refused the connection (credentials)
+	// or an operation (the user's permissions do not cover its subject, or
+	// the reply inbox). A refused operation fails as soon as the server says
+	// so, not at the timeout, and a refused write was not applied.
 	ErrPermission = errors.New("kv: permission denied")
 
 	// ErrInvalidKey means a key is not a valid key name.

@@ -27,12 +27,49 @@ type Server struct {
 type ServerOption func(*serverConfig) error
 
 type serverConfig struct {
-	opts     server.Options
-	log      io.Writer
-	verbose  bool
-	edits    []func(*server.Options)
-	ready    time.Duration
-	hasStore bool
+	configFile string
+	sets       []func(*server.Options) // from the options, in order
+	log        io.Writer
+	verbose    bool
+	edits      []func(*server.Options)
+	ready      time.Duration
+}
+
+func (c *serverConfig) set(f func(*server.Options)) { c.sets = append(c.sets, f) }
+
+// WithConfigFile starts from a nats-server configuration file: its listen
+// address, authorization, accounts, users and their permissions, nkeys, TLS,
+// limits and cluster. The other options apply on top of it, wherever they
+// are given; the file's other settings stand, and JetStream is always on. A
+// file that names no host listens on DefaultListen's loopback host, not on
+// every interface as nats-server would; one that names no port, on
+// DefaultListen's port. The store directory is WithStoreDir's, else the
+// file's, else a temporary one. A file that cannot be read or parsed is
+// ErrInvalidConfig. Default: no file.
+func WithConfigFile(path string) ServerOption {
+	return func(c *serverConfig) error {
+		if path == "" {
+			return fmt.Errorf("%w: the config file path is empty", ErrInvalidConfig)
+		}
+		c.configFile = path
+		return nil
+	}
+}
+
+// ReadConfigFile parses a nats-server configuration file as WithConfigFile
+// does, with the same defaults, for a caller that wants to look at it
+// before starting the server. A file that cannot be read or parsed is
+// ErrInvalidConfig.
+func ReadConfigFile(path string) (*server.Options, error) {
+	host, port, _ := splitHostPort(DefaultListen)
+	so := &server.Options{Host: host, Port: port}
+	if err := so.ProcessConfigFile(path); err != nil {
+		return nil, fmt.Errorf("%w: config file %s: %w", ErrInvalidConfig, path, err)
+	}
+	if so.Host == "" {
+		so.Host = host // a file with "port" but no "host" or "listen"
+	}
+	return so, nil
 }
 
 // WithListen sets the client listen address HOST:PORT; port -1 picks a free
@@ -43,15 +80,21 @@ func WithListen(hostport string) ServerOption {
 		if err != nil {
 			return err
 		}
-		c.opts.Host, c.opts.Port = host, port
+		c.set(func(o *server.Options) { o.Host, o.Port = host, port })
 		return nil
 	}
 }
 
-// WithStoreDir sets the JetStream store directory. Default: a fresh
-// directory under the system temp dir, suitable for tests only.
+// WithStoreDir sets the JetStream store directory. Default: the config
+// file's, else a fresh directory under the system temp dir, suitable for
+// tests only.
 func WithStoreDir(dir string) ServerOption {
-	return func(c *serverConfig) error { c.opts.StoreDir, c.hasStore = dir, dir != ""; return nil }
+	return func(c *serverConfig) error {
+		if dir != "" {
+			c.set(func(o *server.Options) { o.StoreDir = dir })
+		}
+		return nil
+	}
 }
 
 // WithHTTP enables the monitoring endpoint on HOST:PORT. Default: off.
@@ -61,7 +104,7 @@ func WithHTTP(hostport string) ServerOption {
 		if err != nil {
 			return err
 		}
-		c.opts.HTTPHost, c.opts.HTTPPort = host, port
+		c.set(func(o *server.Options) { o.HTTPHost, o.HTTPPort = host, port })
 		return nil
 	}
 }
@@ -69,7 +112,7 @@ func WithHTTP(hostport string) ServerOption {
 // WithServerName names the server; names must be unique in a cluster.
 // Default: a generated id.
 func WithServerName(name string) ServerOption {
-	return func(c *serverConfig) error { c.opts.ServerName = name; return nil }
+	return func(c *serverConfig) error { c.set(func(o *server.Options) { o.ServerName = name }); return nil }
 }
 
 // WithCluster joins a JetStream cluster: its name, this server's route
@@ -84,8 +127,11 @@ func WithCluster(name, listen string, routes []string) ServerOption {
 		if err != nil {
 			return err
 		}
-		c.opts.Cluster.Name, c.opts.Cluster.Host, c.opts.Cluster.Port = name, host, port
-		c.opts.Routes = server.RoutesFromStr(strings.Join(routes, ","))
+		rs := server.RoutesFromStr(strings.Join(routes, ","))
+		c.set(func(o *server.Options) {
+			o.Cluster.Name, o.Cluster.Host, o.Cluster.Port = name, host, port
+			o.Routes = rs
+		})
 		return nil
 	}
 }
@@ -94,7 +140,7 @@ func WithCluster(name, listen string, routes []string) ServerOption {
 // Default: false, an fsync every two minutes: a process crash loses nothing,
 // an OS crash or power loss can lose the acknowledged writes of that window.
 func WithSyncAlways(always bool) ServerOption {
-	return func(c *serverConfig) error { c.opts.SyncAlways = always; return nil }
+	return func(c *serverConfig) error { c.set(func(o *server.Options) { o.SyncAlways = always }); return nil }
 }
 
 // WithLog writes the server's warnings and errors to w, and its notices too
@@ -116,31 +162,41 @@ func WithServerOptions(edit func(*server.Options)) ServerOption {
 }
 
 // StartServer starts an embedded nats-server with JetStream and waits until
-// it accepts clients. It listens on loopback unless WithListen says
-// otherwise, and installs no signal handlers: the caller stops it with
-// Shutdown.
+// it accepts clients. It listens on loopback unless WithListen or the config
+// file says otherwise, and installs no signal handlers: the caller stops it
+// with Shutdown.
 func StartServer(opts ...ServerOption) (*Server, error) {
 	c := serverConfig{ready: 10 * time.Second}
-	host, port, _ := splitHostPort(DefaultListen)
-	c.opts.Host, c.opts.Port = host, port
-	c.opts.JetStream = true
-	c.opts.NoSigs = true
-	c.opts.NoLog = true
 	for _, o := range opts {
 		if err := o(&c); err != nil {
 			return nil, err
 		}
 	}
+	so := &server.Options{}
+	if c.configFile != "" {
+		var err error
+		if so, err = ReadConfigFile(c.configFile); err != nil {
+			return nil, err
+		}
+	} else {
+		so.Host, so.Port, _ = splitHostPort(DefaultListen)
+	}
+	so.JetStream = true
+	so.NoSigs = true
+	so.NoLog = true
+	for _, set := range c.sets {
+		set(so)
+	}
 	for _, edit := range c.edits {
-		edit(&c.opts)
+		edit(so)
 	}
 	var tempDir string
-	if !c.hasStore {
+	if so.StoreDir == "" {
 		dir, err := os.MkdirTemp("", "baton-jetstream-")
 		if err != nil {
 			return nil, fmt.Errorf("%w: store dir: %w", ErrInvalidConfig, err)
 		}
-		tempDir, c.opts.StoreDir = dir, dir
+		tempDir, so.StoreDir = dir, dir
 	}
 	fail := func(err error) (*Server, error) {
 		if tempDir != "" {
@@ -148,18 +204,18 @@ func StartServer(opts ...ServerOption) (*Server, error) {
 		}
 		return nil, err
 	}
-	if c.opts.Cluster.Port != 0 && c.opts.ServerName == "" {
+	if so.Cluster.Port != 0 && so.ServerName == "" {
 		return fail(fmt.Errorf("%w: a clustered server needs a unique server name", ErrInvalidConfig))
 	}
 	for _, hp := range []struct {
 		host string
 		port int
-	}{{c.opts.Host, c.opts.Port}, {c.opts.Cluster.Host, c.opts.Cluster.Port}, {c.opts.HTTPHost, c.opts.HTTPPort}} {
+	}{{so.Host, so.Port}, {so.Cluster.Host, so.Cluster.Port}, {so.HTTPHost, so.HTTPPort}} {
 		if err := checkFree(hp.host, hp.port); err != nil {
 			return fail(err)
 		}
 	}
-	ns, err := server.NewServer(&c.opts)
+	ns, err := server.NewServer(so)
 	if err != nil {
 		return fail(fmt.Errorf("%w: %w", ErrInvalidConfig, err))
 	}
@@ -171,12 +227,12 @@ func StartServer(opts ...ServerOption) (*Server, error) {
 		ns.Shutdown()
 		ns.WaitForShutdown()
 		return fail(fmt.Errorf("%w: embedded server not ready after %s (is %s:%d in use?)",
-			ErrUnavailable, c.ready, c.opts.Host, c.opts.Port))
+			ErrUnavailable, c.ready, so.Host, so.Port))
 	}
-	if c.opts.JetStream && !ns.JetStreamEnabled() {
+	if so.JetStream && !ns.JetStreamEnabled() {
 		ns.Shutdown()
 		ns.WaitForShutdown()
-		return fail(fmt.Errorf("%w: JetStream did not start (store %s)", ErrUnavailable, c.opts.StoreDir))
+		return fail(fmt.Errorf("%w: JetStream did not start (store %s)", ErrUnavailable, so.StoreDir))
 	}
 	return &Server{ns: ns, tempDir: tempDir}, nil
 }

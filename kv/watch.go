@@ -57,7 +57,11 @@ func (b *Bucket) Watch(ctx context.Context, pattern string, opts ...WatchOption)
 	}
 	// The subscription's own context: nats.go keeps a goroutine on it until
 	// it is done, so it ends with the watch, not only with the caller's ctx.
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancelCause := context.WithCancelCause(ctx)
+	cancel := func() { cancelCause(nil) }
+	// Creating the consumer fails at once if the server refuses it (or the
+	// reply inbox), rather than when the request times out.
+	unregister := b.c.refusals.register(apiPrefix+"CONSUMER.CREATE."+b.stream+".", true, cancelCause)
 	w := &Watcher{
 		updates: make(chan *Entry, 256),
 		stop:    make(chan struct{}),
@@ -97,9 +101,11 @@ func (b *Bucket) Watch(ctx context.Context, pattern string, opts ...WatchOption)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	sub, err := b.c.pushJS.Subscribe(b.prefix+pattern, handler, subOpts...)
+	unregister()
 	if err != nil {
+		err = b.c.watchError(ctx, b, refusal(ctx, err))
 		cancel()
-		return nil, b.c.watchError(ctx, b, err)
+		return nil, err
 	}
 	w.sub = sub
 	sub.SetClosedHandler(func(string) {

@@ -1,12 +1,16 @@
 package cmdutil
 
 import (
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/pflag"
 
 	"github.com/batonhq/baton/hostlocal"
@@ -106,5 +110,63 @@ func TestFence_FromTheRunEnvironmentOnlyForItsSlot(t *testing.T) {
 		if got, err := f.Fence(tc.slot, tc.flag); err != nil || got != tc.want {
 			t.Errorf("Fence(%q, %d) = %d, %v; want %d", tc.slot, tc.flag, got, err, tc.want)
 		}
+	}
+}
+
+func TestHint_SaysWhatToPassForAuthAndTLS(t *testing.T) {
+	refusedOp := fmt.Errorf("%w: write b-sessions/s: %w", kv.ErrPermission, fmt.Errorf("%w: Permissions Violation for Publish to \"$KV.b-sessions.s\"", nats.ErrPermissionViolation))
+	refusedConn := fmt.Errorf("%w: nats://127.0.0.1:4222 refused the credentials: %w", kv.ErrPermission, nats.ErrAuthorization)
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{refusedOp, "--prefix"},
+		{refusedConn, "check the credentials"},
+		{fmt.Errorf("%w: %w", ErrNoCredentials, refusedConn), "--user and --password"},
+		{fmt.Errorf("%w: %w", kv.ErrUnavailable, x509.UnknownAuthorityError{}), "--tls-ca"},
+		{fmt.Errorf("%w: %w", kv.ErrUnavailable, x509.HostnameError{Host: "h"}), "--server"},
+		{fmt.Errorf("%w: %w: connection closed", kv.ErrUnavailable, nats.ErrTLS), "--tls-cert"},
+		{fmt.Errorf("%w: %w", kv.ErrUnavailable, &net.OpError{Op: "remote error", Err: errors.New("tls: certificate required")}), "--tls-cert"},
+	} {
+		if got := Hint(tc.err); !strings.Contains(got, tc.want) {
+			t.Errorf("Hint(%v) = %q, want it to name %s", tc.err, got, tc.want)
+		}
+		if Code(tc.err) != ExitUnavailable {
+			t.Errorf("Code(%v) = %d, want %d", tc.err, Code(tc.err), ExitUnavailable)
+		}
+	}
+}
+
+func TestFactory_CredentialsFromFlagsOrURL(t *testing.T) {
+	for _, tc := range []struct {
+		c    Config
+		want bool
+	}{
+		{Config{}, false},
+		{Config{User: "alice"}, true},
+		{Config{Token: "t"}, true},
+		{Config{NKey: "f"}, true},
+		{Config{Creds: "f"}, true},
+		{Config{Context: "c"}, true},
+		{Config{TLSCert: "c", TLSKey: "k"}, true},
+		{Config{TLSCA: "ca"}, false},
+	} {
+		if got := (&Factory{Config: tc.c}).HasCredentials(); got != tc.want {
+			t.Errorf("HasCredentials(%+v) = %v", tc.c, got)
+		}
+	}
+	if !urlHasUser("nats://a:4222,nats://alice:pw@b:4222") || urlHasUser("nats://a:4222,tls://b:4222") {
+		t.Error("urlHasUser does not tell URLs with user information")
+	}
+}
+
+func TestHint_AnAccountWithoutJetStream(t *testing.T) {
+	err := fmt.Errorf("%w: read bucket b: %w", kv.ErrJetStreamDisabled,
+		&jetstream.APIError{Code: 503, ErrorCode: jetstream.JSErrCodeJetStreamNotEnabledForAccount, Description: "JetStream not enabled for account"})
+	if !JetStreamOffForAccount(err) || !strings.Contains(Hint(err), "jetstream: enabled") {
+		t.Errorf("Hint = %q", Hint(err))
+	}
+	if JetStreamOffForAccount(fmt.Errorf("%w: no responders", kv.ErrJetStreamDisabled)) {
+		t.Error("JetStream off on the server taken for an account without it")
 	}
 }

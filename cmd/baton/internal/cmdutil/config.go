@@ -23,6 +23,7 @@ type Config struct {
 	TLSCA    string
 	TLSCert  string
 	TLSKey   string
+	Inbox    string
 	Prefix   string
 	HostID   string
 	StateDir string
@@ -46,6 +47,7 @@ func (c *Config) Register(fs *pflag.FlagSet) {
 	fs.StringVar(&c.TLSCA, "tls-ca", "", "CA file to verify the server (env NATS_CA)")
 	fs.StringVar(&c.TLSCert, "tls-cert", "", "client certificate file (env NATS_CERT)")
 	fs.StringVar(&c.TLSKey, "tls-key", "", "client key file (env NATS_KEY)")
+	fs.StringVar(&c.Inbox, "inbox-prefix", "", "subject prefix of reply inboxes, for a user the server gives inboxes of its own (default _INBOX)")
 	fs.StringVar(&c.Prefix, "prefix", "", "bucket prefix: buckets are PREFIX-sessions, ... (env BATON_PREFIX; default "+session.DefaultPrefix+")")
 	fs.StringVar(&c.HostID, "host-id", "", "this host's id (env BATON_HOST_ID; default the hostname)")
 	fs.StringVar(&c.StateDir, "state-dir", "", "host-local state directory (env BATON_STATE_DIR; default $XDG_STATE_HOME/baton or ~/.local/state/baton)")

@@ -2,11 +2,17 @@ package cmdutil
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"regexp"
 	"strings"
 	"syscall"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/batonhq/baton/hostlocal"
 	"github.com/batonhq/baton/kv"
@@ -118,8 +124,20 @@ func Hint(err error) string {
 		return "run `baton up` to start a server with its buckets, or `baton doctor --fix` to create them on this server"
 	case errors.Is(err, kv.ErrBucketMismatch):
 		return "run `baton doctor` to see the differences; `baton doctor --fix` applies baton's settings"
+	case errors.Is(err, ErrNoCredentials):
+		return "pass --user and --password, --token, --nkey SEED-FILE, --creds FILE or --context NAME (or NATS_USER and NATS_PASSWORD, NATS_TOKEN, NATS_NKEY, NATS_CREDS)"
+	case errors.Is(err, kv.ErrPermission) && errors.Is(err, nats.ErrPermissionViolation):
+		return "this user's permissions on the server do not cover it: pass the --prefix (and --inbox-prefix) they name, or have them extended"
 	case errors.Is(err, kv.ErrPermission):
 		return "check the credentials (--creds, --nkey, --user/--password, --token, --context) and the account's permissions"
+	case errors.As(err, new(x509.UnknownAuthorityError)), errors.As(err, new(*tls.CertificateVerificationError)):
+		return "pass --tls-ca FILE (or NATS_CA) naming the CA that signed the server's certificate"
+	case errors.As(err, new(x509.HostnameError)):
+		return "the server's certificate does not name the host of the URL; pass --server with a host or address it names"
+	case errors.Is(err, nats.ErrTLS), remoteTLSAlert(err):
+		return "if the server wants a client certificate, pass --tls-cert and --tls-key (or NATS_CERT and NATS_KEY) of one its CA signed"
+	case JetStreamOffForAccount(err):
+		return "the user's account has no JetStream: give it `jetstream: enabled` in the server's accounts block"
 	case errors.Is(err, kv.ErrJetStreamDisabled):
 		return "enable JetStream on the server, or run `baton up`"
 	case errors.Is(err, syscall.EADDRINUSE):
@@ -135,6 +153,20 @@ func Hint(err error) string {
 		return "interrupted"
 	}
 	return ""
+}
+
+// remoteTLSAlert reports a TLS alert the server sent, such as
+// "certificate required" to a client without a certificate.
+func remoteTLSAlert(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "remote error" && op.Err != nil && strings.HasPrefix(op.Err.Error(), "tls: ")
+}
+
+// JetStreamOffForAccount reports a server that runs JetStream but not for
+// the user's account, which waiting does not change.
+func JetStreamOffForAccount(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeJetStreamNotEnabledForAccount
 }
 
 // Message is the one-line error of the contract:

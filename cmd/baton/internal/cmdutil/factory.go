@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -82,8 +84,43 @@ func (f *Factory) Client(ctx context.Context, natsOpts ...nats.Option) (*kv.Clie
 	if f.client != nil {
 		return f.client, nil
 	}
+	opts := append([]kv.Option{kv.WithURL(f.ServerURL()), kv.WithName("baton")}, f.ConnectOptions()...)
+	if len(natsOpts) > 0 {
+		opts = append(opts, kv.WithNATSOptions(natsOpts...))
+	}
+	client, err := kv.Connect(ctx, opts...)
+	if errors.Is(err, kv.ErrPermission) && !f.HasCredentials() && !urlHasUser(f.ServerURL()) {
+		return nil, fmt.Errorf("%w: %w", ErrNoCredentials, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	f.client = client
+	return client, nil
+}
+
+// ErrNoCredentials marks a server that refused a connection made without
+// credentials.
+var ErrNoCredentials = errors.New("the server requires credentials and none were given")
+
+// urlHasUser reports whether a URL of the list carries user information.
+func urlHasUser(list string) bool {
+	for _, p := range strings.Split(list, ",") {
+		if u, err := url.Parse(strings.TrimSpace(p)); err == nil && u.User != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// ConnectOptions are the global flags' connection options but the URL:
+// timeout, context, credentials, TLS and inbox prefix.
+func (f *Factory) ConnectOptions() []kv.Option {
 	c := f.Config
-	opts := []kv.Option{kv.WithURL(f.ServerURL()), kv.WithTimeout(c.Timeout), kv.WithName("baton")}
+	// nats.go prints asynchronous errors to stderr by default; a verb reports
+	// what they caused in its one error line instead (LongLived adds its own
+	// handler).
+	opts := []kv.Option{kv.WithTimeout(c.Timeout), kv.WithNATSOptions(nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))}
 	if c.Context != "" {
 		opts = append(opts, kv.WithContext(c.Context))
 	}
@@ -102,15 +139,18 @@ func (f *Factory) Client(ctx context.Context, natsOpts ...nats.Option) (*kv.Clie
 	if c.TLSCA != "" || c.TLSCert != "" {
 		opts = append(opts, kv.WithTLS(c.TLSCA, c.TLSCert, c.TLSKey))
 	}
-	if len(natsOpts) > 0 {
-		opts = append(opts, kv.WithNATSOptions(natsOpts...))
+	if c.Inbox != "" {
+		opts = append(opts, kv.WithInboxPrefix(c.Inbox))
 	}
-	client, err := kv.Connect(ctx, opts...)
-	if err != nil {
-		return nil, err
-	}
-	f.client = client
-	return client, nil
+	return opts
+}
+
+// HasCredentials reports whether the global flags (or the environment)
+// give any credentials: a context, creds, nkey, user, token or a client
+// certificate.
+func (f *Factory) HasCredentials() bool {
+	c := f.Config
+	return c.Context != "" || c.Creds != "" || c.NKey != "" || c.User != "" || c.Token != "" || c.TLSCert != ""
 }
 
 // Instance is this process's instance id: BATON_INSTANCE, else a fresh

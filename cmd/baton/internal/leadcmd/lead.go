@@ -137,6 +137,8 @@ func leadRun(ctx context.Context, o *Options) error {
 			return interrupted(sigs)
 		case ctx.Err() != nil:
 			return interrupted(sigs)
+		case errors.Is(err, kv.ErrPermission):
+			return err // refused, not away: waiting changes nothing
 		case cmdutil.Code(err) == cmdutil.ExitUnavailable:
 			// The server is away (restarting, electing a leader): campaign
 			// again once it answers.

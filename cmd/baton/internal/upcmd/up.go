@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -25,7 +26,9 @@ import (
 // Options are up's inputs.
 type Options struct {
 	F             *cmdutil.Factory
+	Config        string
 	Listen        string
+	ListenSet     bool
 	Store         string
 	HTTP          string
 	ServerName    string
@@ -46,18 +49,41 @@ func NewCmdUp(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
 		Long: `Run a NATS server with JetStream in the foreground, create baton's buckets on
 it, and write its URL to <state-dir>/server.json so that other baton commands
 on this host find it without flags. It listens on loopback only unless
---listen says otherwise, and stops cleanly on Ctrl-C or SIGTERM.
+--listen (or the config file) says otherwise, and stops cleanly on Ctrl-C or
+SIGTERM.
+
+With --config FILE it starts from a nats-server configuration file: users and
+passwords, tokens, nkeys, accounts, permissions, TLS, limits. --listen,
+--store, --sync, --http, --server-name and the cluster flags, when given,
+apply on top of it; the file's other settings stand. Where the file names no
+host, the server still listens on 127.0.0.1. up's own connection, which
+creates the buckets, authenticates with the global flags (--user/--password,
+--token, --nkey, --creds, --tls-ca/--tls-cert/--tls-key, or their NATS_*
+variables). server.json holds the URL (tls:// when TLS is on) and never a
+credential: other commands pass their own.
 
 With --cluster-name, --cluster-listen and --routes it joins a JetStream
 cluster, and buckets are kept on --replicas servers (default 3 in a cluster).`,
 		Example: `  baton up
   baton up --listen 127.0.0.1:4333 --store /var/lib/baton --sync always
 
+  # require a user and password; auth.conf holds (the server reads
+  # $NATS_PASSWORD from the environment, as baton does):
+  #   authorization { user: admin, password: $NATS_PASSWORD }
+  export NATS_USER=admin NATS_PASSWORD=s3cret
+  baton up --config auth.conf &
+  baton status                     # every command passes the credentials
+
+  # TLS from the file's tls block: the URL is tls://, and every command,
+  # up included, verifies the server with the CA
+  baton up --config tls.conf --tls-ca ca.pem
+
   # one of three servers of a cluster
   baton up --listen 0.0.0.0:4222 --server-name n1 --cluster-name baton \
     --cluster-listen 0.0.0.0:6222 --routes nats://h1:6222,nats://h2:6222,nats://h3:6222`,
 		Args: cmdutil.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			o.ListenSet = cmd.Flags().Changed("listen")
 			if runF != nil {
 				return runF(o)
 			}
@@ -65,8 +91,9 @@ cluster, and buckets are kept on --replicas servers (default 3 in a cluster).`,
 		},
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&o.Listen, "listen", kv.DefaultListen, "client listen address HOST:PORT")
-	fs.StringVar(&o.Store, "store", "", "JetStream store directory (default <state-dir>/jetstream)")
+	fs.StringVar(&o.Config, "config", "", "nats-server configuration file: authorization, accounts, TLS, limits (flags given apply on top)")
+	fs.StringVar(&o.Listen, "listen", kv.DefaultListen, "client listen address HOST:PORT; with --config, the file's unless given")
+	fs.StringVar(&o.Store, "store", "", "JetStream store directory (default: the config file's, else <state-dir>/jetstream)")
 	fs.StringVar(&o.HTTP, "http", "", "monitoring listen address HOST:PORT (default off)")
 	fs.StringVar(&o.ServerName, "server-name", "", "server name, unique in a cluster (default: host id and cluster port)")
 	fs.StringVar(&o.ClusterName, "cluster-name", "", "JetStream cluster to form or join")
@@ -78,27 +105,40 @@ cluster, and buckets are kept on --replicas servers (default 3 in a cluster).`,
 	return cmd
 }
 
-func (o *Options) serverOptions(store, host string) ([]kv.ServerOption, int, error) {
-	opts := []kv.ServerOption{kv.WithListen(o.Listen), kv.WithStoreDir(store), kv.WithLog(o.F.IO.ErrOut, o.Verbose)}
+// serverOptions turns the flags into the server's options. file is the
+// parsed --config file (nil without one): the flags given apply on top of
+// it, and its settings otherwise stand.
+func (o *Options) serverOptions(store, host string, file *server.Options) ([]kv.ServerOption, int, error) {
+	opts := []kv.ServerOption{kv.WithStoreDir(store), kv.WithLog(o.F.IO.ErrOut, o.Verbose)}
+	if file != nil {
+		opts = append(opts, kv.WithConfigFile(o.Config))
+	}
+	if file == nil || o.ListenSet {
+		opts = append(opts, kv.WithListen(o.Listen))
+	}
 	if o.HTTP != "" {
 		opts = append(opts, kv.WithHTTP(o.HTTP))
 	}
 	replicas := o.Replicas
-	clustered := o.ClusterName != "" || o.ClusterListen != "" || len(o.Routes) > 0
-	if clustered {
+	flagCluster := o.ClusterName != "" || o.ClusterListen != "" || len(o.Routes) > 0
+	clustered := flagCluster || file != nil && file.Cluster.Port != 0
+	name := o.ServerName
+	if flagCluster {
 		if o.ClusterName == "" || o.ClusterListen == "" {
 			return nil, 0, cmdutil.Usagef("a cluster needs --cluster-name and --cluster-listen (and --routes to the other servers)")
 		}
-		name := o.ServerName
+		opts = append(opts, kv.WithCluster(o.ClusterName, o.ClusterListen, o.Routes))
 		if name == "" {
 			name = host + "-" + o.ClusterListen[strings.LastIndex(o.ClusterListen, ":")+1:]
 		}
-		opts = append(opts, kv.WithServerName(name), kv.WithCluster(o.ClusterName, o.ClusterListen, o.Routes))
-		if replicas == 0 {
-			replicas = 3
-		}
-	} else if o.ServerName != "" {
-		opts = append(opts, kv.WithServerName(o.ServerName))
+	} else if clustered && name == "" && file.ServerName == "" {
+		name = host + "-" + strconv.Itoa(file.Cluster.Port)
+	}
+	if name != "" {
+		opts = append(opts, kv.WithServerName(name))
+	}
+	if clustered && replicas == 0 {
+		replicas = 3
 	}
 	if replicas == 0 {
 		replicas = 1
@@ -135,11 +175,17 @@ func upRun(ctx context.Context, o *Options) error {
 	if err != nil {
 		return cmdutil.Usagef("--host-id: %v", err)
 	}
+	var file *server.Options
+	if o.Config != "" {
+		if file, err = kv.ReadConfigFile(o.Config); err != nil {
+			return err
+		}
+	}
 	store := o.Store
-	if store == "" {
+	if store == "" && (file == nil || file.StoreDir == "") {
 		store = filepath.Join(sd.Path(), "jetstream")
 	}
-	opts, replicas, err := o.serverOptions(store, host)
+	opts, replicas, err := o.serverOptions(store, host, file)
 	if err != nil {
 		return err
 	}
@@ -151,8 +197,16 @@ func upRun(ctx context.Context, o *Options) error {
 		return err
 	}
 	defer srv.Shutdown()
-	url := srv.ClientURL()
-	client, err := kv.Connect(ctx, kv.WithURL(url), kv.WithName("baton up"))
+	url := srv.ClientURL() // tls:// when TLS is on; never credentials
+	if store == "" {
+		store = file.StoreDir
+	}
+	client, err := kv.Connect(ctx, append([]kv.Option{kv.WithURL(url), kv.WithName("baton up")}, o.F.ConnectOptions()...)...)
+	if errors.Is(err, kv.ErrPermission) && !o.F.HasCredentials() {
+		return cmdutil.Exit(cmdutil.ExitUnavailable, fmt.Errorf(
+			"the server requires authentication (--config %s) and baton up has no credentials for its own connection, which creates the buckets; pass %s of a user the file allows to create them",
+			o.Config, credentialFlags(file)))
+	}
 	if err != nil {
 		return err
 	}
@@ -214,7 +268,7 @@ func ensureBuckets(ctx context.Context, o *Options, client *kv.Client, replicas 
 			return names, nil
 		case ctx.Err() != nil:
 			return nil, ctx.Err()
-		case !errors.Is(err, kv.ErrUnavailable) && !errors.Is(err, kv.ErrJetStreamDisabled):
+		case !errors.Is(err, kv.ErrUnavailable) && !errors.Is(err, kv.ErrJetStreamDisabled), cmdutil.JetStreamOffForAccount(err):
 			return nil, err
 		case time.Now().After(deadline):
 			return nil, fmt.Errorf("JetStream not ready after 60s: %w", err)
@@ -229,6 +283,33 @@ func ensureBuckets(ctx context.Context, o *Options, client *kv.Client, replicas 
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
+}
+
+// credentialFlags names the flags that carry the kinds of credentials the
+// config file accepts.
+func credentialFlags(file *server.Options) string {
+	var kinds []string
+	if file != nil {
+		if file.Username != "" || len(file.Users) > 0 {
+			kinds = append(kinds, "--user and --password (or NATS_USER and NATS_PASSWORD)")
+		}
+		if file.Authorization != "" {
+			kinds = append(kinds, "--token (or NATS_TOKEN)")
+		}
+		if len(file.Nkeys) > 0 {
+			kinds = append(kinds, "--nkey SEED-FILE (or NATS_NKEY)")
+		}
+		if len(file.TrustedOperators) > 0 || len(file.TrustedKeys) > 0 {
+			kinds = append(kinds, "--creds FILE (or NATS_CREDS)")
+		}
+		if file.TLSMap {
+			kinds = append(kinds, "--tls-cert and --tls-key")
+		}
+	}
+	if len(kinds) == 0 {
+		return "--user and --password, --token, --nkey, --creds or --context"
+	}
+	return strings.Join(kinds, ", or ")
 }
 
 func prefixOf(o *Options) string {
