@@ -4,7 +4,7 @@ BIN      := $(CURDIR)/bin
 TOOLS    := $(CURDIR)/.tools
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: all build test test-short lint run bench bench-quick bench-go bench-tools demo clean
+.PHONY: all build test test-short fuzz fuzz-short lint run bench bench-quick bench-go bench-tools demo clean
 
 all: build
 
@@ -19,10 +19,19 @@ LINUX := $(filter Linux,$(shell uname -s))
 test:
 	$(GO) test -race -count=1 -timeout 9m ./...
 	$(if $(LINUX),cd e2e/bench && $(GO) test -race -count=1 ./...)
+	GO=$(GO) ./scripts/fuzz.sh 3s
 
 ## test-short: the same without the tests that wait out TTLs or start clusters
 test-short:
 	$(GO) test -race -count=1 -short ./...
+
+## fuzz: every fuzz target (record decoding, names, the command line) for 30s each; crashers land in PKG/testdata/fuzz
+fuzz:
+	GO=$(GO) ./scripts/fuzz.sh 30s
+
+## fuzz-short: the same for 3s each (about a minute), as make test runs them
+fuzz-short:
+	GO=$(GO) ./scripts/fuzz.sh 3s
 
 ## lint: go vet, gofmt and staticcheck (installed into .tools/)
 lint: $(TOOLS)/staticcheck

@@ -5,6 +5,7 @@ import (
 	"os"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 )
 
 // maxHostIDLen is the longest host id: the longest DNS name.
@@ -12,8 +13,9 @@ const maxHostIDLen = 253
 
 // HostID returns the id of this host: override, trimmed of surrounding
 // space, when it is not empty (the --host-id flag or BATON_HOST_ID), else
-// os.Hostname(). An override with space inside or longer than 253 bytes
-// returns an error wrapping ErrInvalidName, as does an empty hostname.
+// os.Hostname(). An override with space inside, longer than 253 bytes or
+// not valid UTF-8 (records are JSON, which would not give it back as it
+// was) returns an error wrapping ErrInvalidName, as does an empty hostname.
 func HostID(override string) (string, error) {
 	if id := strings.TrimSpace(override); id != "" {
 		if len(id) > maxHostIDLen {
@@ -21,6 +23,9 @@ func HostID(override string) (string, error) {
 		}
 		if strings.IndexFunc(id, unicode.IsSpace) >= 0 {
 			return "", fmt.Errorf("%w: host id %q contains white space", ErrInvalidName, id)
+		}
+		if !utf8.ValidString(id) {
+			return "", fmt.Errorf("%w: host id %q is not valid UTF-8", ErrInvalidName, id)
 		}
 		return id, nil
 	}

@@ -239,11 +239,19 @@ func (e *Election) Candidates(ctx context.Context) ([]Candidate, error) {
 func (e *Election) candidatesOf(infos []*Info) []Candidate {
 	out := make([]Candidate, 0, len(infos))
 	for _, in := range infos {
-		out = append(out, e.candidateOf(in))
+		if e.isCandidacy(in.Key, in.Holder) {
+			out = append(out, e.candidateOf(in))
+		}
 	}
 	sortCandidates(out)
 	return out
 }
+
+// isCandidacy reports whether the lease key held by holder is a candidacy
+// of this election. Not every key under candidate.KEY. is: those of an
+// election whose key extends KEY with a dot ("chat.eu" for "chat") are
+// there too, and name a holder of theirs.
+func (e *Election) isCandidacy(key, holder string) bool { return key == CandidateKey(e.key, holder) }
 
 func (e *Election) candidateOf(in *Info) Candidate {
 	return Candidate{

@@ -251,7 +251,7 @@ func (t *Term) watchForSuccessors(ctx context.Context) {
 			}
 			if e != nil {
 				instance := e.Key[len(t.e.candPrefix):]
-				if in, err := decode(*e); err == nil && e.Live() {
+				if in, err := decode(*e); err == nil && e.Live() && t.e.isCandidacy(e.Key, in.Holder) {
 					cands[instance] = t.e.candidateOf(in)
 					infos[instance] = in
 				} else {

@@ -10,6 +10,7 @@ import (
 	"io"
 	"maps"
 	"reflect"
+	"strings"
 )
 
 // Unknown holds the fields of a JSON object that a type does not know.
@@ -45,6 +46,10 @@ func Unmarshal(data []byte, known any, fields map[string]bool) (Unknown, error) 
 		return nil, &json.InvalidUnmarshalError{Type: reflect.TypeOf(known)}
 	}
 	v.Elem().SetZero()
+	if t := bytes.TrimLeft(data, " \t\r\n"); len(t) == 0 || t[0] != '{' {
+		// encoding/json would take null, leaving a zero record.
+		return nil, errors.New("the record is not a JSON object")
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(known); err == nil {
@@ -64,7 +69,7 @@ func Unmarshal(data []byte, known any, fields map[string]bool) (Unknown, error) 
 		return nil, err
 	}
 	for k := range all {
-		if fields[k] {
+		if isField(k, fields) {
 			delete(all, k)
 		}
 	}
@@ -72,6 +77,23 @@ func Unmarshal(data []byte, known any, fields map[string]bool) (Unknown, error) 
 		return nil, nil
 	}
 	return all, nil
+}
+
+// isField reports whether encoding/json decodes the key k into one of fields:
+// it matches a name exactly or but for case, folded as encoding/json folds
+// it (so "ſlot" matches "slot"). Such a key must not be kept as unknown: a
+// rewrite would write it back beside the field, and the stale value, if it
+// sorts last, would win when the record is read again.
+func isField(k string, fields map[string]bool) bool {
+	if fields[k] {
+		return true
+	}
+	for name := range fields {
+		if strings.EqualFold(k, name) {
+			return true
+		}
+	}
+	return false
 }
 
 // Clone copies u.

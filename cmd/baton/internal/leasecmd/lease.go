@@ -55,6 +55,15 @@ starting with leader. and candidate. belong to elections (baton lead).`,
 		Example: `  id=$(baton lease acquire nightly-backup --ttl 60s --json | jq -r .holder)
   baton lease renew nightly-backup --instance "$id"
   baton lease release nightly-backup --instance "$id"`,
+		// Alone it shows its help; with anything but one of its verbs it is
+		// bad input (cobra would show the help and exit 0).
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return cmdutil.Usagef("unknown verb %q for baton lease: use acquire, renew, release or get", args[0])
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error { return cmd.Help() },
 	}
 	for _, v := range []struct{ name, short, example string }{
 		{"acquire", "Take a lease if it is free (or wait up to --wait for it)", "  baton lease acquire deploy --ttl 30s --wait 10s"},

@@ -24,7 +24,24 @@ import (
 )
 
 // NewCmdRoot returns the baton command with every verb.
-func NewCmdRoot(f *cmdutil.Factory) *cobra.Command {
+func NewCmdRoot(f *cmdutil.Factory) *cobra.Command { return newCmdRoot(f, nil) }
+
+// runStub stands in for every verb's run, for tests: it gets the verb
+// ("join", "leader transfer", ...) and its options (*joincmd.Options, ...)
+// once the command line is parsed and checked, and runs nothing.
+type runStub func(verb string, opts any) error
+
+// stubbed is a verb's runF calling stub; nil (the verb runs) when stub is.
+func stubbed[O any](stub runStub, verb string) func(O) error {
+	if stub == nil {
+		return nil
+	}
+	return func(o O) error { return stub(verb, o) }
+}
+
+// newCmdRoot is NewCmdRoot with every verb's run replaced by stub, unless
+// stub is nil.
+func newCmdRoot(f *cmdutil.Factory, stub runStub) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "baton <command>",
 		Short: "Keep a fleet of coding agents from stepping on each other",
@@ -61,18 +78,24 @@ gate busy, lost), 4 refused: another host's session, 5 not found,
 		}
 		return cmdutil.Usagef("%v", err)
 	})
+	var leaderF func(string, *leadercmd.Options) error
+	supervise := runcmd.NewCmdSupervise(f)
+	if stub != nil {
+		leaderF = func(sub string, o *leadercmd.Options) error { return stub("leader "+sub, o) }
+		supervise.RunE = func(_ *cobra.Command, args []string) error { return stub(cmdutil.SuperviseVerb, args) }
+	}
 	root.AddCommand(
-		upcmd.NewCmdUp(f, nil),
-		joincmd.NewCmdJoin(f, nil),
-		commitcmd.NewCmdCommit(f, nil),
-		closecmd.NewCmdClose(f, nil),
-		runcmd.NewCmdRun(f, nil),
-		leadcmd.NewCmdLead(f, nil),
-		leadercmd.NewCmdLeader(f, nil),
-		leasecmd.NewCmdLease(f, nil),
-		statuscmd.NewCmdStatus(f, nil),
-		doctorcmd.NewCmdDoctor(f, nil),
-		runcmd.NewCmdSupervise(f),
+		upcmd.NewCmdUp(f, stubbed[*upcmd.Options](stub, "up")),
+		joincmd.NewCmdJoin(f, stubbed[*joincmd.Options](stub, "join")),
+		commitcmd.NewCmdCommit(f, stubbed[*commitcmd.Options](stub, "commit")),
+		closecmd.NewCmdClose(f, stubbed[*closecmd.Options](stub, "close")),
+		runcmd.NewCmdRun(f, stubbed[*runcmd.Options](stub, "run")),
+		leadcmd.NewCmdLead(f, stubbed[*leadcmd.Options](stub, "lead")),
+		leadercmd.NewCmdLeader(f, leaderF),
+		leasecmd.NewCmdLease(f, stubbed[*leasecmd.Options](stub, "lease")),
+		statuscmd.NewCmdStatus(f, stubbed[*statuscmd.Options](stub, "status")),
+		doctorcmd.NewCmdDoctor(f, stubbed[*doctorcmd.Options](stub, "doctor")),
+		supervise,
 	)
 	var mark func(c *cobra.Command)
 	mark = func(c *cobra.Command) {
@@ -157,7 +180,12 @@ func version() string {
 // printed as one line on f.IO.ErrOut.
 func Main(ctx context.Context, f *cmdutil.Factory, args []string) cmdutil.ExitCode {
 	defer f.Close()
-	root := NewCmdRoot(f)
+	return execute(ctx, f, NewCmdRoot(f), args)
+}
+
+// execute runs root (newCmdRoot's) on args and maps the outcome to the exit
+// code, printing an error's one line.
+func execute(ctx context.Context, f *cmdutil.Factory, root *cobra.Command, args []string) cmdutil.ExitCode {
 	root.SetArgs(args)
 	root.SetIn(f.IO.In)
 	root.SetOut(f.IO.Out)

@@ -1,0 +1,273 @@
+package root
+
+import (
+	"bytes"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/batonhq/baton/cmd/baton/internal/closecmd"
+	"github.com/batonhq/baton/cmd/baton/internal/cmdutil"
+	"github.com/batonhq/baton/cmd/baton/internal/commitcmd"
+	"github.com/batonhq/baton/cmd/baton/internal/doctorcmd"
+	"github.com/batonhq/baton/cmd/baton/internal/joincmd"
+	"github.com/batonhq/baton/cmd/baton/internal/leadcmd"
+	"github.com/batonhq/baton/cmd/baton/internal/leadercmd"
+	"github.com/batonhq/baton/cmd/baton/internal/leasecmd"
+	"github.com/batonhq/baton/cmd/baton/internal/runcmd"
+	"github.com/batonhq/baton/cmd/baton/internal/statuscmd"
+	"github.com/batonhq/baton/cmd/baton/internal/upcmd"
+	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/kv/kvtest"
+	"github.com/batonhq/baton/session"
+)
+
+// stubbedRoot is the real command line with every verb's run replaced by a
+// stub that only records what was parsed: parsing, the verbs' checks of
+// their arguments and the global flags' resolution run as in baton; nothing
+// connects, starts a server or runs a command.
+type stubbedRoot struct {
+	f      *cmdutil.Factory
+	root   *cobra.Command
+	out    *bytes.Buffer
+	errOut *bytes.Buffer
+	verb   string // the verb whose run was reached, "" if none
+	opts   any    // its options
+}
+
+func newStubbedRoot() *stubbedRoot {
+	r := &stubbedRoot{out: &bytes.Buffer{}, errOut: &bytes.Buffer{}}
+	r.f = &cmdutil.Factory{
+		IO:     &cmdutil.IOStreams{In: strings.NewReader(""), Out: r.out, ErrOut: r.errOut},
+		Getenv: func(string) string { return "" },
+	}
+	r.root = newCmdRoot(r.f, func(verb string, opts any) error {
+		r.verb, r.opts = verb, opts
+		return nil
+	})
+	r.root.InitDefaultHelpCmd()
+	r.root.InitDefaultCompletionCmd()
+	var noCompletion func(c *cobra.Command)
+	noCompletion = func(c *cobra.Command) {
+		c.ValidArgsFunction = nil // it would read the server's sessions
+		for _, sub := range c.Commands() {
+			noCompletion(sub)
+		}
+	}
+	noCompletion(r.root)
+	return r
+}
+
+// verbs are the root's commands, cobra's help and completion among them,
+// sorted by name.
+func verbs() []string {
+	var names []string
+	for _, c := range newStubbedRoot().root.Commands() {
+		names = append(names, c.Name())
+	}
+	slices.Sort(names)
+	return names
+}
+
+// commandLine is a seed of FuzzCommandLine: a verb, its arguments, and the
+// run they reach ("" for none: help, or bad input).
+type commandLine struct {
+	verb string
+	args []string
+	runs string
+}
+
+func commandLines() []commandLine {
+	return []commandLine{
+		{"join", []string{"rendering", "--task", "T-42", "--agent", "claude-1", "--ttl", "90s", "--wait", "2s", "--meta", "k=v", "--force"}, "join"},
+		{"join", []string{"rendering", "--task", "T", "--server", "nats://127.0.0.1:1", "--timeout", "200ms", "--prefix", "p_1", "--host-id", "h", "--json"}, "join"},
+		{"join", []string{"rendering", "--ttl", "500ms"}, "join"}, // the run refuses it
+		{"commit", []string{"rendering", "-m", "halfway", "--fence", "7"}, "commit"},
+		{"close", []string{"rendering", "--result", "success", "--strict"}, "close"},
+		{"run", []string{"lint", "--task", "T-44", "--grace", "1s", "--", "sh", "-c", "echo $BATON_SLOT"}, "run"},
+		{"lead", []string{"chat-bot", "--ttl", "5s", "--min-term", "1m", "--score", "10", "--capability", "gpu", "--", "./bot"}, "lead"},
+		{"leader", []string{"chat-bot", "--watch", "--require", "gpu"}, "leader show"},
+		{"leader", []string{"transfer", "chat-bot", "--to", "bot-3", "--wait", "5s"}, "leader transfer"},
+		{"lease", []string{"acquire", "deploy", "--ttl", "30s", "--wait", "10s", "--instance", "i-1", "--meta", "a=b"}, "lease"},
+		{"lease", []string{"release", "deploy", "--instance", "i-1"}, "lease"},
+		{"status", []string{"--watch", "--json", "--stale-after", "1m"}, "status"},
+		{"doctor", []string{"--fix", "--state-dir", "/nonexistent/baton"}, "doctor"},
+		{"up", []string{"--listen", "127.0.0.1:4222"}, "up"},
+		{"help", []string{"join"}, ""},
+		{"completion", []string{"bash"}, ""},
+		{"lease", nil, ""},
+		{"join", []string{"--help", "a..b"}, ""},
+		// Bad input.
+		{"join", []string{"a..b", "--task", "T"}, ""},
+		{"join", []string{"rendering", "--ttl", "-1s"}, ""},
+		{"join", []string{"rendering", "--ttl"}, ""},
+		{"join", []string{"a", "b"}, ""},
+		{"commit", []string{"rendering", "--timeout", "0s"}, ""},
+		{"close", []string{"rendering", "--prefix", "a.b"}, ""},
+		{"status", []string{"--tls-cert", "c.pem"}, ""},
+		{"lead", []string{"chat-bot", "./bot"}, ""},
+		{"lease", []string{"grab", "deploy"}, ""},
+		{"leader", []string{"transfer", "chat-bot"}, ""},
+		{"leader", []string{"--nope"}, ""},
+		{"doctor", []string{"-", "--=x", "-m"}, ""},
+		{"run", []string{"slot\nwith a newline", "--task", "T", "--", "true"}, ""},
+	}
+}
+
+// TestCommandLine_Seeds pins what each seed of FuzzCommandLine reaches.
+func TestCommandLine_Seeds(t *testing.T) {
+	for _, cl := range commandLines() {
+		args := append([]string{cl.verb}, cl.args...)
+		r := newStubbedRoot()
+		code := execute(t.Context(), r.f, r.root, args)
+		want := cmdutil.ExitOK
+		if cl.runs == "" && cl.verb != "help" && cl.verb != "completion" && !slices.Contains(args, "--help") && cl.args != nil {
+			want = cmdutil.ExitUsage
+		}
+		if code != want || r.verb != cl.runs {
+			t.Errorf("baton %q: exit %d, reached %q; want exit %d, %q (stderr %q)", args, code, r.verb, want, cl.runs, r.errOut)
+		}
+	}
+}
+
+// FuzzCommandLine runs the real command line on a verb and arguments (the
+// input, split at NUL bytes, as the OS would give them) with every verb's
+// run stubbed out. Parsing never panics. It reaches a verb's run; or shows
+// help, when asked for it (help, completion, --help, a verb group alone);
+// or ends with exit 2 (bad input) through the one exit-code mapping, with
+// one line on stderr in the contract's form. A run is reached only with
+// valid values: no negative duration, a positive --timeout, a valid prefix,
+// SLOT and KEY valid keys, and join's --ttl (if the run takes it) whole
+// seconds, at least 1s.
+func FuzzCommandLine(f *testing.F) {
+	names := verbs()
+	for _, cl := range commandLines() {
+		i := slices.Index(names, cl.verb)
+		if i < 0 {
+			f.Fatalf("no verb %q among %q", cl.verb, names)
+		}
+		f.Add(uint8(i), strings.Join(cl.args, "\x00"))
+	}
+	f.Fuzz(func(t *testing.T, v uint8, line string) {
+		args := []string{names[int(v)%len(names)]}
+		if line != "" {
+			args = append(args, strings.Split(line, "\x00")...)
+		}
+		r := newStubbedRoot()
+		code := execute(t.Context(), r.f, r.root, args)
+		stderr := r.errOut.String()
+
+		switch {
+		case code == cmdutil.ExitUsage:
+			if r.verb != "" {
+				t.Fatalf("baton %q: exit 2 after the run of %s was reached", args, r.verb)
+			}
+			if !strings.HasPrefix(stderr, "baton: ") || !strings.HasSuffix(stderr, "\n") || strings.Count(stderr, "\n") != 1 {
+				t.Fatalf("baton %q: stderr %q is not one error line", args, stderr)
+			}
+		case code != cmdutil.ExitOK:
+			t.Fatalf("baton %q: exit %d, want 0 or %d (bad input); stderr %q", args, code, cmdutil.ExitUsage, stderr)
+		case stderr != "":
+			t.Fatalf("baton %q: exit 0 with stderr %q", args, stderr)
+		case r.verb == "":
+			if !askedForHelp(r.root, args) {
+				t.Fatalf("baton %q: exit 0 without a run, and no help was asked for; stdout %.80q", args, r.out)
+			}
+		default:
+			checkParsed(t, args, r)
+		}
+	})
+}
+
+// askedForHelp reports whether args ask for help rather than a run: the
+// help or completion verb, --help, or a verb group with no verb of it.
+func askedForHelp(root *cobra.Command, args []string) bool {
+	if args[0] == "help" || args[0] == "completion" {
+		return true
+	}
+	cmd, _, err := root.Find(args)
+	if err != nil {
+		return false
+	}
+	if h := cmd.Flags().Lookup("help"); h != nil && h.Changed {
+		return true
+	}
+	return cmd.HasSubCommands() && cmd.Flags().NArg() == 0
+}
+
+// checkParsed checks the options a command line reached a run with.
+func checkParsed(t *testing.T, args []string, r *stubbedRoot) {
+	t.Helper()
+	c := r.f.Config
+	if c.Timeout <= 0 || session.ValidatePrefix(c.Prefix) != nil || !kvtest.NATSBucketValid(session.BucketConfig(c.Prefix, 0).Name) {
+		t.Fatalf("baton %q: timeout %v, prefix %q", args, c.Timeout, c.Prefix)
+	}
+	validKey := func(what, k string) {
+		if !kvtest.NATSKeyValid(k) || strings.Contains(k, "/") || len(k) > kv.MaxKeyLen {
+			t.Fatalf("baton %q: %s %q is not a valid key", args, what, k)
+		}
+	}
+	durations := func(ds ...*cmdutil.DurationFlag) {
+		for _, d := range ds {
+			if d.D < 0 {
+				t.Fatalf("baton %q: a duration flag is %v", args, d.D)
+			}
+		}
+	}
+	joinFlags := func(fl *joincmd.Flags) {
+		durations(fl.TTL, fl.Wait)
+		if _, err := fl.JoinOptions(); err != nil {
+			if cmdutil.Code(err) != cmdutil.ExitUsage {
+				t.Fatalf("baton %q: join options: %v is not bad input", args, err)
+			}
+		} else if fl.TTL.D < time.Second || fl.TTL.D%time.Second != 0 || fl.Task == "" {
+			t.Fatalf("baton %q: join options taken with --ttl %v, --task %q", args, fl.TTL.D, fl.Task)
+		}
+	}
+	switch o := r.opts.(type) {
+	case *joincmd.Options:
+		validKey("slot", o.Slot)
+		joinFlags(o.Flags)
+	case *runcmd.Options:
+		validKey("slot", o.Slot)
+		joinFlags(o.Flags)
+		durations(o.Grace)
+		if len(o.Command) == 0 {
+			t.Fatalf("baton %q: run without a command", args)
+		}
+	case *commitcmd.Options:
+		validKey("slot", o.Slot)
+	case *closecmd.Options:
+		validKey("slot", o.Slot)
+	case *leadcmd.Options:
+		validKey("key", o.Key)
+		durations(o.TTL, o.MinTerm, o.Grace)
+		if len(o.Command) == 0 {
+			t.Fatalf("baton %q: lead without a command", args)
+		}
+	case *leadercmd.Options:
+		validKey("key", o.Key)
+		if o.Wait != nil {
+			durations(o.Wait)
+		}
+		if r.verb == "leader transfer" && o.To == "" {
+			t.Fatalf("baton %q: transfer to nobody", args)
+		}
+	case *leasecmd.Options:
+		validKey("key", o.Key)
+		durations(o.TTL, o.Wait)
+		if !slices.Contains([]string{"acquire", "renew", "release", "get"}, o.Verb) {
+			t.Fatalf("baton %q: lease verb %q", args, o.Verb)
+		}
+	case *statuscmd.Options:
+		durations(o.StaleAfter)
+	case *doctorcmd.Options:
+		durations(o.StaleAfter)
+	case *upcmd.Options, []string: // up's own checks run in its run; __supervise takes anything
+	default:
+		t.Fatalf("baton %q: %s ran with options %T", args, r.verb, r.opts)
+	}
+}
