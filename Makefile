@@ -4,7 +4,7 @@ BIN      := $(CURDIR)/bin
 TOOLS    := $(CURDIR)/.tools
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: all build test test-short fuzz fuzz-short lint run bench bench-quick bench-go bench-tools demo clean
+.PHONY: all build test test-short fuzz fuzz-short fault lint run bench bench-quick bench-go bench-tools demo clean
 
 all: build
 
@@ -32,6 +32,12 @@ fuzz:
 ## fuzz-short: the same for 3s each (about a minute), as make test runs them
 fuzz-short:
 	GO=$(GO) ./scripts/fuzz.sh 3s
+
+## fault: three baton up as one cluster under a randomized workload while clients and servers are killed, paused and fed garbage (4 minutes), then every fuzz target for 30s (5 minutes)
+fault: build
+	$(GO) build -o $(BIN)/batonfault ./e2e/fault
+	$(BIN)/batonfault -baton $(BIN)/baton -duration 4m
+	GO=$(GO) ./scripts/fuzz.sh 30s
 
 ## lint: go vet, gofmt and staticcheck (installed into .tools/)
 lint: $(TOOLS)/staticcheck
