@@ -33,11 +33,11 @@ fuzz:
 fuzz-short:
 	GO=$(GO) ./scripts/fuzz.sh 3s
 
-## fault: three baton up as one cluster under a randomized workload while clients and servers are killed, paused and fed garbage (4 minutes), then every fuzz target for 30s (5 minutes)
+## fault: every fuzz target for 30s (5 minutes), then three baton up as one cluster under a randomized workload while clients and servers are killed, paused and fed garbage (4 minutes); the last line is the verdict
 fault: build
+	GO=$(GO) ./scripts/fuzz.sh 30s
 	$(GO) build -o $(BIN)/batonfault ./e2e/fault
 	$(BIN)/batonfault -baton $(BIN)/baton -duration 4m
-	GO=$(GO) ./scripts/fuzz.sh 30s
 
 ## lint: go vet, gofmt and staticcheck (installed into .tools/)
 lint: $(TOOLS)/staticcheck

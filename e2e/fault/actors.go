@@ -281,7 +281,7 @@ func (h *harness) skewedLoop(ctx context.Context, m *session.Manager, agent stri
 	for ctx.Err() == nil {
 		slot := skewSlots[h.intn(len(skewSlots))]
 		var s *session.Session
-		h.stats.fault("clock_skew")
+		h.stats.fault("skewed_clock_op")
 		r, err := h.libOp("lib-join", func(ctx context.Context) (err error) {
 			s, err = m.Join(ctx, slot, "T-"+agent, session.WithAgent(agent), session.WithTTL(sessionTTL))
 			return err
@@ -341,7 +341,7 @@ func (h *harness) skewedLeases(ctx context.Context, i int, skew time.Duration) {
 	writer := fmt.Sprintf("liblease%d/%d", i, 0)
 	for ctx.Err() == nil {
 		var l *lease.Lease
-		h.stats.fault("clock_skew")
+		h.stats.fault("skewed_clock_op")
 		_, err := h.libOp("lib-acquire", func(opCtx context.Context) (err error) {
 			// Waiting for the holder is not being stuck: bound the wait.
 			wctx, cancel := context.WithTimeout(opCtx, 8*time.Second)
