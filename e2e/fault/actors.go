@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -56,6 +57,9 @@ func (h *harness) slotLocked(slot string) *slotState {
 // joined records an acknowledged join. Another holder whose session was
 // provably alive when the join was answered is an exclusion violation: its
 // TTL ran from no earlier than the start of its last acknowledged write.
+// Joins are recorded as they are answered; one answered out of order would
+// have to take longer than a session's TTL (12 s), where every call to the
+// server is bounded by BATON_TIMEOUT (3 s).
 func (h *harness) joined(slot, agent string, fence uint64, r result) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -359,7 +363,7 @@ func (h *harness) skewedLeases(ctx context.Context, i int, skew time.Duration) {
 		until := time.After(h.between(3*time.Second, 10*time.Second))
 	hold:
 		for {
-			h.chk.write("lease/skew", l.Fence(), writer, time.Now())
+			h.chk.write("lease/skew", l.Fence(), writer, time.Time{})
 			select {
 			case <-l.Done():
 				break hold
@@ -377,8 +381,6 @@ func (h *harness) skewedLeases(ctx context.Context, i int, skew time.Duration) {
 // clientFaults SIGKILLs or SIGSTOPs (for longer than the TTL) a running
 // `run` or `lead`, preferring one whose command is writing as the holder.
 func (h *harness) clientFaults(ctx context.Context) {
-	var pending []pauseCheck
-	defer func() { h.checkPauses(pending) }()
 	for sleep(ctx, h.between(1500*time.Millisecond, 3*time.Second)) {
 		d := h.pickHolder()
 		if d == nil {
@@ -400,7 +402,9 @@ func (h *harness) clientFaults(ctx context.Context) {
 		h.logf("SIGSTOP %s (fence %d) for %s", d.actor, fence, pause)
 		sleep(ctx, pause)
 		d.cont()
-		pending = append(pending, pauseCheck{actor: d.actor, fence: fence, resumed: time.Now()})
+		h.mu.Lock()
+		h.pauses = append(h.pauses, pauseCheck{actor: d.actor, fence: fence, resumed: time.Now()})
+		h.mu.Unlock()
 	}
 }
 
@@ -412,16 +416,25 @@ type pauseCheck struct {
 	resumed time.Time
 }
 
+// stopAfterResume bounds how long a resumed `run` or `lead` whose holding
+// expired while it was stopped may let its command act: its local deadline
+// has passed, so it stops the command at once, with SIGKILL after at most
+// its 2 s grace.
+const stopAfterResume = 5 * time.Second
+
 // checkPauses runs once every daemon has been stopped: a command still
-// writing under its pre-pause fence stuckAfter after its baton resumed is
-// stuck.
-func (h *harness) checkPauses(pending []pauseCheck) {
+// writing under its pre-pause fence stopAfterResume after its baton resumed
+// did not stop when it had to.
+func (h *harness) checkPauses() {
+	h.mu.Lock()
+	pending := h.pauses
+	h.mu.Unlock()
 	for _, p := range pending {
 		if p.fence == 0 {
 			continue
 		}
-		if last, _ := h.chk.lastWrite(p.actor, p.fence); last.After(p.resumed.Add(stuckAfter)) {
-			h.stats.stick("%s kept writing under fence %d %s after its baton was resumed past its TTL",
+		if last, _ := h.chk.lastWrite(p.actor, p.fence); last.After(p.resumed.Add(stopAfterResume)) {
+			h.stats.stick("%s kept writing under fence %d for %s after its baton resumed past its TTL",
 				p.actor, p.fence, last.Sub(p.resumed).Round(time.Millisecond))
 		}
 	}
@@ -482,37 +495,57 @@ func (h *harness) garbage(ctx context.Context) {
 		for i := range junk {
 			junk[i] = byte(h.intn(256))
 		}
-		if bucket == "baton-sessions" {
-			h.mu.Lock()
-			h.slotLocked(key).corrupt = time.Now()
-			h.mu.Unlock()
-		}
+		// The session is marked corrupt from before the publish to after
+		// its answer: a write acknowledged in between may be the one the
+		// garbage replaced.
+		h.markCorrupt(bucket, key)
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		ack, err := js.Publish(pctx, "$KV."+bucket+"."+key, junk)
+		_, err := js.Publish(pctx, "$KV."+bucket+"."+key, junk)
 		cancel()
-		if err != nil {
-			continue // a server is down: try later
+		h.markCorrupt(bucket, key)
+		if err == nil {
+			h.stats.fault("garbage_record")
+			h.logf("garbage in %s %s", bucket, key)
+			sleep(ctx, h.between(2*time.Second, 5*time.Second))
 		}
-		h.stats.fault("garbage_record")
-		h.logf("garbage in %s %s at revision %d", bucket, key, ack.Sequence)
-		sleep(ctx, h.between(2*time.Second, 5*time.Second))
-		h.removeGarbage(js, bucket, key, ack.Sequence)
+		// Also after a failed publish: its answer may be what was lost.
+		h.removeGarbage(js, bucket, key, junk)
 	}
 }
 
-// removeGarbage deletes key if it still holds the garbage at rev, retrying
-// while the cluster is electing.
-func (h *harness) removeGarbage(js jetstream.JetStream, bucket, key string, rev uint64) {
+func (h *harness) markCorrupt(bucket, key string) {
+	if bucket != "baton-sessions" {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.slotLocked(key).corrupt = time.Now()
+}
+
+// removeGarbage deletes key if its latest value is junk (a delete
+// conditioned on that revision, so a record written since is left alone),
+// retrying while the cluster is electing.
+func (h *harness) removeGarbage(js jetstream.JetStream, bucket, key string, junk []byte) {
 	deadline := time.Now().Add(stuckAfter)
 	for time.Now().Before(deadline) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		b, err := js.KeyValue(ctx, bucket)
+		var e jetstream.KeyValueEntry
 		if err == nil {
-			err = b.Delete(ctx, key, jetstream.LastRevision(rev))
+			e, err = b.Get(ctx, key)
+		}
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+			err = nil // not there (never landed, or already gone)
+		case err == nil && bytes.Equal(e.Value(), junk):
+			err = b.Delete(ctx, key, jetstream.LastRevision(e.Revision()))
+			if errors.Is(err, jetstream.ErrKeyExists) {
+				err = nil // a holder replaced it meanwhile
+			}
 		}
 		cancel()
-		if err == nil || errors.Is(err, jetstream.ErrKeyExists) {
-			return // removed, or a holder already replaced it
+		if err == nil {
+			return
 		}
 		time.Sleep(500 * time.Millisecond)
 	}

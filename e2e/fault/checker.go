@@ -41,10 +41,14 @@ func newChecker() *checker {
 }
 
 // write is one write by writer (actor/pid) to key under fence; it reports
-// whether the resource accepted it.
+// whether the resource accepted it. A zero at is the time now, read under
+// the lock so that accepted writes stay in time order.
 func (c *checker) write(key string, fence uint64, writer string, at time.Time) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if at.IsZero() {
+		at = time.Now()
+	}
 	actor, _, _ := strings.Cut(writer, "/")
 	c.writers[writer] = &writerState{actor: actor, fence: fence, last: at}
 	r := c.keys[key]
@@ -123,7 +127,7 @@ func (c *checker) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "want key, fence and writer", http.StatusBadRequest)
 		return
 	}
-	if c.write(q.Get("key"), fence, q.Get("writer"), time.Now()) {
+	if c.write(q.Get("key"), fence, q.Get("writer"), time.Time{}) {
 		w.WriteHeader(http.StatusOK)
 		return
 	}

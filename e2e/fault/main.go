@@ -110,6 +110,7 @@ type harness struct {
 	mu      sync.Mutex
 	daemons map[*daemon]bool
 	slots   map[string]*slotState
+	pauses  []pauseCheck
 	rng     *rand.Rand
 }
 
@@ -236,6 +237,7 @@ func (h *harness) run(ctx context.Context) (bool, error) {
 	fmt.Fprintf(h.out, "batonfault: workload done; stopping every client\n")
 	wg.Wait()
 	h.finishAll()
+	h.checkPauses()
 	if err := <-serverErr; err != nil {
 		return false, err
 	}

@@ -22,7 +22,7 @@ type stats struct {
 	stuck      []string
 	recovery   []time.Duration // server kill -> first acknowledged session write
 	leadGaps   []time.Duration // longest gap in a leader's accepted writes after a server kill
-	sessionOK  []time.Time     // ends of acknowledged session writes
+	sessionOK  []span          // acknowledged session writes
 }
 
 func newStats() *stats {
@@ -47,7 +47,7 @@ func (s *stats) op(verb string, r result) {
 	}
 	s.byVerb[verb][code]++
 	if r.code == 0 && (verb == "join" || verb == "commit" || verb == "close" || verb == "lib-join" || verb == "lib-commit") {
-		s.sessionOK = append(s.sessionOK, r.end)
+		s.sessionOK = append(s.sessionOK, span{r.start, r.end})
 	}
 }
 
@@ -81,15 +81,18 @@ func (s *stats) stick(format string, args ...any) {
 	s.stuck = append(s.stuck, fmt.Sprintf(format, args...))
 }
 
-// firstWriteAfter is the time from t to the end of the first acknowledged
-// session write that started after t.
+// span is when an operation started and when it was answered.
+type span struct{ start, end time.Time }
+
+// firstWriteAfter is the time from t to the answer of the first
+// acknowledged session write that started after t.
 func (s *stats) firstWriteAfter(t time.Time) (time.Duration, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var best time.Time
-	for _, e := range s.sessionOK {
-		if e.After(t) && (best.IsZero() || e.Before(best)) {
-			best = e
+	for _, w := range s.sessionOK {
+		if w.start.After(t) && (best.IsZero() || w.end.Before(best)) {
+			best = w.end
 		}
 	}
 	if best.IsZero() {

@@ -6,7 +6,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"sync"
-	"sync/atomic"
 	"syscall"
 
 	"github.com/batonhq/baton/hostlocal"
@@ -59,8 +58,8 @@ func (c *Command) Start(env ...string) (*hostlocal.Group, error) {
 type Signals struct {
 	ch      chan os.Signal
 	fwd     chan os.Signal
-	running atomic.Bool
-	mu      sync.Mutex
+	mu      sync.Mutex // guards running and by; held while a signal is routed
+	running bool
 	by      syscall.Signal
 	cancel  context.CancelFunc
 	done    chan struct{}
@@ -76,14 +75,18 @@ func NotifySignals(ctx context.Context) (*Signals, context.Context) {
 		for {
 			select {
 			case sig := <-s.ch:
-				if s.running.Load() {
+				// Deciding and sending under mu, so that Idle never runs
+				// between the two and leaves a signal behind in fwd.
+				s.mu.Lock()
+				if s.running {
 					select {
 					case s.fwd <- sig:
 					default: // the command has signals pending already
 					}
-					continue
+				} else {
+					s.interruptLocked(sig)
 				}
-				s.Interrupt(sig)
+				s.mu.Unlock()
 			case <-ctx.Done():
 				return
 			}
@@ -94,17 +97,26 @@ func NotifySignals(ctx context.Context) (*Signals, context.Context) {
 
 // Running says whether a command runs (signals go to it) or not (they
 // cancel).
-func (s *Signals) Running(on bool) { s.running.Store(on) }
+func (s *Signals) Running(on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.running = on
+}
+
+// Forward delivers the signals meant for the running command.
+func (s *Signals) Forward() <-chan os.Signal { return s.fwd }
 
 // Idle says the command is gone: signals cancel from now on, and one that
 // came for the command but was never delivered to it interrupts now. A
 // stop request that raced with the command's end is not lost.
 func (s *Signals) Idle() {
-	s.running.Store(false)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.running = false
 	for {
 		select {
 		case sig := <-s.fwd:
-			s.Interrupt(sig)
+			s.interruptLocked(sig)
 		default:
 			return
 		}
@@ -115,15 +127,16 @@ func (s *Signals) Idle() {
 // cancels the context.
 func (s *Signals) Interrupt(sig os.Signal) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.interruptLocked(sig)
+}
+
+func (s *Signals) interruptLocked(sig os.Signal) {
 	if ss, ok := sig.(syscall.Signal); ok && s.by == 0 {
 		s.by = ss
 	}
-	s.mu.Unlock()
 	s.cancel()
 }
-
-// Forward delivers the signals meant for the running command.
-func (s *Signals) Forward() <-chan os.Signal { return s.fwd }
 
 // Interrupted says whether a signal cancelled the context, and which.
 func (s *Signals) Interrupted() (syscall.Signal, bool) {

@@ -218,8 +218,12 @@ func lead(ctx context.Context, o *Options, command *cmdutil.Command, term *lease
 				grace = min(grace, o.TTL.D/4) // dead before the server could give the lease away
 			}
 			code, _ := child.Stop(grace)
+			next := "campaign again"
+			if forwarded != nil {
+				next = "stop, as the signal passed to it (" + forwarded.String() + ") asked"
+			}
 			cmdutil.Fprintf(o.F.IO.ErrOut, "%s\n", cmdutil.Message("lead",
-				fmt.Errorf("%s; stopped the command (exit %d) and campaign again", cmdutil.Text(term.Err()), code)))
+				fmt.Errorf("%s; stopped the command (exit %d) and %s", cmdutil.Text(term.Err()), code, next)))
 			return 0, false, nil
 		case to := <-term.Yield():
 			code, _ := child.Stop(o.Grace.D)
