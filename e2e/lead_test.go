@@ -485,3 +485,31 @@ func TestStatusWatch_ShowsLeasesComeAndGo(t *testing.T) {
 		t.Errorf("release event %v", ev)
 	}
 }
+
+// A follower paused past its TTL loses its candidacy; resumed, it stands
+// again and keeps following (it does not exit), and leads when the leader
+// goes.
+func TestLead_AFollowerPausedPastItsTTLStandsAgain(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for a TTL")
+	}
+	w := newWorld(t)
+	a, b := w.host("host-a"), w.host("host-b")
+	first := a.lead(t, "first", "k", []string{"--ttl", "1s"}, nil, "sleep", "300")
+	w.awaitLeader(t, "k", 10*time.Second, "first leads", func(in *lease.Info) bool { return in != nil && in.Holder == "first" })
+	second := b.lead(t, "second", "k", []string{"--ttl", "1s"}, nil, "sleep", "300")
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the follower's stderr:\n%s", second.Stderr.(*syncBuffer).String())
+		}
+	})
+	waitFor(t, 10*time.Second, "second is a candidate", func() bool { return w.candidates(t, "k") == 2 })
+
+	second.Process.Signal(syscall.SIGSTOP)
+	waitFor(t, 10*time.Second, "the paused follower's candidacy expires", func() bool { return w.candidates(t, "k") == 1 })
+	second.Process.Signal(syscall.SIGCONT)
+	waitFor(t, 10*time.Second, "the resumed follower stands again", func() bool { return w.candidates(t, "k") == 2 })
+
+	first.Process.Signal(syscall.SIGTERM)
+	w.awaitLeader(t, "k", 10*time.Second, "second leads once first goes", func(in *lease.Info) bool { return in != nil && in.Holder == "second" })
+}

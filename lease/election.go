@@ -169,19 +169,41 @@ func (e *Election) candidacy(ctx context.Context) error {
 // this host whose process and child are dead at once, and a leader that
 // hands over to this instance makes it lead with no gap. A candidate that
 // lacks a required capability gets ErrNotEligible (it may still Observe).
+//
+// A candidacy that lapses while it waits (the process was paused, or cut
+// off from the server, past the TTL) is registered again, so the instance
+// stays visible to handovers and to Candidates.
 func (e *Election) Campaign(ctx context.Context) (*Term, error) {
-	if err := e.candidacy(ctx); err != nil {
-		return nil, err
+	for {
+		if err := e.candidacy(ctx); err != nil {
+			return nil, err
+		}
+		if !e.Eligible() {
+			return nil, fmt.Errorf("%w: %s requires %s, this candidate has %s", ErrNotEligible, e.key,
+				strings.Join(e.cfg.require, ","), strings.Join(e.cfg.caps, ","))
+		}
+		e.mu.Lock()
+		cand := e.cand
+		e.mu.Unlock()
+		wctx, cancel := context.WithCancel(ctx)
+		go func() {
+			select {
+			case <-cand.Done():
+				cancel()
+			case <-wctx.Done():
+			}
+		}()
+		l, err := e.ls.acquireKey(wctx, e.leaderKey, true, e.leaseOpts())
+		cancel()
+		switch {
+		case err == nil:
+			return e.newTerm(l), nil
+		case ctx.Err() == nil && cand.Err() != nil:
+			continue // the candidacy lapsed while waiting: stand again
+		default:
+			return nil, err
+		}
 	}
-	if !e.Eligible() {
-		return nil, fmt.Errorf("%w: %s requires %s, this candidate has %s", ErrNotEligible, e.key,
-			strings.Join(e.cfg.require, ","), strings.Join(e.cfg.caps, ","))
-	}
-	l, err := e.ls.acquireKey(ctx, e.leaderKey, true, e.leaseOpts())
-	if err != nil {
-		return nil, err
-	}
-	return e.newTerm(l), nil
 }
 
 // Withdraw ends this instance's candidacy (leadership, if any, is the

@@ -174,6 +174,12 @@ func (ls *Leases) inTheWay(ctx context.Context, e kv.Entry, cfg acquireConfig) (
 	}
 	if ls.sameProcess(in.Record) && !ls.wasLost(e.Key, in.Fence) {
 		l, err := ls.adopt(ctx, in, cfg)
+		if errors.Is(err, ErrLost) {
+			// It expired or was taken between the read and the renewal
+			// (a handover to this process that came while it was paused):
+			// not this process's any more, so try again.
+			return nil, true, held
+		}
 		return l, false, err
 	}
 	if in.PID == 0 || ls.deadOnThisHost(in.Record) || ls.sameProcess(in.Record) {
