@@ -1,0 +1,240 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/batonhq/baton/lease"
+)
+
+// clientFaults SIGKILLs or SIGSTOPs (for longer than the TTL) a running
+// `run` or `lead`, preferring one whose command is writing as the holder.
+func (h *harness) clientFaults(ctx context.Context) {
+	for sleep(ctx, h.between(1500*time.Millisecond, 3*time.Second)) {
+		d := h.pickHolder()
+		if d == nil {
+			continue
+		}
+		if h.intn(10) < 4 {
+			if d.cmd.Process.Kill() == nil {
+				h.stats.fault("client_sigkill")
+				h.logf("SIGKILL %s", d.actor)
+			}
+			continue
+		}
+		_, fence := h.chk.lastWrite(d.actor, math.MaxUint64)
+		if !d.pause() {
+			continue
+		}
+		h.stats.fault("client_sigstop")
+		pause := d.ttl + h.between(time.Second, 3*time.Second)
+		h.logf("SIGSTOP %s (fence %d) for %s", d.actor, fence, pause)
+		sleep(ctx, pause)
+		d.cont()
+		h.mu.Lock()
+		h.pauses = append(h.pauses, pauseCheck{actor: d.actor, fence: fence, resumed: time.Now()})
+		h.mu.Unlock()
+	}
+}
+
+// pauseCheck: a holder paused past its TTL must stop acting under its old
+// fence once it resumes.
+type pauseCheck struct {
+	actor   string
+	fence   uint64
+	resumed time.Time
+}
+
+// stopAfterResume bounds how long a resumed `run` or `lead` whose holding
+// expired while it was stopped may let its command act: its local deadline
+// has passed, so it stops the command at once, with SIGKILL after at most
+// its 2 s grace.
+const stopAfterResume = 5 * time.Second
+
+// checkPauses runs once every daemon has been stopped: a command still
+// writing under its pre-pause fence stopAfterResume after its baton resumed
+// did not stop when it had to.
+func (h *harness) checkPauses() {
+	h.mu.Lock()
+	pending := h.pauses
+	h.mu.Unlock()
+	for _, p := range pending {
+		if p.fence == 0 {
+			continue
+		}
+		if last, _ := h.chk.lastWrite(p.actor, p.fence); last.After(p.resumed.Add(stopAfterResume)) {
+			h.stats.stick("%s kept writing under fence %d for %s after its baton resumed past its TTL",
+				p.actor, p.fence, last.Sub(p.resumed).Round(time.Millisecond))
+		}
+	}
+}
+
+// pickHolder picks a live daemon, three times in four one whose command
+// wrote in the last 300 ms (a holder).
+func (h *harness) pickHolder() *daemon {
+	h.mu.Lock()
+	var live []*daemon
+	for d := range h.daemons {
+		if d.alive() {
+			live = append(live, d)
+		}
+	}
+	h.mu.Unlock()
+	sortDaemons(live)
+	var holders []*daemon
+	for _, d := range live {
+		if last, _ := h.chk.lastWrite(d.actor, math.MaxUint64); time.Since(last) < 300*time.Millisecond {
+			holders = append(holders, d)
+		}
+	}
+	switch {
+	case len(holders) > 0 && h.intn(4) > 0:
+		return holders[h.intn(len(holders))]
+	case len(live) > 0:
+		return live[h.intn(len(live))]
+	}
+	return nil
+}
+
+func sortDaemons(ds []*daemon) {
+	slices.SortFunc(ds, func(a, b *daemon) int { return strings.Compare(a.actor, b.actor) })
+}
+
+// garbage overwrites a session or leader record with random bytes through
+// the raw NATS API, then, as an operator would, removes exactly that
+// garbage (a delete conditioned on its revision).
+func (h *harness) garbage(ctx context.Context) {
+	nc, err := nats.Connect(h.cl.urls(), nats.MaxReconnects(-1))
+	if err != nil {
+		h.stats.stick("garbage: connect: %v", err)
+		return
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		h.stats.stick("garbage: %v", err)
+		return
+	}
+	for sleep(ctx, h.between(6*time.Second, 12*time.Second)) {
+		bucket, key := "baton-sessions", cliSlots[h.intn(len(cliSlots))]
+		if h.intn(10) < 3 {
+			bucket, key = "baton-leases", lease.LeaderKey(leadKeys[h.intn(len(leadKeys))])
+		}
+		junk := make([]byte, 1+h.intn(64))
+		for i := range junk {
+			junk[i] = byte(h.intn(256))
+		}
+		// The session is marked corrupt from before the publish to after
+		// its answer: a write acknowledged in between may be the one the
+		// garbage replaced.
+		h.markCorrupt(bucket, key)
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err := js.Publish(pctx, "$KV."+bucket+"."+key, junk)
+		cancel()
+		h.markCorrupt(bucket, key)
+		if err == nil {
+			h.stats.fault("garbage_record")
+			h.logf("garbage in %s %s", bucket, key)
+			sleep(ctx, h.between(2*time.Second, 5*time.Second))
+		}
+		// Also after a failed publish: its answer may be what was lost.
+		h.removeGarbage(js, bucket, key, junk)
+	}
+}
+
+func (h *harness) markCorrupt(bucket, key string) {
+	if bucket != "baton-sessions" {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.slotLocked(key).corrupt = time.Now()
+}
+
+// removeGarbage deletes key if its latest value is junk (a delete
+// conditioned on that revision, so a record written since is left alone),
+// retrying while the cluster is electing.
+func (h *harness) removeGarbage(js jetstream.JetStream, bucket, key string, junk []byte) {
+	deadline := time.Now().Add(stuckAfter)
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		b, err := js.KeyValue(ctx, bucket)
+		var e jetstream.KeyValueEntry
+		if err == nil {
+			e, err = b.Get(ctx, key)
+		}
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+			err = nil // not there (never landed, or already gone)
+		case err == nil && bytes.Equal(e.Value(), junk):
+			err = b.Delete(ctx, key, jetstream.LastRevision(e.Revision()))
+			if errors.Is(err, jetstream.ErrKeyExists) {
+				err = nil // a holder replaced it meanwhile
+			}
+		}
+		cancel()
+		if err == nil {
+			return
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	h.stats.stick("could not remove the garbage in %s %s within %s", bucket, key, stuckAfter)
+}
+
+// serverFaults SIGKILLs a server every 20–30 s, alternating between the
+// server leading a bucket's stream and each server in turn, and restarts it
+// 2–6 s later.
+func (h *harness) serverFaults(ctx context.Context) error {
+	var kills []time.Time
+	defer func() {
+		for _, at := range kills {
+			if d, ok := h.stats.firstWriteAfter(at); ok {
+				h.stats.mu.Lock()
+				h.stats.recovery = append(h.stats.recovery, d)
+				h.stats.mu.Unlock()
+			}
+			var worst time.Duration
+			to := at.Add(30 * time.Second)
+			if now := time.Now(); now.Before(to) {
+				to = now
+			}
+			for _, key := range leadKeys {
+				worst = max(worst, h.chk.longestGap("lead/"+key, at, to))
+			}
+			h.stats.mu.Lock()
+			h.stats.leadGaps = append(h.stats.leadGaps, worst)
+			h.stats.mu.Unlock()
+		}
+	}()
+	streams := []string{"KV_baton-sessions", "KV_baton-leases"}
+	for k := 0; sleep(ctx, h.between(20*time.Second, 30*time.Second)); k++ {
+		i, kind := (k/2)%len(h.cl.nodes), "server_sigkill"
+		if k%2 == 0 {
+			name, err := h.cl.leaderOf(ctx, streams[(k/2)%2])
+			if j := h.cl.index(name); err == nil && j >= 0 {
+				i, kind = j, "server_sigkill_stream_leader"
+			}
+		}
+		at := time.Now()
+		h.cl.kill(i)
+		kills = append(kills, at)
+		h.stats.fault(kind)
+		h.stats.serverKilled(h.cl.nodes[i].name)
+		down := h.between(2*time.Second, 6*time.Second)
+		h.logf("SIGKILL server %s (%s), restart in %s", h.cl.nodes[i].name, kind, down)
+		time.Sleep(down)
+		if err := h.cl.start(context.Background(), i); err != nil {
+			return fmt.Errorf("restart %s: %w", h.cl.nodes[i].name, err)
+		}
+	}
+	return nil
+}

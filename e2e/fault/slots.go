@@ -1,0 +1,91 @@
+package main
+
+import (
+	"strconv"
+	"strings"
+	"time"
+)
+
+// slotState is what the harness knows of a slot from acknowledged writes.
+type slotState struct {
+	holder   string
+	fence    uint64
+	maxFence uint64
+	lastAck  time.Time // start of the last acknowledged join or commit
+	open     bool      // joined, and no close started
+	corrupt  time.Time // last garbage written over the record
+}
+
+func (h *harness) slotLocked(slot string) *slotState {
+	st := h.slots[slot]
+	if st == nil {
+		st = &slotState{}
+		h.slots[slot] = st
+	}
+	return st
+}
+
+// joined records an acknowledged join. Another holder whose session was
+// provably alive when the join was answered is an exclusion violation: its
+// TTL ran from no earlier than the start of its last acknowledged write.
+// Joins are recorded as they are answered; one answered out of order would
+// have to take longer than a session's TTL (12 s), where every call to the
+// server is bounded by BATON_TIMEOUT (3 s).
+func (h *harness) joined(slot, agent string, fence uint64, r result) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	st := h.slotLocked(slot)
+	if st.open && st.holder != agent && r.end.Before(st.lastAck.Add(sessionTTL)) && !st.corrupt.After(st.lastAck) {
+		h.stats.violation("slot %s: %s joined (fence %d) %s after %s's session (fence %d) was last renewed, within its TTL %s",
+			slot, agent, fence, r.end.Sub(st.lastAck).Round(time.Millisecond), st.holder, st.fence, sessionTTL)
+	}
+	if fence <= st.maxFence {
+		h.stats.violation("slot %s: fence %d given to %s is not larger than %d given before", slot, fence, agent, st.maxFence)
+	}
+	st.holder, st.fence, st.maxFence, st.open, st.lastAck = agent, fence, max(fence, st.maxFence), true, r.start
+}
+
+// renewed records an acknowledged commit.
+func (h *harness) renewed(slot, agent string, fence uint64, r result) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if st := h.slotLocked(slot); st.holder == agent && st.fence == fence {
+		st.lastAck = r.start
+	}
+}
+
+// gone records that agent's session answered as lost or absent. If it was
+// acknowledged within its TTL before the answer and no garbage hit it, an
+// acknowledged session was lost. close says the close had started (the
+// session was no longer open).
+func (h *harness) gone(slot, agent string, fence uint64, r result, verb string, closing bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	st := h.slotLocked(slot)
+	if st.holder != agent || st.fence != fence || (!st.open && !closing) {
+		return
+	}
+	if r.end.Before(st.lastAck.Add(sessionTTL)) && !st.corrupt.After(st.lastAck) {
+		h.stats.lose("slot %s: %s's session (fence %d) renewed %s before, within its TTL %s, answered %s by %s: %s",
+			slot, agent, fence, r.end.Sub(st.lastAck).Round(time.Millisecond), sessionTTL, exitName(r.code), verb, strings.TrimSpace(r.stderr))
+	}
+	st.open = false
+}
+
+func (h *harness) closing(slot, agent string, fence uint64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if st := h.slotLocked(slot); st.holder == agent && st.fence == fence {
+		st.open = false
+	}
+}
+
+func exitName(code int) string {
+	switch code {
+	case 3:
+		return "lost (exit 3)"
+	case 5:
+		return "not found (exit 5)"
+	}
+	return "exit " + strconv.Itoa(code)
+}
