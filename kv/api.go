@@ -101,10 +101,9 @@ func (c *Client) call(ctx context.Context, what, subj string, req, out any) erro
 	}
 	for {
 		actx, cancel := c.attemptCtx(ctx)
-		actx, stop := c.refusals.watch(actx, subj, false)
+		w := c.refusals.begin(subj, cancel)
 		resp, err := c.nc.RequestWithContext(actx, subj, data)
-		err = refusal(actx, err)
-		stop()
+		err = c.refusals.end(w, err)
 		cancel()
 		if errors.Is(err, nats.ErrNoResponders) {
 			return fmt.Errorf("%w: %s on %s: %w", ErrJetStreamDisabled, what, c.url, err)

@@ -307,10 +307,9 @@ func (b *Bucket) publish(ctx context.Context, m *nats.Msg) (uint64, error) {
 	}
 	for {
 		actx, cancel := b.c.attemptCtx(ctx)
-		actx, stop := b.c.refusals.watch(actx, m.Subject, false)
+		w := b.c.refusals.begin(m.Subject, cancel)
 		resp, err := b.c.nc.RequestMsgWithContext(actx, m)
-		err = refusal(actx, err)
-		stop()
+		err = b.c.refusals.end(w, err)
 		cancel()
 		if err == nil && b.c.dropAnswers.Load() > 0 && b.c.dropAnswers.Add(-1) >= 0 {
 			return 0, errNoAnswer // fault injection (tests): the write landed, its answer is lost

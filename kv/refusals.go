@@ -22,11 +22,45 @@ type refusals struct {
 	waiting map[*refusalWaiter]struct{}
 }
 
-// refusalWaiter is one call waiting for its answer.
+// refusalWaiter is one call waiting for its answer. A refusal ends it with
+// cancel (the refusal as the context's cause) or, for a call registered by
+// begin, with stop, keeping the refusal in err.
 type refusalWaiter struct {
 	publish string // the subject the call publishes to
 	prefix  bool   // publish is a prefix: a refusal of any subject under it counts
 	cancel  context.CancelCauseFunc
+	stop    context.CancelFunc
+	err     *refusedError // guarded by refusals.mu
+}
+
+// begin registers one request to subject, whose context stop cancels: a
+// refusal of subject or of the reply inbox calls stop. end unregisters it.
+// It is watch for the hot path: no context of its own. A nil r registers
+// nothing.
+func (r *refusals) begin(subject string, stop context.CancelFunc) *refusalWaiter {
+	if r == nil {
+		return nil
+	}
+	w := &refusalWaiter{publish: subject, stop: stop}
+	r.mu.Lock()
+	r.waiting[w] = struct{}{}
+	r.mu.Unlock()
+	return w
+}
+
+// end unregisters w and returns the refusal that ended its request, or err.
+func (r *refusals) end(w *refusalWaiter, err error) error {
+	if r == nil || w == nil {
+		return err
+	}
+	r.mu.Lock()
+	delete(r.waiting, w)
+	re := w.err
+	r.mu.Unlock()
+	if err != nil && re != nil {
+		return re
+	}
+	return err
 }
 
 // refusalRE parses the server's permission errors, as nats.go passes them on:
@@ -108,7 +142,12 @@ func (r *refusals) refused(err error) bool {
 			if !publish {
 				re.inbox = r.inbox
 			}
-			w.cancel(re)
+			if w.cancel != nil {
+				w.cancel(re)
+			} else {
+				w.err = re
+				w.stop()
+			}
 			failed = true
 		}
 	}
