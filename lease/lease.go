@@ -103,8 +103,11 @@ func (ls *Leases) newRecord(key string, cfg acquireConfig) Record {
 
 // TryAcquire takes the lease on key if it is free, with one try: one round
 // trip on a key never used or whose tombstone expired. A lease held by
-// another instance is a *HeldError (ErrHeld, or ErrUndecodable); one held by
-// this instance is taken over as it is.
+// another instance is a *HeldError (ErrHeld, or ErrUndecodable). One held
+// by this process is taken back with its fence, unless this process lost it
+// (its local deadline passed, so its work was told to stop): then, as for
+// one left by a dead process of this instance, the lease is taken anew
+// with a new fence.
 func (ls *Leases) TryAcquire(ctx context.Context, key string, opts ...AcquireOption) (*Lease, error) {
 	return ls.acquire(ctx, key, false, opts)
 }
