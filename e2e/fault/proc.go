@@ -52,14 +52,14 @@ func (h *harness) cli(host string, args ...string) result {
 		r.code, r.stderr, r.end = -1, err.Error(), time.Now()
 		return r
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
 	var err error
+	exited := make(chan struct{})
+	go func() { err = cmd.Wait(); close(exited) }()
 	select {
-	case err = <-done:
+	case <-exited:
 	case <-time.After(stuckAfter):
 		r.stuck = true
-		err = quitThenKill(cmd.Process, done)
+		quitThenKill(cmd.Process, exited)
 	}
 	r.end = time.Now()
 	r.code = exitCode(err)
@@ -133,27 +133,21 @@ func (d *daemon) finish() bool {
 	case <-d.exited:
 		return true
 	case <-time.After(stuckAfter):
-		_ = d.cmd.Process.Signal(syscall.SIGQUIT) // a Go program prints its goroutines
-		select {
-		case <-d.exited:
-		case <-time.After(2 * time.Second):
-			_ = d.cmd.Process.Kill()
-			<-d.exited
-		}
+		quitThenKill(d.cmd.Process, d.exited)
 		return false
 	}
 }
 
 // quitThenKill sends a stuck process SIGQUIT, so that a Go program prints
-// its goroutines to its stderr, then SIGKILL; it returns Wait's error.
-func quitThenKill(p *os.Process, done <-chan error) error {
+// its goroutines to its stderr, then SIGKILL after 2 s; it returns once
+// exited is closed.
+func quitThenKill(p *os.Process, exited <-chan struct{}) {
 	_ = p.Signal(syscall.SIGQUIT)
 	select {
-	case err := <-done:
-		return err
+	case <-exited:
 	case <-time.After(2 * time.Second):
 		_ = p.Kill()
-		return <-done
+		<-exited
 	}
 }
 

@@ -139,17 +139,6 @@ func leadRun(ctx context.Context, o *Options) error {
 			return interrupted(sigs)
 		case errors.Is(err, kv.ErrPermission):
 			return err // refused, not away: waiting changes nothing
-		case errors.Is(err, lease.ErrLost):
-			// This instance's candidacy lapsed while it followed (it was
-			// paused, or cut off, past its TTL): it stands again.
-			cmdutil.Fprintf(o.F.IO.ErrOut, "baton: lead: %s; standing again in %s\n", cmdutil.Text(err), backoff)
-			select {
-			case <-ctx.Done():
-				return interrupted(sigs)
-			case <-time.After(backoff):
-			}
-			backoff = min(2*backoff, 5*time.Second)
-			continue
 		case cmdutil.Code(err) == cmdutil.ExitUnavailable:
 			// The server is away (restarting, electing a leader): campaign
 			// again once it answers.
