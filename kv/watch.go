@@ -213,6 +213,19 @@ func (b *Bucket) ServerTime(ctx context.Context) (time.Time, error) {
 	return info.TimeStamp.UTC(), nil
 }
 
+// Head is the bucket's last revision (the highest revision any key has
+// had, including deletes and expiries) and the stream leader's clock, read
+// with one round trip. A watch started after Head has delivered, once its
+// initial values are in, every revision up to it that is still a key's
+// latest.
+func (b *Bucket) Head(ctx context.Context) (uint64, time.Time, error) {
+	info, err := b.c.streamInfo(ctx, b.stream)
+	if err != nil {
+		return 0, time.Time{}, err
+	}
+	return info.State.LastSeq, info.TimeStamp.UTC(), nil
+}
+
 // WatchEvents runs a watch of the keys matching pattern and turns each
 // entry into an event with classify (which is told whether the current
 // values have all been seen, and may drop an entry by returning false),

@@ -196,6 +196,11 @@ func (m *Manager) Get(ctx context.Context, slot string) (*Session, error) {
 	return sessionOf(e)
 }
 
+// FromEntry decodes a live entry of the sessions bucket (as a watch of
+// Bucket delivers it) into a session. A record that does not decode is a
+// *HeldError with ErrUndecodable: held by nobody-knows-who.
+func FromEntry(e kv.Entry) (*Session, error) { return sessionOf(e) }
+
 // sessionOf decodes a live entry, failing closed on garbage.
 func sessionOf(e kv.Entry) (*Session, error) {
 	s, err := decode(e)

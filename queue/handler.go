@@ -1,0 +1,71 @@
+package queue
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/batonhq/baton/hostlocal"
+)
+
+// Handler does the work of a task, as http.Handler serves a request. It
+// runs while its worker holds the task's key lock and a capacity token.
+//
+// A nil error records the task done. Any other error records the attempt
+// failed: the task runs again after the queue's backoff, until it is out
+// of attempts (dead). An error with an ExitCode() int method (such as
+// *exec.ExitError) records that exit code.
+//
+// When the worker must stop the work (the lock was lost, the task timed
+// out or was cancelled, the worker is draining), ctx is cancelled and
+// context.Cause(ctx) says why (ErrLockLost, ErrTimeout, ErrCancelled,
+// ErrDraining). Work must then return within StopWithin(ctx): past a lost
+// lock, another worker may be given the task. The worker does not start
+// another task in this one's place until Work has returned.
+type Handler interface {
+	Work(ctx context.Context, t *Task) error
+}
+
+// HandlerFunc lets an ordinary function be a Handler.
+type HandlerFunc func(ctx context.Context, t *Task) error
+
+// Work calls f(ctx, t).
+func (f HandlerFunc) Work(ctx context.Context, t *Task) error { return f(ctx, t) }
+
+// runCtx is what a worker hands its handler besides the context.
+type runCtx struct {
+	mu     sync.Mutex
+	within time.Duration
+	child  func(hostlocal.Process)
+}
+
+type runCtxKey struct{}
+
+func withRunCtx(ctx context.Context, rc *runCtx) context.Context {
+	return context.WithValue(ctx, runCtxKey{}, rc)
+}
+
+// StopWithin is how long the work has, once its context is cancelled,
+// before it must have stopped: the worker's grace, or less when the lock
+// could not be renewed and the server may soon give the task to another
+// worker. Outside a handler it returns 0.
+func StopWithin(ctx context.Context) time.Duration {
+	rc, _ := ctx.Value(runCtxKey{}).(*runCtx)
+	if rc == nil {
+		return 0
+	}
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return rc.within
+}
+
+// Started tells the worker the process that does the task's work (a
+// command it started, leading its own process group). The worker records
+// it in the key lock, so that a worker on this host can tell, should this
+// one die, when the work is gone too, and take the task over at once.
+// Outside a handler it does nothing.
+func Started(ctx context.Context, p hostlocal.Process) {
+	if rc, _ := ctx.Value(runCtxKey{}).(*runCtx); rc != nil && rc.child != nil {
+		rc.child(p)
+	}
+}

@@ -1,0 +1,780 @@
+package queue
+
+import (
+	"container/heap"
+	"math"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/session"
+)
+
+// index is one worker's view of a queue, built from its watches of the
+// queues bucket (tasks, tokens, config: one stream, in order) and of the
+// sessions bucket (the key locks). Every worker builds the same view from
+// the same records, so the order in which they pick tasks is one global
+// order; a compare-and-set decides between workers that pick the same.
+//
+// Picking costs O(log keys): the keys that can run now sit in one heap per
+// priority, ordered by when the key was last served; a key whose locks are
+// all held is in no heap, so it is skipped without being looked at. It is
+// not safe for concurrent use: the worker's loop owns it.
+type index struct {
+	q   string
+	cfg Config
+	// offset is the server's clock minus this host's, for backoff times.
+	offset time.Duration
+
+	tasks map[string]*itask
+	keys  map[string]*ikey
+	ready [3]keyHeap
+	due   dueHeap
+
+	active  map[string]*itask // by slot: the run holding it
+	nActive int
+
+	// Sessions: the live ones by slot, and the highest revision delivered;
+	// qSeq is the highest revision of the queue's watch.
+	slots   map[string]*session.Session
+	sessSeq uint64
+	qSeq    uint64
+	synced  bool // both watches have delivered their initial values
+
+	// Tokens: the live ones by index, those this worker is claiming, and
+	// the free ones below max_active.
+	tokens   map[int]*token
+	reserved map[int]bool
+	free     intSet
+	inflight int
+
+	// suspects are active tasks whose lock may be gone: the worker checks
+	// them (orphans) after each event.
+	suspects map[string]*itask
+	// sameHost are locks and tokens of this queue held by other processes
+	// of this host, by slot or token key.
+	sameHost map[string]holder
+	// This worker's host and process: holders elsewhere on this host are
+	// checked for liveness.
+	myHost  string
+	myPID   int
+	myStart string
+
+	bodyBytes int // bytes of task records kept for claiming without a read
+	// undecodable task records (never run).
+	undecodable map[string]uint64
+}
+
+// bodyBudget bounds the task records a worker keeps in memory to claim a
+// task without reading it first; past it, the claim reads the record.
+const bodyBudget = 64 << 20
+
+// holder is a process of this host that holds a lock or token, as
+// recorded.
+type holder struct {
+	PID, ChildPID        int
+	PIDStart, ChildStart string
+	Slot                 string
+	Token                int // -1: a lock
+	Rev                  uint64
+}
+
+type itask struct {
+	id, key  string
+	prio     int
+	seq      uint64
+	state    State
+	rev      uint64
+	attempts int
+	run      *Run
+	cancel   bool
+	body     []byte // the record at rev, when kept
+	due      time.Time
+	queued   bool // in its key's FIFO (gen says which entry)
+	gen      int
+	claiming bool
+}
+
+type ikey struct {
+	name   string
+	fifo   [3]taskHeap
+	served uint64 // revision of the last claim seen
+	// local counts this worker's claims in flight: the key sorts last
+	// meanwhile, as it will once the claim lands.
+	local    int
+	claiming map[int]bool // lanes
+	blocked  time.Time    // a busy host gate: not before then
+	pos      [3]int       // place in ready[p], -1 if not there
+	head     [3]uint64    // seq of the FIFO head, for the heap order
+}
+
+func newIndex(q string, cfg Config) *index {
+	x := &index{
+		q: q, cfg: cfg,
+		tasks: map[string]*itask{}, keys: map[string]*ikey{}, active: map[string]*itask{},
+		slots: map[string]*session.Session{}, tokens: map[int]*token{}, reserved: map[int]bool{},
+		suspects: map[string]*itask{}, sameHost: map[string]holder{}, undecodable: map[string]uint64{},
+	}
+	for p := range x.ready {
+		x.ready[p].level = p
+	}
+	x.resetFree()
+	return x
+}
+
+// setConfig applies a changed config: capacity, lanes and slot names.
+func (x *index) setConfig(cfg Config) {
+	if cfg.Revision != 0 && cfg.Revision < x.cfg.Revision {
+		return
+	}
+	x.cfg = cfg
+	x.resetFree()
+	for _, k := range x.keys {
+		x.refresh(k)
+	}
+}
+
+func (x *index) resetFree() {
+	x.free = intSet{}
+	for i := range x.cfg.MaxActive {
+		if x.tokens[i] == nil && !x.reserved[i] {
+			x.free.add(i)
+		}
+	}
+}
+
+// --- watch input -----------------------------------------------------------
+
+// applyQueue takes one entry of the queue's watch (its tasks, tokens and
+// config), now being this host's time of its arrival.
+func (x *index) applyQueue(e kv.Entry, now time.Time) {
+	x.qSeq = max(x.qSeq, e.Revision)
+	switch {
+	case isTaskKey(x.q, e.Key):
+		x.applyTask(e, now)
+	case isConfigKey(x.q, e.Key):
+		if e.Live() {
+			if c, err := decodeConfig(e); err == nil {
+				x.setConfig(c)
+			}
+		}
+	default:
+		if i := tokenIndexOf(x.q, e.Key); i >= 0 {
+			x.applyToken(i, e)
+		}
+	}
+}
+
+func (x *index) applyTask(e kv.Entry, now time.Time) {
+	id := taskIDOf(x.q, e.Key)
+	if t := x.tasks[id]; t != nil && e.Revision < t.rev {
+		return // older than what a claim already told
+	}
+	if !e.Live() {
+		delete(x.undecodable, id)
+		x.drop(x.tasks[id])
+		return
+	}
+	d, err := decodeTask(x.q, e)
+	if err != nil {
+		x.undecodable[id] = e.Revision
+		x.drop(x.tasks[id])
+		return
+	}
+	delete(x.undecodable, id)
+	x.applyRecord(d, e.Value, now)
+}
+
+// applyRecord takes a decoded task at d.Revision (written at d.Written,
+// server time); value is its record as stored, kept to claim it later.
+func (x *index) applyRecord(d *Task, value []byte, now time.Time) {
+	t := x.tasks[d.ID]
+	if t != nil && d.Revision < t.rev {
+		return
+	}
+	k := x.key(d.Key)
+	if c := d.claimedRev(); c > k.served {
+		k.served = c
+		x.refresh(k)
+	}
+	if d.State.Final() {
+		x.drop(t)
+		return
+	}
+	if t == nil {
+		t = &itask{id: d.ID, key: d.Key, prio: d.Priority.rank(), seq: d.Seq}
+		x.tasks[d.ID] = t
+	}
+	if t.state == StateActive && (d.State != StateActive || t.run.Slot != d.Run.Slot || t.run.Fence != d.Run.Fence) {
+		x.unsetActive(t)
+	}
+	x.setBody(t, nil)
+	t.rev, t.state, t.attempts, t.cancel, t.seq = d.Revision, d.State, d.Attempts, d.CancelRequested, d.Seq
+	switch d.State {
+	case StateActive:
+		x.dequeue(t)
+		if t.run == nil {
+			x.active[d.Run.Slot] = t
+			x.nActive++
+		}
+		t.run = d.Run
+		x.suspects[t.id] = t
+	case StatePending:
+		x.setBody(t, value)
+		x.enqueue(t)
+	case StateFailed:
+		x.setBody(t, value)
+		t.due = d.Written.Add(time.Duration(d.RetryAfter)).Add(-x.offset)
+		if d.Written.IsZero() {
+			t.due = now.Add(time.Duration(d.RetryAfter)) // written just now by this worker
+		}
+		if !t.due.After(now) {
+			x.enqueue(t)
+			break
+		}
+		x.dequeue(t)
+		t.gen++ // a due item of an earlier failure is stale now
+		heap.Push(&x.due, dueItem{at: t.due, task: t, gen: t.gen})
+	}
+}
+
+// drop forgets a task that is final, deleted or undecodable.
+func (x *index) drop(t *itask) {
+	if t == nil {
+		return
+	}
+	x.dequeue(t)
+	if t.state == StateActive {
+		x.unsetActive(t)
+	}
+	x.setBody(t, nil)
+	delete(x.suspects, t.id)
+	delete(x.tasks, t.id)
+	t.state = StateDone
+	if k := x.keys[t.key]; k != nil {
+		x.refresh(k)
+	}
+}
+
+func (x *index) unsetActive(t *itask) {
+	if t.run != nil && x.active[t.run.Slot] == t {
+		delete(x.active, t.run.Slot)
+		x.nActive--
+	}
+	delete(x.suspects, t.id)
+	t.run = nil
+}
+
+func (x *index) setBody(t *itask, b []byte) {
+	x.bodyBytes -= len(t.body)
+	t.body = nil
+	if b != nil && x.bodyBytes+len(b) <= bodyBudget {
+		t.body = b
+		x.bodyBytes += len(b)
+	}
+}
+
+func (x *index) applyToken(i int, e kv.Entry) {
+	var tok *token
+	if e.Live() {
+		if t, err := decodeToken(e); err == nil {
+			tok = t
+		} else {
+			tok = &token{Index: i} // held by nobody-knows-who: never free
+		}
+	}
+	if tok == nil {
+		delete(x.tokens, i)
+		delete(x.sameHost, e.Key)
+		if i < x.cfg.MaxActive && !x.reserved[i] {
+			x.free.add(i)
+		}
+		return
+	}
+	tok.rev = e.Revision
+	x.tokens[i] = tok
+	x.free.remove(i)
+	if x.isSameHost(tok.Host, tok.PID, tok.PIDStart) {
+		x.sameHost[e.Key] = holder{PID: tok.PID, PIDStart: tok.PIDStart, Token: i, Rev: e.Revision}
+	} else {
+		delete(x.sameHost, e.Key)
+	}
+}
+
+// applySession takes one entry of the sessions watch.
+func (x *index) applySession(e kv.Entry) {
+	x.sessSeq = max(x.sessSeq, e.Revision)
+	if old := x.slots[e.Key]; old != nil && old.Revision > e.Revision {
+		return
+	}
+	var s *session.Session
+	if e.Live() {
+		s, _ = session.FromEntry(e)
+		if s == nil {
+			s = &session.Session{Revision: e.Revision} // undecodable: held
+			s.Slot = e.Key
+		}
+	}
+	x.setSlot(e.Key, s)
+}
+
+// setSlot records slot's live session s (nil: none) and refreshes what
+// depends on it.
+func (x *index) setSlot(slot string, s *session.Session) {
+	if s == nil {
+		delete(x.slots, slot)
+		delete(x.sameHost, slot)
+	} else {
+		x.slots[slot] = s
+		if s.Meta["queue"] == x.q && x.isSameHost(s.Host, s.PID, s.PIDStart) {
+			h := holder{PID: s.PID, PIDStart: s.PIDStart, Slot: slot, Token: -1, Rev: s.Revision}
+			h.ChildPID, _ = strconv.Atoi(s.Meta["child_pid"])
+			h.ChildStart = s.Meta["child_pid_start"]
+			x.sameHost[slot] = h
+		} else {
+			delete(x.sameHost, slot)
+		}
+	}
+	if t := x.active[slot]; t != nil {
+		x.suspects[t.id] = t
+	}
+	for _, k := range x.keysOfSlot(slot) {
+		x.refresh(k)
+	}
+}
+
+// isSameHost reports whether a record's holder is another process of this
+// host.
+func (x *index) isSameHost(host string, pid int, start string) bool {
+	return x.myPID != 0 && host == x.myHost && !(pid == x.myPID && start == x.myStart)
+}
+
+// keysOfSlot are the known keys one of whose lanes is slot.
+func (x *index) keysOfSlot(slot string) []*ikey {
+	rest, ok := strings.CutPrefix(slot, x.cfg.SlotPrefix)
+	if !ok {
+		return nil
+	}
+	var out []*ikey
+	if k := x.keys[rest]; k != nil {
+		out = append(out, k)
+	}
+	if x.cfg.PerKey > 1 {
+		if i := strings.LastIndexByte(rest, '.'); i > 0 {
+			if lane, err := strconv.Atoi(rest[i+1:]); err == nil && lane >= 1 && lane < x.cfg.PerKey && rest[i+1] != '0' {
+				if k := x.keys[rest[:i]]; k != nil {
+					out = append(out, k)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// markSynced says both watches have delivered their initial values;
+// head is the sessions bucket's last revision read before its watch
+// started.
+func (x *index) markSynced(head uint64) {
+	x.synced = true
+	x.sessSeq = max(x.sessSeq, head)
+	for _, t := range x.tasks {
+		if t.state == StateActive {
+			x.suspects[t.id] = t
+		}
+	}
+}
+
+// --- the FIFOs and the ready heaps --------------------------------------
+
+func (x *index) key(name string) *ikey {
+	k := x.keys[name]
+	if k == nil {
+		k = &ikey{name: name, pos: [3]int{-1, -1, -1}}
+		x.keys[name] = k
+	}
+	return k
+}
+
+func (x *index) enqueue(t *itask) {
+	if t.queued || t.claiming {
+		return
+	}
+	t.queued = true
+	t.gen++
+	k := x.key(t.key)
+	heap.Push(&k.fifo[t.prio], fifoItem{t: t, gen: t.gen})
+	x.refresh(k)
+}
+
+func (x *index) dequeue(t *itask) {
+	if !t.queued {
+		return
+	}
+	t.queued = false
+	t.gen++
+	if k := x.keys[t.key]; k != nil {
+		x.refresh(k)
+	}
+}
+
+// peek is the head of a key's FIFO at level p, dropping stale entries.
+func (k *ikey) peek(p int) *itask {
+	f := &k.fifo[p]
+	for f.Len() > 0 {
+		it := (*f)[0]
+		if it.t.queued && it.t.gen == it.gen {
+			return it.t
+		}
+		heap.Pop(f)
+	}
+	return nil
+}
+
+// freeLane is a lane of k whose slot has no live session and that this
+// worker is not claiming, or -1.
+func (x *index) freeLane(k *ikey) int {
+	for l := range x.cfg.PerKey {
+		if !k.claiming[l] && x.slots[x.cfg.Slot(k.name, l)] == nil {
+			return l
+		}
+	}
+	return -1
+}
+
+// refresh puts k in the ready heap of each level where it has a task
+// waiting and a lane free, and takes it out of the others.
+func (x *index) refresh(k *ikey) {
+	runnable := k.blocked.IsZero() && x.freeLane(k) >= 0
+	for p := range k.fifo {
+		head := k.peek(p)
+		in := k.pos[p] >= 0
+		switch {
+		case head != nil && runnable:
+			k.head[p] = head.seq
+			if in {
+				heap.Fix(&x.ready[p], k.pos[p])
+			} else {
+				heap.Push(&x.ready[p], k)
+			}
+		case in:
+			heap.Remove(&x.ready[p], k.pos[p])
+		}
+	}
+}
+
+// --- picking ---------------------------------------------------------------
+
+// pick is a claim this worker is about to make.
+type pick struct {
+	// id and rev are the task's, copied: the loop changes task meanwhile.
+	id    string
+	rev   uint64
+	task  *itask
+	key   *ikey
+	lane  int
+	slot  string
+	token int // -1: the queue has no max_active
+	body  []byte
+}
+
+// used is how much of max_active this worker sees taken.
+func (x *index) used() int {
+	held := len(x.tokens) + len(x.reserved)
+	for i := range x.reserved {
+		if x.tokens[i] != nil {
+			held--
+		}
+	}
+	return max(held, x.nActive+x.inflight)
+}
+
+// next picks the task to claim: the highest priority with a task whose key
+// has a free lane; among keys of that priority the one served least
+// recently (never served first, then by its oldest task); the oldest task
+// of that key. It marks the pick in flight (undo with release). It
+// returns false when nothing can run: capacity used up, no task waiting
+// whose key has a free lane, or the view not complete yet.
+func (x *index) next() (pick, bool) {
+	if !x.synced {
+		return pick{}, false
+	}
+	tok := -1
+	if x.cfg.MaxActive > 0 {
+		if x.used() >= x.cfg.MaxActive || x.free.len() == 0 {
+			return pick{}, false
+		}
+		tok = x.free.random()
+	}
+	for p := range x.ready {
+		h := &x.ready[p]
+		for h.Len() > 0 {
+			k := h.keys[0]
+			t := k.peek(p)
+			lane := x.freeLane(k)
+			if t == nil || lane < 0 || !k.blocked.IsZero() {
+				x.refresh(k) // takes it out of the heaps where it cannot run
+				continue
+			}
+			pk := pick{id: t.id, rev: t.rev, task: t, key: k, lane: lane, slot: x.cfg.Slot(k.name, lane), token: tok, body: t.body}
+			x.hold(pk)
+			return pk, true
+		}
+	}
+	return pick{}, false
+}
+
+// hold marks a pick in flight.
+func (x *index) hold(pk pick) {
+	t, k := pk.task, pk.key
+	x.dequeue(t)
+	t.claiming = true
+	if k.claiming == nil {
+		k.claiming = map[int]bool{}
+	}
+	k.claiming[pk.lane] = true
+	k.local++
+	if pk.token >= 0 {
+		x.reserved[pk.token] = true
+		x.free.remove(pk.token)
+	}
+	x.inflight++
+	x.refresh(k)
+}
+
+// claimed is what a claim that landed wrote: the task's new version, the
+// key lock's session and the capacity token (nil without max_active).
+type claimed struct {
+	// sent is when the claim's key lock was sent: its keepalive counts
+	// from there.
+	sent  time.Time
+	task  *Task
+	value []byte
+	sess  *session.Session
+	tok   *token
+}
+
+// release ends a pick in flight. A claim that landed (c not nil) tells the
+// view what the watches will soon say, so that the worker does not pick
+// the same task or lane again meanwhile; what a watch delivered already is
+// not overwritten. A claim that did not land puts the task back if it
+// still waits.
+func (x *index) release(pk pick, c *claimed, now time.Time) {
+	t, k := pk.task, pk.key
+	t.claiming = false
+	delete(k.claiming, pk.lane)
+	k.local--
+	x.inflight--
+	if pk.token >= 0 {
+		delete(x.reserved, pk.token)
+	}
+	if c != nil {
+		if c.tok != nil && c.tok.rev > x.qSeq {
+			x.tokens[pk.token] = c.tok
+			x.free.remove(pk.token)
+		}
+		if c.sess != nil && c.sess.Revision > x.sessSeq {
+			x.setSlot(pk.slot, c.sess)
+		}
+		if c.task != nil && c.task.Revision > x.qSeq {
+			x.applyRecord(c.task, c.value, now)
+		}
+	}
+	if pk.token >= 0 && x.tokens[pk.token] == nil && pk.token < x.cfg.MaxActive {
+		x.free.add(pk.token)
+	}
+	if x.tasks[t.id] == t && (t.state == StatePending || t.state == StateFailed && !t.due.After(now)) {
+		x.enqueue(t)
+	}
+	x.refresh(k)
+}
+
+// block keeps k from being picked until at (its host gate was busy).
+func (x *index) block(k *ikey, at time.Time) {
+	k.blocked = at
+	heap.Push(&x.due, dueItem{at: at, key: k})
+	x.refresh(k)
+}
+
+// nextDue is when a waiting task or a blocked key can next run (zero: none).
+func (x *index) nextDue() time.Time {
+	if x.due.Len() == 0 {
+		return time.Time{}
+	}
+	return x.due[0].at
+}
+
+// advance makes what was due by now runnable.
+func (x *index) advance(now time.Time) {
+	for x.due.Len() > 0 && !x.due[0].at.After(now) {
+		it := heap.Pop(&x.due).(dueItem)
+		switch {
+		case it.key != nil:
+			if !it.key.blocked.After(now) {
+				it.key.blocked = time.Time{}
+				x.refresh(it.key)
+			}
+		case it.task.gen == it.gen && x.tasks[it.task.id] == it.task && it.task.state == StateFailed:
+			x.enqueue(it.task)
+		}
+	}
+}
+
+// orphan is an active task whose key lock is provably gone: its worker
+// died or lost the lock, so it goes back to pending.
+type orphan struct {
+	id    string
+	rev   uint64
+	body  []byte
+	fence uint64
+	slot  string
+}
+
+// orphans returns the suspects whose lock is gone. A lock is gone when the
+// sessions watch has delivered a revision at or past the lock's fence and
+// the slot holds no live session with that fence: revisions only grow, so
+// the fence's own creation was delivered (or superseded) by then.
+func (x *index) orphans() []orphan {
+	if !x.synced || len(x.suspects) == 0 {
+		return nil
+	}
+	var out []orphan
+	for id, t := range x.suspects {
+		if t.state != StateActive || t.run == nil {
+			delete(x.suspects, id)
+			continue
+		}
+		s := x.slots[t.run.Slot]
+		if s != nil && s.Fence == t.run.Fence {
+			delete(x.suspects, id) // held: a change of the slot checks again
+			continue
+		}
+		if x.sessSeq < t.run.Fence {
+			continue // the lock's creation is not delivered yet
+		}
+		delete(x.suspects, id)
+		out = append(out, orphan{id: id, rev: t.rev, body: t.body, fence: t.run.Fence, slot: t.run.Slot})
+	}
+	return out
+}
+
+// --- small containers -----------------------------------------------------
+
+type fifoItem struct {
+	t   *itask
+	gen int
+}
+
+// taskHeap orders a key's tasks of one priority by the revision that
+// added them.
+type taskHeap []fifoItem
+
+func (h taskHeap) Len() int           { return len(h) }
+func (h taskHeap) Less(i, j int) bool { return h[i].t.seq < h[j].t.seq }
+func (h taskHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *taskHeap) Push(v any)        { *h = append(*h, v.(fifoItem)) }
+func (h *taskHeap) Pop() any {
+	old := *h
+	v := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return v
+}
+
+// keyHeap orders the ready keys of one priority: least recently served
+// first (a claim in flight counts as the most recent), then by their
+// oldest task.
+type keyHeap struct {
+	keys  []*ikey
+	level int
+}
+
+func (h *keyHeap) Len() int { return len(h.keys) }
+func (h *keyHeap) Less(i, j int) bool {
+	a, b := h.keys[i], h.keys[j]
+	sa, sb := a.order(), b.order()
+	if sa != sb {
+		return sa < sb
+	}
+	return a.head[h.level] < b.head[h.level]
+}
+func (h *keyHeap) Swap(i, j int) {
+	h.keys[i], h.keys[j] = h.keys[j], h.keys[i]
+	h.keys[i].pos[h.level] = i
+	h.keys[j].pos[h.level] = j
+}
+func (h *keyHeap) Push(v any) {
+	k := v.(*ikey)
+	k.pos[h.level] = len(h.keys)
+	h.keys = append(h.keys, k)
+}
+func (h *keyHeap) Pop() any {
+	old := h.keys
+	k := old[len(old)-1]
+	h.keys = old[:len(old)-1]
+	k.pos[h.level] = -1
+	return k
+}
+
+// order is the key's place in the round robin.
+func (k *ikey) order() uint64 {
+	if k.local > 0 {
+		return math.MaxUint64
+	}
+	return k.served
+}
+
+type dueItem struct {
+	at   time.Time
+	task *itask
+	gen  int
+	key  *ikey
+}
+
+type dueHeap []dueItem
+
+func (h dueHeap) Len() int           { return len(h) }
+func (h dueHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h dueHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *dueHeap) Push(v any)        { *h = append(*h, v.(dueItem)) }
+func (h *dueHeap) Pop() any {
+	old := *h
+	v := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return v
+}
+
+// intSet is a set of ints with O(1) add, remove and random member.
+type intSet struct {
+	items []int
+	pos   map[int]int
+}
+
+func (s *intSet) len() int { return len(s.items) }
+
+func (s *intSet) add(i int) {
+	if s.pos == nil {
+		s.pos = map[int]int{}
+	}
+	if _, ok := s.pos[i]; ok {
+		return
+	}
+	s.pos[i] = len(s.items)
+	s.items = append(s.items, i)
+}
+
+func (s *intSet) remove(i int) {
+	p, ok := s.pos[i]
+	if !ok {
+		return
+	}
+	last := s.items[len(s.items)-1]
+	s.items[p] = last
+	s.pos[last] = p
+	s.items = s.items[:len(s.items)-1]
+	delete(s.pos, i)
+}
+
+// random is a member chosen at random, so that workers taking tokens at
+// once rarely pick the same one.
+func (s *intSet) random() int { return s.items[rand.IntN(len(s.items))] }

@@ -1,0 +1,414 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/batonhq/baton/hostlocal"
+	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/session"
+)
+
+// Queues reads and writes the queues of one prefix, as one host: their
+// configs and tasks, and makes workers. It is safe for concurrent use.
+type Queues struct {
+	m      *session.Manager // key locks: sessions of this host, without pid files
+	bucket *kv.Bucket
+	prefix string
+	proc   hostlocal.Process
+	now    func() time.Time
+
+	mu      sync.Mutex
+	configs map[string]Config // queues known to exist, for Add's one round trip
+}
+
+// Option configures New.
+type Option func(*Queues) error
+
+// WithClock sets the clock of the informational times written into
+// records. It decides nothing. Default: time.Now.
+func WithClock(now func() time.Time) Option {
+	return func(qs *Queues) error { qs.now = now; return nil }
+}
+
+// WithProcess sets the process recorded as the holder of the key locks and
+// capacity tokens this handle's workers take. Default: the calling process.
+func WithProcess(p hostlocal.Process) Option {
+	return func(qs *Queues) error {
+		if p.PID <= 0 {
+			return fmt.Errorf("%w: pid %d", ErrInvalid, p.PID)
+		}
+		qs.proc = p
+		return nil
+	}
+}
+
+// New returns the queues of m's server, prefix and host: key locks are
+// sessions of m's bucket, taken as m's host and instance. It makes no round
+// trip; a missing bucket shows up as kv.ErrBucketNotFound on first use (see
+// Ensure).
+func New(m *session.Manager, opts ...Option) (*Queues, error) {
+	client := m.Bucket().Client()
+	// The workers' sessions leave no pid files: a worker holds its
+	// *session.Session, and a file per task would only cost a write.
+	locks, err := session.NewManager(client,
+		session.WithPrefix(m.Prefix()), session.WithHostID(m.Host()), session.WithInstance(m.Instance()),
+		session.WithStateDir(m.StateDir()), session.WithPIDFiles(false))
+	if err != nil {
+		return nil, err
+	}
+	qs := &Queues{m: locks, prefix: m.Prefix(), now: time.Now, configs: map[string]Config{}}
+	for _, o := range opts {
+		if err := o(qs); err != nil {
+			return nil, err
+		}
+	}
+	if qs.proc.PID == 0 {
+		if qs.proc, err = hostlocal.Self(); err != nil {
+			return nil, err
+		}
+	}
+	qs.bucket = client.Bucket(BucketConfig(qs.prefix, 0))
+	return qs, nil
+}
+
+// Ensure creates the queues bucket with replicas servers holding it, or
+// reports (kv.ErrBucketMismatch) how an existing one differs.
+func (qs *Queues) Ensure(ctx context.Context, replicas int) error {
+	_, err := qs.bucket.Client().Ensure(ctx, BucketConfig(qs.prefix, replicas))
+	return err
+}
+
+// Bucket is the queues bucket.
+func (qs *Queues) Bucket() *kv.Bucket { return qs.bucket }
+
+// Sessions is the session manager the key locks are taken with.
+func (qs *Queues) Sessions() *session.Manager { return qs.m }
+
+// Host is this handle's host id.
+func (qs *Queues) Host() string { return qs.m.Host() }
+
+// Instance is this handle's instance id.
+func (qs *Queues) Instance() string { return qs.m.Instance() }
+
+// Create makes a queue with cfg (cfg.Queue names it; zero fields are not
+// defaults: start from DefaultConfig). A queue that exists with the same
+// settings is returned with created false; with other settings it is
+// ErrQueueExists (change it with SetConfig).
+func (qs *Queues) Create(ctx context.Context, cfg Config) (Config, bool, error) {
+	if err := cfg.Validate(); err != nil {
+		return Config{}, false, err
+	}
+	now := qs.now().UTC()
+	cfg.CreatedAt, cfg.UpdatedAt = now, now
+	data, err := cfg.MarshalJSON()
+	if err != nil {
+		return Config{}, false, err
+	}
+	rev, err := qs.bucket.Create(ctx, configKey(cfg.Queue), data, 0)
+	var ce *kv.ConflictError
+	switch {
+	case err == nil:
+		cfg.Revision = rev
+		qs.remember(cfg)
+		return cfg, true, nil
+	case errors.As(err, &ce) && ce.Current != nil && ce.Current.Live():
+		have, derr := decodeConfig(*ce.Current)
+		if derr != nil {
+			return Config{}, false, derr
+		}
+		qs.remember(have)
+		if sameSettings(have, cfg) {
+			return have, false, nil
+		}
+		return have, false, fmt.Errorf("%w: queue %s exists with other settings", ErrQueueExists, cfg.Queue)
+	default:
+		return Config{}, false, err
+	}
+}
+
+// sameSettings compares what a config decides, not when it was written.
+func sameSettings(a, b Config) bool {
+	return a.MaxActive == b.MaxActive && a.PerKey == b.PerKey && a.MaxAttempts == b.MaxAttempts &&
+		a.Timeout == b.Timeout && a.TTL == b.TTL && a.SlotPrefix == b.SlotPrefix &&
+		a.Backoff == b.Backoff && a.Retention == b.Retention
+}
+
+func (qs *Queues) remember(c Config) {
+	qs.mu.Lock()
+	defer qs.mu.Unlock()
+	if old, ok := qs.configs[c.Queue]; !ok || old.Revision < c.Revision {
+		qs.configs[c.Queue] = c
+	}
+}
+
+// Config reads the queue's config: ErrQueueNotFound if it has none.
+func (qs *Queues) Config(ctx context.Context, q string) (Config, error) {
+	if err := ValidateName(q); err != nil {
+		return Config{}, err
+	}
+	e, err := qs.bucket.Get(ctx, configKey(q))
+	if errors.Is(err, kv.ErrNotFound) {
+		return Config{}, fmt.Errorf("%w: %s", ErrQueueNotFound, q)
+	}
+	if err != nil {
+		return Config{}, err
+	}
+	c, err := decodeConfig(e)
+	if err != nil {
+		return Config{}, err
+	}
+	qs.remember(c)
+	return c, nil
+}
+
+// SetConfig changes the queue's config with fn, by a compare-and-set on the
+// revision read (retried if another writer changed it meanwhile). The name
+// and creation time cannot change. Workers apply the change as soon as
+// their watch shows it: lowering max_active stops new tasks from starting
+// until fewer run, it does not stop running ones.
+func (qs *Queues) SetConfig(ctx context.Context, q string, fn func(*Config) error) (Config, error) {
+	for attempt := 1; ; attempt++ {
+		cur, err := qs.Config(ctx, q)
+		if err != nil {
+			return Config{}, err
+		}
+		next := cur
+		next.unknown = maps.Clone(cur.unknown)
+		if err := fn(&next); err != nil {
+			return Config{}, err
+		}
+		next.Queue, next.CreatedAt = cur.Queue, cur.CreatedAt
+		if err := next.Validate(); err != nil {
+			return Config{}, err
+		}
+		next.UpdatedAt = qs.now().UTC()
+		data, err := next.MarshalJSON()
+		if err != nil {
+			return Config{}, err
+		}
+		rev, err := qs.bucket.Update(ctx, configKey(q), data, 0, cur.Revision)
+		if err == nil {
+			next.Revision = rev
+			qs.remember(next)
+			return next, nil
+		}
+		if !errors.Is(err, kv.ErrConflict) || attempt == 4 {
+			return Config{}, err
+		}
+	}
+}
+
+// List returns the config of every queue, sorted by name; configs that do
+// not decode are returned as errors beside them.
+func (qs *Queues) List(ctx context.Context) ([]Config, []error, error) {
+	entries, err := qs.bucket.ListMatching(ctx, "*.config")
+	if err != nil {
+		return nil, nil, err
+	}
+	var out []Config
+	var bad []error
+	for _, e := range entries {
+		c, err := decodeConfig(e)
+		if err != nil {
+			bad = append(bad, err)
+			continue
+		}
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Queue < out[j].Queue })
+	return out, bad, nil
+}
+
+// AddOption configures Add.
+type AddOption func(*addConfig) error
+
+type addConfig struct {
+	id       string
+	priority Priority
+	labels   map[string]string
+}
+
+// WithID gives the task an id (a key name: 1-128 characters of A-Z a-z
+// 0-9 - _ = .). Adding an id the queue holds already adds nothing and
+// returns that task. Default: a new uuid.
+func WithID(id string) AddOption {
+	return func(c *addConfig) error {
+		if err := kv.ValidateKey(id); err != nil {
+			return fmt.Errorf("%w: task id: %w", ErrInvalid, err)
+		}
+		c.id = id
+		return nil
+	}
+}
+
+// WithPriority sets the task's priority. Default: Normal.
+func WithPriority(p Priority) AddOption {
+	return func(c *addConfig) error {
+		if p.rank() < 0 {
+			return fmt.Errorf("%w: priority %q: use high, normal or low", ErrInvalid, p)
+		}
+		c.priority = p
+		return nil
+	}
+}
+
+// WithLabels attaches labels (reported by status, e.g. active by project):
+// at most MaxLabels, keys 1-128 bytes, values up to 1024. Default: none.
+func WithLabels(labels map[string]string) AddOption {
+	return func(c *addConfig) error {
+		if err := validLabels(labels); err != nil {
+			return err
+		}
+		c.labels = maps.Clone(labels)
+		return nil
+	}
+}
+
+func validLabels(labels map[string]string) error {
+	if len(labels) > MaxLabels {
+		return fmt.Errorf("%w: %d labels: at most %d", ErrInvalid, len(labels), MaxLabels)
+	}
+	for k, v := range labels {
+		if k == "" || len(k) > 128 || len(v) > 1024 {
+			return fmt.Errorf("%w: label %q: keys are 1-128 bytes, values up to 1024", ErrInvalid, k)
+		}
+	}
+	return nil
+}
+
+// ValidateKey checks a task key: a valid slot name once the queue's slot
+// prefix (and a lane suffix) is put before it.
+func ValidateKey(cfg Config, key string) error {
+	if err := kv.ValidateKey(key); err != nil {
+		return fmt.Errorf("%w: key: %w", ErrInvalid, err)
+	}
+	if err := kv.ValidateKey(cfg.Slot(key, cfg.PerKey-1)); err != nil {
+		return fmt.Errorf("%w: key %q makes slot %q with the queue's slot prefix: %w", ErrInvalid, key, cfg.Slot(key, cfg.PerKey-1), err)
+	}
+	return nil
+}
+
+// Add puts a task for key into the queue with payload (opaque bytes, up to
+// what the server accepts in one record) and returns it, with created false
+// when a task with that id was there already (then nothing is written).
+// It costs one round trip on a handle that has seen the queue (the first
+// Add of a queue reads its config: an unknown queue is ErrQueueNotFound).
+func (qs *Queues) Add(ctx context.Context, q, key string, payload []byte, opts ...AddOption) (*Task, bool, error) {
+	cfg := addConfig{priority: Normal}
+	for _, o := range opts {
+		if err := o(&cfg); err != nil {
+			return nil, false, err
+		}
+	}
+	if err := ValidateName(q); err != nil {
+		return nil, false, err
+	}
+	qcfg, err := qs.known(ctx, q)
+	if err != nil {
+		return nil, false, err
+	}
+	if err := ValidateKey(qcfg, key); err != nil {
+		return nil, false, err
+	}
+	if cfg.id == "" {
+		cfg.id = uuid.NewString()
+	}
+	now := qs.now().UTC()
+	t := &Task{
+		ID: cfg.id, Queue: q, Key: key, Priority: cfg.priority, Labels: cfg.labels, Payload: payload,
+		State: StatePending, AddedAt: now, UpdatedAt: now,
+	}
+	data, err := encodeTask(t)
+	if err != nil {
+		return nil, false, err
+	}
+	rev, err := qs.bucket.Create(ctx, taskKey(q, t.ID), data, 0)
+	var ce *kv.ConflictError
+	switch {
+	case err == nil:
+		t.Seq, t.Revision = rev, rev
+		return t, true, nil
+	case errors.As(err, &ce) && ce.Current != nil && ce.Current.Live():
+		have, derr := decodeTask(q, *ce.Current)
+		if derr != nil {
+			return nil, false, fmt.Errorf("%w: task %s: %w", ErrUndecodable, t.ID, derr)
+		}
+		return have, false, nil
+	default:
+		return nil, false, err
+	}
+}
+
+// known returns the queue's config, read once per handle.
+func (qs *Queues) known(ctx context.Context, q string) (Config, error) {
+	qs.mu.Lock()
+	c, ok := qs.configs[q]
+	qs.mu.Unlock()
+	if ok {
+		return c, nil
+	}
+	return qs.Config(ctx, q)
+}
+
+// Get reads a task. A queue without it is ErrTaskNotFound (ErrQueueNotFound
+// when the queue itself does not exist); a record that does not decode is
+// ErrUndecodable.
+func (qs *Queues) Get(ctx context.Context, q, id string) (*Task, error) {
+	if err := ValidateName(q); err != nil {
+		return nil, err
+	}
+	if err := kv.ValidateKey(id); err != nil {
+		return nil, fmt.Errorf("%w: task id: %w", ErrInvalid, err)
+	}
+	e, err := qs.bucket.Get(ctx, taskKey(q, id))
+	if errors.Is(err, kv.ErrNotFound) {
+		if _, cerr := qs.Config(ctx, q); cerr != nil {
+			return nil, cerr
+		}
+		return nil, fmt.Errorf("%w: %s in queue %s", ErrTaskNotFound, id, q)
+	}
+	if err != nil {
+		return nil, err
+	}
+	t, err := decodeTask(q, e)
+	if err != nil {
+		return nil, fmt.Errorf("%w: task %s: %w", ErrUndecodable, id, err)
+	}
+	return t, nil
+}
+
+// write rewrites t (a version read at t.Revision) with a compare-and-set,
+// with the retention TTL when its state is final, and returns the new
+// version.
+func (qs *Queues) write(ctx context.Context, cfg Config, t *Task) (*Task, error) {
+	t.UpdatedAt = qs.now().UTC()
+	if t.Seq == 0 {
+		t.Seq = t.Revision
+	}
+	var ttl time.Duration
+	if t.State.Final() {
+		ttl = time.Duration(cfg.Retention)
+	}
+	data, err := encodeTask(t)
+	if err != nil {
+		return nil, err
+	}
+	rev, err := qs.bucket.Update(ctx, taskKey(t.Queue, t.ID), data, ttl, t.Revision)
+	if err != nil {
+		return nil, err
+	}
+	out := t.clone()
+	out.Revision, out.Written = rev, time.Time{}
+	if out.Run != nil && out.Run.Claimed == 0 {
+		out.Run.Claimed = rev
+	}
+	return out, nil
+}

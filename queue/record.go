@@ -1,0 +1,368 @@
+package queue
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/batonhq/baton/internal/jsonrec"
+	"github.com/batonhq/baton/kv"
+)
+
+// Priority orders tasks: every runnable high task goes before any normal
+// one, and normal before low.
+type Priority string
+
+// The priorities, highest first.
+const (
+	High   Priority = "high"
+	Normal Priority = "normal"
+	Low    Priority = "low"
+)
+
+// Priorities lists the priorities, highest first.
+var Priorities = []Priority{High, Normal, Low}
+
+// rank is 0 for high, 1 for normal, 2 for low, -1 for anything else.
+func (p Priority) rank() int {
+	switch p {
+	case High:
+		return 0
+	case Normal, "":
+		return 1
+	case Low:
+		return 2
+	}
+	return -1
+}
+
+// ParsePriority reads "high", "normal" or "low".
+func ParsePriority(s string) (Priority, error) {
+	p := Priority(s)
+	if s == "" || p.rank() < 0 {
+		return "", fmt.Errorf("%w: priority %q: use high, normal or low", ErrInvalid, s)
+	}
+	return p, nil
+}
+
+// State is where a task is in its life.
+//
+//	pending ──claim──▶ active ──exit 0──▶ done
+//	   ▲                │ ──exit≠0, timeout──▶ failed ──backoff──▶ (runs again)
+//	   │                │ ──worker died, lock lost──▶ pending (attempt counted)
+//	   └── retry ───────┤ ──out of attempts──▶ dead
+//	                    └ ──cancel──▶ cancelled
+type State string
+
+// The states of a task.
+const (
+	// StatePending: waiting to run.
+	StatePending State = "pending"
+	// StateActive: running under its key's lock.
+	StateActive State = "active"
+	// StateDone: its last attempt exited 0. Final.
+	StateDone State = "done"
+	// StateFailed: its last attempt failed (exit code, timeout); it runs
+	// again once its backoff has passed.
+	StateFailed State = "failed"
+	// StateDead: out of attempts. Final until retried.
+	StateDead State = "dead"
+	// StateCancelled: cancelled before or while it ran. Final.
+	StateCancelled State = "cancelled"
+)
+
+// States lists every state.
+var States = []State{StatePending, StateActive, StateDone, StateFailed, StateDead, StateCancelled}
+
+// Final reports whether a task in s never runs again by itself.
+func (s State) Final() bool { return s == StateDone || s == StateDead || s == StateCancelled }
+
+// Why an attempt ended (Result.Reason).
+const (
+	// ReasonExit: the work returned (exit code in Result.ExitCode).
+	ReasonExit = "exit"
+	// ReasonTimeout: stopped after the queue's timeout.
+	ReasonTimeout = "timeout"
+	// ReasonLost: the worker died or lost the key lock; the attempt counts.
+	ReasonLost = "lost"
+	// ReasonCancelled: stopped or dropped by a cancel.
+	ReasonCancelled = "cancelled"
+	// ReasonDrained: the worker stopped; the attempt does not count.
+	ReasonDrained = "drained"
+	// ReasonReleased: an operator released the key (Queues.Release).
+	ReasonReleased = "released"
+	// ReasonStartFailed: the work could not be started; the attempt does
+	// not count.
+	ReasonStartFailed = "start_failed"
+)
+
+// Task is a unit of work as stored in KV (key <queue>.task.<id>). JSON
+// fields evolve additively: unknown fields are kept when it is rewritten.
+type Task struct {
+	ID    string `json:"id"`
+	Queue string `json:"queue"`
+	// Key serializes tasks: at most the queue's per_key tasks of one key
+	// run at once, each under a key lock.
+	Key      string            `json:"key"`
+	Priority Priority          `json:"priority"`
+	Labels   map[string]string `json:"labels"`
+	Payload  []byte            `json:"payload"`
+	State    State             `json:"state"`
+	// Attempts counts the attempts started (each claim counts one; one
+	// stopped by a drain or a start failure is given back).
+	Attempts int `json:"attempts"`
+	// Seq is the revision that added the task, its place in its key's FIFO.
+	// The first revision stores 0, meaning "this revision".
+	Seq     uint64    `json:"seq"`
+	AddedAt time.Time `json:"added_at"`
+	// UpdatedAt is the client time of the last write (informational).
+	UpdatedAt time.Time `json:"updated_at"`
+	// Run is the attempt in progress (state active).
+	Run *Run `json:"run,omitempty"`
+	// Result is the last attempt that ended.
+	Result *Result `json:"result,omitempty"`
+	// CancelRequested asks the worker of an active task to stop it.
+	CancelRequested bool `json:"cancel_requested,omitempty"`
+	// RetryAfter is, for a failed task, how long after this revision's
+	// server time it may run again.
+	RetryAfter Duration `json:"retry_after,omitempty"`
+
+	// Revision of this version of the record and its server time (not
+	// stored).
+	Revision uint64    `json:"-"`
+	Written  time.Time `json:"-"`
+	// Expires is when the server removes a finished task (zero: never).
+	Expires time.Time `json:"-"`
+
+	unknown jsonrec.Unknown
+}
+
+// Run is an attempt in progress: who runs it, under which lock.
+type Run struct {
+	Attempt int `json:"attempt"`
+	// Slot is the session that is the key lock; Lane its index (0 to
+	// per_key-1); Fence the session's fence.
+	Slot  string `json:"slot"`
+	Lane  int    `json:"lane"`
+	Fence uint64 `json:"fence"`
+	// Token is the capacity token held (-1: the queue has no max_active).
+	Token    int    `json:"token"`
+	Host     string `json:"host"`
+	PID      int    `json:"pid"`
+	PIDStart string `json:"pid_start,omitempty"`
+	Instance string `json:"instance"`
+	// Claimed is the revision of the write that started the attempt (0 in
+	// that write itself): the key's place in the round robin.
+	Claimed   uint64    `json:"claimed"`
+	StartedAt time.Time `json:"started_at"`
+}
+
+// Result is how an attempt ended.
+type Result struct {
+	Attempt int `json:"attempt"`
+	// Reason is one of the Reason constants.
+	Reason string `json:"reason"`
+	// ExitCode is the work's exit code (ReasonExit; 128+N when signal N
+	// ended a command).
+	ExitCode *int `json:"exit_code,omitempty"`
+	// Error says what went wrong, when something did.
+	Error     string    `json:"error,omitempty"`
+	Slot      string    `json:"slot,omitempty"`
+	Fence     uint64    `json:"fence,omitempty"`
+	Host      string    `json:"host,omitempty"`
+	PID       int       `json:"pid,omitempty"`
+	Instance  string    `json:"instance,omitempty"`
+	Claimed   uint64    `json:"claimed,omitempty"`
+	StartedAt time.Time `json:"started_at,omitzero"`
+	EndedAt   time.Time `json:"ended_at"`
+}
+
+type taskFields Task
+
+var taskKnown = map[string]bool{
+	"id": true, "queue": true, "key": true, "priority": true, "labels": true, "payload": true,
+	"state": true, "attempts": true, "seq": true, "added_at": true, "updated_at": true, "run": true,
+	"result": true, "cancel_requested": true, "retry_after": true,
+}
+
+// MarshalJSON writes the known fields and any unknown ones read earlier.
+func (t Task) MarshalJSON() ([]byte, error) {
+	if t.Labels == nil {
+		t.Labels = map[string]string{}
+	}
+	return jsonrec.Marshal(taskFields(t), t.unknown)
+}
+
+// UnmarshalJSON reads the known fields and keeps the others.
+func (t *Task) UnmarshalJSON(data []byte) error {
+	var f taskFields
+	unknown, err := jsonrec.Unmarshal(data, &f, taskKnown)
+	if err != nil {
+		return err
+	}
+	*t = Task(f)
+	t.unknown = unknown
+	return nil
+}
+
+// clone copies t deeply enough that changing the copy leaves t alone (the
+// payload is shared: it is never changed in place).
+func (t *Task) clone() *Task {
+	c := *t
+	c.Labels = maps.Clone(t.Labels)
+	if t.Run != nil {
+		r := *t.Run
+		c.Run = &r
+	}
+	if t.Result != nil {
+		r := *t.Result
+		if r.ExitCode != nil {
+			code := *r.ExitCode
+			r.ExitCode = &code
+		}
+		c.Result = &r
+	}
+	c.unknown = t.unknown.Clone()
+	return &c
+}
+
+// Fence is the fence of the task's current or last attempt (0 if it never
+// ran).
+func (t *Task) Fence() uint64 {
+	switch {
+	case t.Run != nil:
+		return t.Run.Fence
+	case t.Result != nil:
+		return t.Result.Fence
+	}
+	return 0
+}
+
+// claimedRev is the revision that started the task's current or last
+// attempt (0 if it never ran).
+func (t *Task) claimedRev() uint64 {
+	switch {
+	case t.Run != nil:
+		return t.Run.Claimed
+	case t.Result != nil:
+		return t.Result.Claimed
+	}
+	return 0
+}
+
+// Key names in the queues bucket.
+func configKey(q string) string       { return q + ".config" }
+func taskKey(q, id string) string     { return q + ".task." + id }
+func tokenKey(q string, i int) string { return q + ".cap." + strconv.Itoa(i) }
+func queuePattern(q string) string    { return q + ".>" }
+func isTaskKey(q, key string) bool    { return strings.HasPrefix(key, q+".task.") }
+func taskIDOf(q, key string) string   { return strings.TrimPrefix(key, q+".task.") }
+func isConfigKey(q, key string) bool  { return key == q+".config" }
+func queueOfConfig(key string) string { return strings.TrimSuffix(key, ".config") }
+func tokenIndexOf(q, key string) int {
+	rest, ok := strings.CutPrefix(key, q+".cap.")
+	if !ok {
+		return -1
+	}
+	i, err := strconv.Atoi(rest)
+	if err != nil || i < 0 {
+		return -1
+	}
+	return i
+}
+
+// decodeTask turns a live entry into a task, failing on garbage or a
+// record stored under another id.
+func decodeTask(q string, e kv.Entry) (*Task, error) {
+	var t Task
+	if err := t.UnmarshalJSON(e.Value); err != nil {
+		return nil, err
+	}
+	if id := taskIDOf(q, e.Key); t.ID != id || t.Queue != q {
+		return nil, fmt.Errorf("record names task %q of queue %q, stored as %q", t.ID, t.Queue, e.Key)
+	}
+	if t.Seq == 0 {
+		t.Seq = e.Revision
+	}
+	if t.Run != nil && t.Run.Claimed == 0 {
+		t.Run.Claimed = e.Revision
+	}
+	if t.Priority.rank() < 0 {
+		return nil, fmt.Errorf("priority %q", t.Priority)
+	}
+	switch t.State {
+	case StatePending, StateFailed, StateDone, StateDead, StateCancelled:
+	case StateActive:
+		if t.Run == nil {
+			return nil, fmt.Errorf("active without a run")
+		}
+	default:
+		return nil, fmt.Errorf("state %q", t.State)
+	}
+	t.Revision, t.Written = e.Revision, e.Created
+	t.Expires = e.ExpiresAt()
+	return &t, nil
+}
+
+func encodeTask(t *Task) ([]byte, error) {
+	b, err := t.MarshalJSON()
+	if err != nil {
+		return nil, fmt.Errorf("queue: encode task %s: %w", t.ID, err)
+	}
+	return b, nil
+}
+
+// decodeConfig turns a live entry into a config.
+func decodeConfig(e kv.Entry) (Config, error) {
+	var c Config
+	if err := c.UnmarshalJSON(e.Value); err != nil {
+		return Config{}, fmt.Errorf("%w: config %s: %w", ErrUndecodable, e.Key, err)
+	}
+	if c.Queue != queueOfConfig(e.Key) {
+		return Config{}, fmt.Errorf("%w: config %s names queue %q", ErrUndecodable, e.Key, c.Queue)
+	}
+	if err := c.Validate(); err != nil {
+		return Config{}, fmt.Errorf("%w: config %s: %w", ErrUndecodable, e.Key, err)
+	}
+	c.Revision = e.Revision
+	return c, nil
+}
+
+// token is a capacity token (key <queue>.cap.<i>): held while a task of
+// the queue runs, by the worker that runs it. There are max_active of them.
+type token struct {
+	Queue    string    `json:"queue"`
+	Index    int       `json:"index"`
+	Task     string    `json:"task"`
+	Key      string    `json:"key"`
+	Slot     string    `json:"slot"`
+	Fence    uint64    `json:"fence"`
+	Host     string    `json:"host"`
+	PID      int       `json:"pid"`
+	PIDStart string    `json:"pid_start,omitempty"`
+	Instance string    `json:"instance"`
+	Acquired time.Time `json:"acquired_at"`
+	// Renewed is the client time of the last renewal; it also makes every
+	// renewal's value differ, as kv.Update wants.
+	Renewed time.Time `json:"renewed_at"`
+
+	rev     uint64    // revision (not stored)
+	written time.Time // server time of rev (not stored)
+	ttl     time.Duration
+}
+
+// decodeToken turns a live entry into a token.
+func decodeToken(e kv.Entry) (*token, error) {
+	var t token
+	if err := json.Unmarshal(e.Value, &t); err != nil {
+		return nil, err
+	}
+	if t.Task == "" {
+		return nil, fmt.Errorf("token %s names no task", e.Key)
+	}
+	t.rev, t.written, t.ttl = e.Revision, e.Created, e.TTL
+	return &t, nil
+}

@@ -1,0 +1,300 @@
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"maps"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/batonhq/baton/hostlocal"
+	"github.com/batonhq/baton/internal/keepalive"
+	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/session"
+)
+
+// runState is one task running on this worker: its handler, and the
+// keepalive of its key lock and capacity token.
+type runState struct {
+	l       *loop
+	cfg     Config
+	id      string
+	slot    string
+	fence   uint64
+	token   int
+	attempt int
+
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	rc     *runCtx
+	sched  *keepalive.Machine
+	kept   chan struct{} // closed when the keepalive has stopped
+	kctx   context.Context
+	stopK  context.CancelFunc
+
+	// writing serializes the writes of the lock (renewals, the child's
+	// pid); mu guards the fields below and is never held across a write.
+	writing sync.Mutex
+	mu      sync.Mutex
+	task    *Task // the latest version known
+	sess    *session.Session
+	tok     *token
+	stopped error // the first reason to stop
+	ending  bool  // the work is over: nothing to stop
+}
+
+func newRunState(l *loop, cfg Config, c *claimed) *runState {
+	r := &runState{
+		l: l, cfg: cfg, id: c.task.ID, slot: c.task.Run.Slot, fence: c.task.Run.Fence, token: c.task.Run.Token, attempt: c.task.Run.Attempt,
+		task: c.task, sess: c.sess, tok: c.tok, kept: make(chan struct{}),
+		rc: &runCtx{within: l.w.grace},
+	}
+	r.ctx, r.cancel = context.WithCancelCause(withRunCtx(context.Background(), r.rc))
+	r.kctx, r.stopK = context.WithCancel(context.Background())
+	r.rc.child = r.setChild
+	// The renewal schedule counts from when the claim was sent: the lock
+	// was written after it, so the server cannot expire it sooner.
+	r.sched = keepalive.New(time.Duration(cfg.TTL), l.w.grace, c.sent)
+	return r
+}
+
+func (r *runState) tokenRev() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.tok == nil {
+		return 0
+	}
+	return r.tok.rev
+}
+
+// stop asks the work to stop for cause, giving it within; the first cause
+// wins.
+func (r *runState) stop(cause error, within time.Duration) {
+	r.mu.Lock()
+	first := r.stopped == nil && !r.ending
+	if first {
+		r.stopped = cause
+	}
+	t := r.task
+	r.mu.Unlock()
+	if !first {
+		return
+	}
+	defer r.l.w.emit(Event{Kind: EventStopping, Task: t, Attempt: r.attempt, Fence: r.fence, Slot: r.slot, Err: cause})
+	r.rc.mu.Lock()
+	r.rc.within = within
+	r.rc.mu.Unlock()
+	r.cancel(cause)
+}
+
+// observe takes a new version of the task from the watch: a cancel
+// request stops the work; a version that no longer runs under this
+// attempt's lock means the lock was lost.
+func (r *runState) observe(e kv.Entry, grace time.Duration) {
+	if !e.Live() {
+		r.stop(ErrLockLost, grace)
+		return
+	}
+	t, err := decodeTask(r.l.w.q, e)
+	if err != nil {
+		return
+	}
+	r.mu.Lock()
+	newer := r.task == nil || t.Revision > r.task.Revision
+	if newer {
+		r.task = t
+	}
+	r.mu.Unlock()
+	switch {
+	case !newer:
+	case t.State != StateActive || t.Run == nil || t.Run.Fence != r.fence:
+		r.stop(ErrLockLost, grace)
+	case t.CancelRequested:
+		r.stop(ErrCancelled, grace)
+	}
+}
+
+// keep renews the key lock and the token on the keepalive schedule until
+// the work is over. Renewals that keep failing until the local deadline,
+// or a renewal that finds either gone, stop the work: with at most a
+// quarter of the TTL left before the server could expire them, or with the
+// grace when they are known gone.
+func (r *runState) keep() {
+	defer close(r.kept)
+	err := keepalive.Run(r.kctx, r.sched, r.renew, func(err error) bool {
+		return errors.Is(err, session.ErrLost) || errors.Is(err, errTokenLost)
+	}, nil)
+	switch {
+	case errors.Is(err, keepalive.ErrDeadline):
+		r.stop(ErrLockLost, r.sched.StopBudget())
+	case err != nil:
+		r.stop(ErrLockLost, r.l.w.grace)
+	}
+}
+
+// renew is one renewal of the lock and, beside it, the token.
+func (r *runState) renew(ctx context.Context) error {
+	var wg sync.WaitGroup
+	var serr, terr error
+	wg.Go(func() {
+		r.writing.Lock()
+		defer r.writing.Unlock()
+		s, err := r.l.w.qs.m.Commit(ctx, r.session(), "")
+		if err == nil {
+			r.setSession(s)
+		}
+		serr = err
+	})
+	if r.token >= 0 {
+		wg.Go(func() { terr = r.renewToken(ctx) })
+	}
+	wg.Wait()
+	return errors.Join(serr, terr)
+}
+
+func (r *runState) renewToken(ctx context.Context) error {
+	r.mu.Lock()
+	tok := *r.tok
+	r.mu.Unlock()
+	tok.Renewed = r.l.stampNow()
+	data, err := json.Marshal(&tok)
+	if err != nil {
+		return err
+	}
+	rev, err := r.l.w.qs.bucket.Update(ctx, tokenKey(r.cfg.Queue, r.token), data, tok.ttl, tok.rev)
+	if errors.Is(err, kv.ErrConflict) {
+		return errTokenLost
+	}
+	if err != nil {
+		return err
+	}
+	tok.rev = rev
+	r.mu.Lock()
+	r.tok = &tok
+	r.mu.Unlock()
+	return nil
+}
+
+// setChild records the process that does the work in the lock's meta,
+// for a worker of this host to check should this one die.
+func (r *runState) setChild(p hostlocal.Process) {
+	ctx, cancel := context.WithTimeout(context.Background(), r.l.w.qs.bucket.Client().Timeout())
+	defer cancel()
+	r.writing.Lock()
+	defer r.writing.Unlock()
+	cur := r.session()
+	next := *cur
+	next.Record.Meta = maps.Clone(cur.Meta)
+	if next.Record.Meta == nil {
+		next.Record.Meta = map[string]string{}
+	}
+	next.Meta["child_pid"] = strconv.Itoa(p.PID)
+	next.Meta["child_pid_start"] = p.Start
+	next.RenewedAt = r.l.stampNow()
+	if s, err := r.l.w.qs.m.Update(ctx, &next); err == nil {
+		r.setSession(s)
+	}
+}
+
+func (r *runState) session() *session.Session {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.sess
+}
+
+func (r *runState) setSession(s *session.Session) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.sess = s
+}
+
+// work runs the handler, then settles the attempt.
+func (l *loop) work(r *runState) {
+	r.mu.Lock()
+	t := r.task.clone()
+	r.mu.Unlock()
+	timeout := time.AfterFunc(time.Duration(r.cfg.Timeout), func() { r.stop(ErrTimeout, l.w.grace) })
+	l.w.emit(Event{Kind: EventStarted, Task: t, Attempt: r.attempt, Fence: r.fence, Slot: r.slot})
+	began := time.Now()
+	err := l.w.h.Work(r.ctx, t)
+	timeout.Stop()
+	l.finish(r, err, time.Since(began))
+}
+
+// outcomeOf turns how the handler returned into how the attempt ended.
+func (r *runState) outcomeOf(err error) outcome {
+	r.mu.Lock()
+	cause := r.stopped
+	r.mu.Unlock()
+	switch {
+	case err == nil:
+		return exitOutcome(0)
+	case errors.Is(err, ErrStartFailed):
+		return outcome{reason: ReasonStartFailed, err: err.Error(), giveBack: true}
+	case errors.Is(cause, ErrLockLost):
+		return outcome{reason: ReasonLost, err: err.Error()}
+	case errors.Is(cause, ErrTimeout):
+		return outcome{reason: ReasonTimeout, err: "ran longer than the queue's timeout " + r.cfg.Timeout.String()}
+	case errors.Is(cause, ErrCancelled):
+		return outcome{reason: ReasonCancelled, err: err.Error()}
+	case errors.Is(cause, ErrDraining):
+		return outcome{reason: ReasonDrained, err: err.Error(), giveBack: true}
+	}
+	code := 1
+	var ec interface{ ExitCode() int }
+	if errors.As(err, &ec) {
+		code = ec.ExitCode()
+	}
+	o := exitOutcome(code)
+	o.err = err.Error()
+	return o
+}
+
+// finish settles the attempt and frees what it held: first the task (so
+// that no worker puts it back once its lock is gone), then the lock, then
+// the token. A lock that was lost is not touched.
+func (l *loop) finish(r *runState, err error, took time.Duration) {
+	// Stop renewing: the writes below end the lock and token. Watch events
+	// from here on are this run's own writes.
+	r.mu.Lock()
+	r.ending = true
+	r.mu.Unlock()
+	r.stopK()
+	<-r.kept
+	o := r.outcomeOf(err)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*l.w.qs.bucket.Client().Timeout())
+	defer cancel()
+	r.mu.Lock()
+	t, sess, tok := r.task, r.sess, r.tok
+	r.mu.Unlock()
+	out, werr := l.w.qs.endAttempt(ctx, r.cfg, t, r.fence, o)
+	// Both are compare-and-sets on what this run wrote last: a lock or
+	// token that was lost (taken, expired) is left alone, one given up at
+	// the local deadline is freed if the server can be reached now.
+	result := session.ResultSuccess
+	if o.reason != ReasonExit || o.exitCode == nil || *o.exitCode != 0 {
+		result = session.ResultFail
+	}
+	_ = l.w.qs.m.Close(ctx, sess, result)
+	if tok != nil {
+		_ = l.w.qs.bucket.Delete(ctx, tokenKey(r.cfg.Queue, r.token), tok.rev, nil)
+	}
+	ev := Event{Kind: EventEnded, Task: out, Attempt: r.attempt, Fence: r.fence, Slot: r.slot, Reason: o.reason, ExitCode: o.exitCode, Took: took}
+	if werr != nil {
+		ev.Err = werr
+	} else if o.err != "" {
+		ev.Err = errors.New(o.err)
+	}
+	l.results <- func() {
+		l.untrack(r)
+		if out != nil && out.Revision > l.x.qSeq {
+			l.x.applyRecord(out, nil, time.Now())
+		}
+		if o.reason == ReasonStartFailed && l.fatal == nil {
+			l.fatal = err
+		}
+	}
+	l.w.emit(ev)
+}

@@ -1,0 +1,550 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/batonhq/baton/kv"
+)
+
+// DefaultGrace is how long a task's work gets to stop once its worker must
+// stop it, and how long a draining worker waits for running tasks.
+const DefaultGrace = 10 * time.Second
+
+// samehostPoll is how often a worker checks the processes of this host
+// that hold locks or tokens of its queue, so that a dead one's task is
+// taken over at once rather than after the TTL.
+const samehostPoll = 50 * time.Millisecond
+
+// WorkerOption configures NewWorker.
+type WorkerOption func(*Worker) error
+
+// WithConcurrency sets how many tasks the worker runs at once. Default: 1.
+func WithConcurrency(n int) WorkerOption {
+	return func(w *Worker) error {
+		if n < 1 || n > MaxActiveLimit {
+			return fmt.Errorf("%w: concurrency %d: use 1 to %d", ErrInvalid, n, MaxActiveLimit)
+		}
+		w.concurrency = n
+		return nil
+	}
+}
+
+// WithGrace sets how long running tasks get to finish when the worker
+// drains, and how long a task's work gets between the request to stop and
+// the worker's giving up on it. Default: DefaultGrace.
+func WithGrace(d time.Duration) WorkerOption {
+	return func(w *Worker) error {
+		if d < 0 {
+			return fmt.Errorf("%w: grace %s is negative", ErrInvalid, d)
+		}
+		w.grace = d
+		return nil
+	}
+}
+
+// WithMaxTasks makes the worker take at most n tasks, then stop once they
+// are over (Run returns nil). Default: 0, no limit.
+func WithMaxTasks(n int) WorkerOption {
+	return func(w *Worker) error {
+		if n < 0 {
+			return fmt.Errorf("%w: max tasks %d is negative", ErrInvalid, n)
+		}
+		w.maxTasks = n
+		return nil
+	}
+}
+
+// WithIdleTimeout makes a worker with WithMaxTasks give up when it took no
+// task within d of having read the queue (Run returns ErrNoTask); 0 gives
+// up at once when no task can run then. Default: wait as long as it takes.
+func WithIdleTimeout(d time.Duration) WorkerOption {
+	return func(w *Worker) error {
+		if d < 0 {
+			return fmt.Errorf("%w: idle timeout %s is negative", ErrInvalid, d)
+		}
+		w.idle = d
+		return nil
+	}
+}
+
+// WithEvents calls fn when a task starts and when it ends, from the
+// goroutine that runs it (fn must be safe for concurrent use). Default:
+// none.
+func WithEvents(fn func(Event)) WorkerOption {
+	return func(w *Worker) error { w.events = fn; return nil }
+}
+
+// EventKind says what an Event reports.
+type EventKind string
+
+// The kinds of Event.
+const (
+	// EventStarted: the worker claimed a task and started its work.
+	EventStarted EventKind = "started"
+	// EventEnded: the task's attempt ended (Task is the task as written
+	// after it, nil if another writer settled it first).
+	EventEnded EventKind = "ended"
+	// EventStopping: the worker asks the work to stop (Err says why).
+	EventStopping EventKind = "stopping"
+	// EventError: something failed that the worker retries (Err).
+	EventError EventKind = "error"
+)
+
+// Event is something that happened to a worker's task.
+type Event struct {
+	Kind EventKind
+	// Task is the task as claimed (started, stopping) or as written at the
+	// end (ended).
+	Task *Task
+	// Attempt, Fence and Slot are those of the run.
+	Attempt int
+	Fence   uint64
+	Slot    string
+	// Reason and ExitCode are how it ended (ended).
+	Reason   string
+	ExitCode *int
+	Err      error
+	// Took is how long the work ran (ended).
+	Took time.Duration
+}
+
+// Worker runs a queue's tasks with a Handler, at most its concurrency at
+// once, and no more than the queue's max_active across all workers. Make
+// one with Queues.NewWorker.
+type Worker struct {
+	qs          *Queues
+	q           string
+	h           Handler
+	concurrency int
+	grace       time.Duration
+	maxTasks    int
+	idle        time.Duration
+	events      func(Event)
+
+	interrupt chan struct{}
+	once      sync.Once
+}
+
+// NewWorker returns a worker of queue q that runs tasks with h.
+func (qs *Queues) NewWorker(q string, h Handler, opts ...WorkerOption) (*Worker, error) {
+	if err := ValidateName(q); err != nil {
+		return nil, err
+	}
+	if h == nil {
+		return nil, fmt.Errorf("%w: a handler is required", ErrInvalid)
+	}
+	w := &Worker{qs: qs, q: q, h: h, concurrency: 1, grace: DefaultGrace, idle: -1, interrupt: make(chan struct{})}
+	for _, o := range opts {
+		if err := o(w); err != nil {
+			return nil, err
+		}
+	}
+	return w, nil
+}
+
+// Interrupt makes a draining worker stop its running tasks now instead of
+// waiting out the grace (a second Ctrl-C). Idempotent.
+func (w *Worker) Interrupt() { w.once.Do(func() { close(w.interrupt) }) }
+
+func (w *Worker) emit(ev Event) {
+	if w.events != nil {
+		w.events(ev)
+	}
+}
+
+// Run works the queue until ctx is done, then drains: it takes no new
+// task, lets running ones finish within the grace, then stops them and
+// puts them back to pending (their attempt not counted), and returns nil.
+// It returns early with an error if the queue does not exist
+// (ErrQueueNotFound), its watches end (kv.ErrUnavailable), the work of a
+// task cannot start (ErrStartFailed, after draining the others), or, with
+// WithMaxTasks and WithIdleTimeout, no task came (ErrNoTask).
+//
+// Tasks are picked by watches of the queue and of the key locks, never by
+// polling, at a cost that does not grow with the number of tasks waiting.
+func (w *Worker) Run(ctx context.Context) error {
+	cfg, err := w.qs.Config(ctx, w.q)
+	if err != nil {
+		return err
+	}
+	// The sessions bucket's head, read before its watch starts, tells the
+	// view which key locks it has seen the fate of (index.orphans); the
+	// server's time gives the clock offset for backoffs.
+	t0 := time.Now()
+	head, serverNow, err := w.qs.m.Bucket().Head(ctx)
+	if err != nil {
+		return err
+	}
+	x := newIndex(w.q, cfg)
+	x.offset = serverNow.Sub(t0.Add(time.Since(t0) / 2))
+	x.myHost, x.myPID, x.myStart = w.qs.m.Host(), w.qs.proc.PID, w.qs.proc.Start
+
+	wctx, stopWatches := context.WithCancel(context.Background())
+	defer stopWatches()
+	qw, err := w.qs.bucket.Watch(wctx, queuePattern(w.q))
+	if err != nil {
+		return err
+	}
+	sw, err := w.qs.m.Bucket().Watch(wctx, "")
+	if err != nil {
+		return err
+	}
+	l := &loop{
+		w: w, x: x, qw: qw, sw: sw, head: head,
+		results: make(chan func(), 64), running: map[string]*runState{},
+		bySlot: map[string]*runState{}, byToken: map[int]*runState{}, recovering: map[string]bool{},
+	}
+	return l.run(ctx)
+}
+
+// loop is a running worker's state, owned by the goroutine of run.
+type loop struct {
+	w       *Worker
+	x       *index
+	qw, sw  *kv.Watcher
+	head    uint64
+	results chan func()
+
+	qSynced, sSynced bool
+	syncedAt         time.Time
+
+	running    map[string]*runState // by task id
+	bySlot     map[string]*runState
+	byToken    map[int]*runState
+	claims     int
+	started    int
+	recovering map[string]bool
+	bg         sync.WaitGroup
+
+	draining bool
+	fatal    error
+	pause    time.Duration // after a claim failed unexpectedly
+	paused   time.Time
+}
+
+func (l *loop) run(ctx context.Context) error {
+	done := ctx.Done()
+	var graceC <-chan time.Time
+	interrupt := l.w.interrupt
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	poll := time.NewTicker(samehostPoll)
+	defer poll.Stop()
+	defer l.bg.Wait()
+	for {
+		now := time.Now()
+		l.x.advance(now)
+		l.recover()
+		l.dispatch(now)
+		if err, over := l.over(now); over {
+			l.stopAll(ErrDraining, 0)
+			l.waitIdle()
+			return err
+		}
+		timer.Reset(l.wake(now))
+		var pollC <-chan time.Time
+		if len(l.x.sameHost) > 0 && l.x.synced {
+			pollC = poll.C
+		}
+		select {
+		case e, ok := <-l.qw.Updates():
+			if !ok {
+				return l.lost(fmt.Errorf("%w: the watch of queue %s ended", kv.ErrUnavailable, l.w.q))
+			}
+			l.onQueue(e)
+		case e, ok := <-l.sw.Updates():
+			if !ok {
+				return l.lost(fmt.Errorf("%w: the watch of the key locks ended", kv.ErrUnavailable))
+			}
+			l.onSession(e)
+		case f := <-l.results:
+			f()
+		case <-timer.C:
+		case <-pollC:
+			l.checkSameHost()
+		case <-done:
+			done = nil
+			l.draining = true
+			if len(l.running) > 0 {
+				graceC = time.After(l.w.grace)
+			}
+		case <-graceC:
+			graceC = nil
+			l.stopAll(ErrDraining, l.w.grace)
+		case <-interrupt:
+			interrupt = nil
+			if l.draining {
+				l.stopAll(ErrDraining, min(l.w.grace, time.Second))
+			}
+		}
+	}
+}
+
+// over says whether the loop is done, and with what.
+func (l *loop) over(now time.Time) (error, bool) {
+	busy := len(l.running) > 0 || l.claims > 0 || len(l.recovering) > 0
+	switch {
+	case (l.draining || l.fatal != nil) && !busy:
+		return l.fatal, true
+	case l.w.maxTasks > 0 && l.started >= l.w.maxTasks && !busy:
+		return nil, true
+	case l.w.maxTasks > 0 && l.started == 0 && !busy && l.w.idle >= 0 && !l.syncedAt.IsZero() && !now.Before(l.syncedAt.Add(l.w.idle)):
+		return ErrNoTask, true
+	}
+	return nil, false
+}
+
+// wake is how long the loop may sleep when nothing arrives.
+func (l *loop) wake(now time.Time) time.Duration {
+	d := time.Hour
+	if at := l.x.nextDue(); !at.IsZero() {
+		d = min(d, at.Sub(now))
+	}
+	if !l.paused.IsZero() {
+		d = min(d, l.paused.Sub(now))
+	}
+	if l.w.maxTasks > 0 && l.w.idle >= 0 && !l.syncedAt.IsZero() {
+		d = min(d, l.syncedAt.Add(l.w.idle).Sub(now))
+	}
+	return max(d, time.Millisecond)
+}
+
+// lost ends the loop when a watch ended: running tasks are stopped, their
+// locks left to expire if the server cannot be reached.
+func (l *loop) lost(err error) error {
+	l.stopAll(ErrLockLost, l.w.grace)
+	l.waitIdle()
+	return err
+}
+
+// waitIdle runs the results of goroutines until none is left.
+func (l *loop) waitIdle() {
+	for len(l.running) > 0 || l.claims > 0 || len(l.recovering) > 0 {
+		f := <-l.results
+		f()
+	}
+}
+
+func (l *loop) onQueue(e *kv.Entry) {
+	if e == nil {
+		l.qSynced = true
+		l.maybeSynced()
+		return
+	}
+	l.x.applyQueue(*e, time.Now())
+	if r := l.byToken[tokenIndexOf(l.w.q, e.Key)]; r != nil && !isTaskKey(l.w.q, e.Key) && e.Revision > r.tokenRev() {
+		if tok, err := decodeToken(*e); !e.Live() || err != nil || tok.Task != r.id || tok.Fence != r.fence {
+			r.stop(ErrLockLost, l.w.grace)
+		}
+	}
+	if isTaskKey(l.w.q, e.Key) {
+		if r := l.running[taskIDOf(l.w.q, e.Key)]; r != nil {
+			r.observe(*e, l.w.grace)
+		}
+	}
+}
+
+func (l *loop) onSession(e *kv.Entry) {
+	if e == nil {
+		l.sSynced = true
+		l.maybeSynced()
+		return
+	}
+	l.x.applySession(*e)
+	if r := l.bySlot[e.Key]; r != nil && e.Revision > r.fence {
+		if !e.Live() {
+			r.stop(ErrLockLost, l.w.grace)
+		} else if s := l.x.slots[e.Key]; s == nil || s.Fence != r.fence {
+			r.stop(ErrLockLost, l.w.grace)
+		}
+	}
+}
+
+func (l *loop) maybeSynced() {
+	if l.qSynced && l.sSynced && !l.x.synced {
+		l.x.markSynced(l.head)
+		l.syncedAt = time.Now()
+	}
+}
+
+// dispatch starts claims while this worker has room, the queue capacity
+// and a task can run.
+func (l *loop) dispatch(now time.Time) {
+	if l.draining || l.fatal != nil || now.Before(l.paused) {
+		return
+	}
+	for len(l.running)+l.claims < l.w.concurrency && (l.w.maxTasks == 0 || l.started < l.w.maxTasks) {
+		pk, ok := l.x.next()
+		if !ok {
+			return
+		}
+		l.claims++
+		l.started++
+		cfg := l.x.cfg
+		l.bg.Add(1)
+		go func() {
+			defer l.bg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*l.w.qs.bucket.Client().Timeout())
+			defer cancel()
+			c, err := l.w.qs.claim(ctx, cfg, pk, l.stampNow())
+			l.results <- func() { l.claimed(pk, cfg, c, err) }
+		}()
+	}
+}
+
+// stampNow is this host's clock corrected by the offset measured at start:
+// an estimate of the server's time, for the times written into records.
+func (l *loop) stampNow() time.Time { return time.Now().Add(l.x.offset).UTC() }
+
+func (l *loop) claimed(pk pick, cfg Config, c *claimed, err error) {
+	l.claims--
+	now := time.Now()
+	l.x.release(pk, c, now)
+	if err != nil {
+		l.started--
+		var ce *claimError
+		switch {
+		case errors.As(err, &ce) && errors.Is(err, errGateBusy):
+			l.x.block(pk.key, now.Add(20*time.Millisecond))
+		case errors.As(err, &ce):
+			if ce.sess != nil && ce.sess.Revision > l.x.sessSeq {
+				l.x.setSlot(pk.slot, ce.sess)
+			}
+			if ce.tok != nil && ce.tok.rev > l.x.qSeq {
+				l.x.tokens[pk.token] = ce.tok
+				l.x.free.remove(pk.token)
+			}
+		default:
+			l.pause = min(max(2*l.pause, 50*time.Millisecond), 2*time.Second)
+			l.paused = now.Add(l.pause)
+			l.w.emit(Event{Kind: EventError, Err: fmt.Errorf("claim task %s: %w", pk.id, err)})
+		}
+		return
+	}
+	l.pause, l.paused = 0, time.Time{}
+	r := newRunState(l, cfg, c)
+	if l.draining || l.fatal != nil {
+		// The claim landed as the worker began to stop: give it back.
+		l.track(r)
+		r.stop(ErrDraining, 0)
+		close(r.kept) // no keepalive runs
+		l.bg.Add(1)
+		go func() {
+			defer l.bg.Done()
+			l.finish(r, ErrDraining, 0)
+		}()
+		return
+	}
+	l.track(r)
+	l.bg.Add(2)
+	go func() { defer l.bg.Done(); r.keep() }()
+	go func() { defer l.bg.Done(); l.work(r) }()
+}
+
+func (l *loop) track(r *runState) {
+	l.running[r.id] = r
+	l.bySlot[r.slot] = r
+	if r.token >= 0 {
+		l.byToken[r.token] = r
+	}
+}
+
+func (l *loop) untrack(r *runState) {
+	delete(l.running, r.id)
+	if l.bySlot[r.slot] == r {
+		delete(l.bySlot, r.slot)
+	}
+	if r.token >= 0 && l.byToken[r.token] == r {
+		delete(l.byToken, r.token)
+	}
+}
+
+// stopAll asks every running task to stop, giving it within to do so.
+func (l *loop) stopAll(cause error, within time.Duration) {
+	for _, r := range l.running {
+		r.stop(cause, within)
+	}
+}
+
+// recover settles the attempts whose lock is gone (their worker died or
+// lost it), unless this worker runs them (it settles its own).
+func (l *loop) recover() {
+	for _, o := range l.x.orphans() {
+		if r := l.running[o.id]; r != nil && r.fence == o.fence {
+			continue
+		}
+		if l.recovering[o.id] {
+			continue
+		}
+		l.recovering[o.id] = true
+		cfg := l.x.cfg
+		l.bg.Add(1)
+		go func() {
+			defer l.bg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*l.w.qs.bucket.Client().Timeout())
+			defer cancel()
+			t, err := l.w.qs.settleOrphan(ctx, cfg, o.id, o.fence, ReasonLost)
+			l.results <- func() {
+				delete(l.recovering, o.id)
+				if err != nil {
+					l.w.emit(Event{Kind: EventError, Err: fmt.Errorf("put back task %s of a lost lock: %w", o.id, err)})
+					l.x.suspects[o.id] = l.x.tasks[o.id]
+					if l.x.suspects[o.id] == nil {
+						delete(l.x.suspects, o.id)
+					}
+					return
+				}
+				if t != nil && t.Revision > l.x.qSeq {
+					l.x.applyRecord(t, nil, time.Now())
+				}
+			}
+		}()
+	}
+}
+
+// checkSameHost removes the locks and tokens of this queue held by
+// processes of this host that are gone, with a compare-and-set on the
+// revision seen: a holder that renewed meanwhile keeps them.
+func (l *loop) checkSameHost() {
+	for k, h := range l.x.sameHost {
+		if l.recovering[k] {
+			continue
+		}
+		if h.Token >= 0 {
+			tok := l.x.tokens[h.Token]
+			// A token goes once its lock is gone: the lock carries the
+			// command's process group.
+			if tok == nil || l.x.slots[tok.Slot] != nil && l.x.slots[tok.Slot].Fence == tok.Fence || l.x.sessSeq < tok.Fence {
+				continue
+			}
+		}
+		l.recovering[k] = true
+		l.bg.Add(1)
+		go func() {
+			defer l.bg.Done()
+			var err error
+			if processGone(h.PID, h.PIDStart, itoa(h.ChildPID), h.ChildStart) {
+				ctx, cancel := context.WithTimeout(context.Background(), l.w.qs.bucket.Client().Timeout())
+				if h.Token >= 0 {
+					err = l.w.qs.bucket.Delete(ctx, k, h.Rev, nil)
+				} else {
+					err = l.w.qs.m.Reap(ctx, k, h.Rev, nil)
+				}
+				cancel()
+			}
+			l.results <- func() {
+				delete(l.recovering, k)
+				if err != nil && !errors.Is(err, kv.ErrConflict) {
+					l.w.emit(Event{Kind: EventError, Err: fmt.Errorf("free %s of a dead process: %w", k, err)})
+				}
+			}
+		}()
+	}
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
