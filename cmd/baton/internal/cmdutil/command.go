@@ -2,6 +2,7 @@ package cmdutil
 
 import (
 	"context"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -50,6 +51,17 @@ func (c *Command) Start(env ...string) (*hostlocal.Group, error) {
 		opts = append(opts, hostlocal.WithForeground(0))
 	}
 	return hostlocal.StartGroup(cmd, opts...)
+}
+
+// StartWithInput runs the command as Start does, but with stdin as its
+// standard input and never in the terminal's foreground: for work that is
+// not interactive, such as a queue's tasks, several at once.
+func (c *Command) StartWithInput(stdin io.Reader, env ...string) (*hostlocal.Group, error) {
+	cmd := exec.Command(c.path, c.argv[1:]...)
+	cmd.Args[0] = c.argv[0]
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, os.Stdout, os.Stderr
+	cmd.Env = append(os.Environ(), env...)
+	return hostlocal.StartGroup(cmd, hostlocal.WithSupervisor(c.exe, SuperviseVerb))
 }
 
 // Signals relays SIGINT, SIGTERM and SIGHUP sent to baton: while no command

@@ -163,22 +163,26 @@ const (
 	MaxMetaValueLen = 1024
 )
 
-// ParseMeta parses k=v pairs.
-func ParseMeta(pairs []string) (map[string]string, error) {
+// ParseMeta parses the k=v pairs of --meta.
+func ParseMeta(pairs []string) (map[string]string, error) { return ParsePairs("--meta", pairs) }
+
+// ParsePairs parses the k=v pairs of flag (--meta, --label), with the
+// limits of --meta.
+func ParsePairs(flag string, pairs []string) (map[string]string, error) {
 	if len(pairs) == 0 {
 		return nil, nil
 	}
 	if len(pairs) > MaxMetaPairs {
-		return nil, Usagef("--meta given %d times: at most %d pairs", len(pairs), MaxMetaPairs)
+		return nil, Usagef("%s given %d times: at most %d pairs", flag, len(pairs), MaxMetaPairs)
 	}
 	m := make(map[string]string, len(pairs))
 	for _, p := range pairs {
 		k, v, ok := strings.Cut(p, "=")
 		switch {
 		case !ok || k == "":
-			return nil, Usagef("--meta %q: use KEY=VALUE with a non-empty key", p)
+			return nil, Usagef("%s %q: use KEY=VALUE with a non-empty key", flag, p)
 		case len(k) > MaxMetaKeyLen || len(v) > MaxMetaValueLen:
-			return nil, Usagef("--meta %.20q...: keys are at most %d bytes, values at most %d", p, MaxMetaKeyLen, MaxMetaValueLen)
+			return nil, Usagef("%s %.20q...: keys are at most %d bytes, values at most %d", flag, p, MaxMetaKeyLen, MaxMetaValueLen)
 		}
 		m[k] = v
 	}

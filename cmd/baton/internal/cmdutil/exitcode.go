@@ -17,6 +17,7 @@ import (
 	"github.com/batonhq/baton/hostlocal"
 	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/lease"
+	"github.com/batonhq/baton/queue"
 	"github.com/batonhq/baton/session"
 )
 
@@ -73,17 +74,20 @@ func Code(err error) ExitCode {
 		return ee.Code
 	case errors.Is(err, ErrUsage), errors.Is(err, session.ErrInvalid), errors.Is(err, kv.ErrInvalidKey),
 		errors.Is(err, kv.ErrInvalidTTL), errors.Is(err, kv.ErrInvalidConfig), errors.Is(err, hostlocal.ErrInvalidName),
-		errors.Is(err, hostlocal.ErrStateDir), errors.Is(err, lease.ErrInvalid):
+		errors.Is(err, hostlocal.ErrStateDir), errors.Is(err, lease.ErrInvalid), errors.Is(err, queue.ErrInvalid),
+		errors.Is(err, queue.ErrStartFailed):
 		return ExitUsage
 	case errors.Is(err, session.ErrForeignHost):
 		return ExitCrossHost
 	case errors.Is(err, session.ErrHeld), errors.Is(err, session.ErrUndecodable), errors.Is(err, session.ErrGateBusy),
 		errors.Is(err, session.ErrLost), errors.Is(err, kv.ErrConflict), errors.Is(err, hostlocal.ErrLocked),
 		errors.Is(err, lease.ErrHeld), errors.Is(err, lease.ErrUndecodable), errors.Is(err, lease.ErrLost),
-		errors.Is(err, lease.ErrNotEligible):
+		errors.Is(err, lease.ErrNotEligible), errors.Is(err, queue.ErrQueueExists), errors.Is(err, queue.ErrState),
+		errors.Is(err, queue.ErrHeld), errors.Is(err, queue.ErrUndecodable):
 		return ExitConflict
 	case errors.Is(err, session.ErrNotFound), errors.Is(err, lease.ErrNotFound), errors.Is(err, lease.ErrNoLeader),
-		errors.Is(err, lease.ErrNoCandidate):
+		errors.Is(err, lease.ErrNoCandidate), errors.Is(err, queue.ErrQueueNotFound), errors.Is(err, queue.ErrTaskNotFound),
+		errors.Is(err, queue.ErrNoTask):
 		return ExitNotFound
 	case errors.Is(err, kv.ErrUnavailable), errors.Is(err, kv.ErrPermission), errors.Is(err, kv.ErrJetStreamDisabled),
 		errors.Is(err, kv.ErrBucketNotFound), errors.Is(err, kv.ErrBucketMismatch):
@@ -114,6 +118,20 @@ func Hint(err error) string {
 		return "see the candidates with `baton leader KEY`"
 	case errors.Is(err, lease.ErrNoLeader), errors.Is(err, lease.ErrNotFound):
 		return "nothing holds it now"
+	case errors.Is(err, queue.ErrQueueNotFound):
+		return "create it with `baton queue create QUEUE`; `baton queue ls` lists the queues"
+	case errors.Is(err, queue.ErrQueueExists):
+		return "change its settings with `baton queue config QUEUE --max-active N ...`"
+	case errors.Is(err, queue.ErrTaskNotFound):
+		return "`baton queue status QUEUE` shows what the queue holds; finished tasks go after the queue's retention"
+	case errors.Is(err, queue.ErrHeld):
+		return "wait for its task to end, or pass --force to stop that task and put it back to pending"
+	case errors.Is(err, queue.ErrNoTask):
+		return "the queue had nothing to run; pass a longer --wait to wait for a task"
+	case errors.Is(err, queue.ErrUndecodable):
+		return "run `baton doctor` to inspect it"
+	case errors.Is(err, queue.ErrStartFailed):
+		return "check that the command exists and can be executed"
 	case errors.Is(err, session.ErrGateBusy):
 		return "another baton on this host is joining the slot; retry, or pass --wait DUR"
 	case errors.Is(err, session.ErrLost):
@@ -147,7 +165,7 @@ func Hint(err error) string {
 	case errors.Is(err, hostlocal.ErrStateDir):
 		return "pass --state-dir DIR (or BATON_STATE_DIR) naming a directory of yours on a local disk"
 	case errors.Is(err, ErrUsage), errors.Is(err, session.ErrInvalid), errors.Is(err, kv.ErrInvalidKey),
-		errors.Is(err, kv.ErrInvalidTTL), errors.Is(err, kv.ErrInvalidConfig):
+		errors.Is(err, kv.ErrInvalidTTL), errors.Is(err, kv.ErrInvalidConfig), errors.Is(err, queue.ErrInvalid):
 		return "see --help"
 	case errors.Is(err, context.Canceled):
 		return "interrupted"
@@ -185,7 +203,7 @@ func Text(err error) string { return trimPrefixes(err.Error()) }
 
 // packagePrefix matches the package prefixes that sentinel messages carry
 // ("kv: ", "session: "), at the start of the message or of a wrapped part.
-var packagePrefix = regexp.MustCompile(`(^|: )(?:kv|session|lease|hostlocal|bad input): `)
+var packagePrefix = regexp.MustCompile(`(^|: )(?:kv|session|lease|queue|hostlocal|bad input): `)
 
 // trimPrefixes drops the package prefixes, which mean nothing to a user.
 func trimPrefixes(s string) string {

@@ -15,6 +15,7 @@ import (
 	"github.com/batonhq/baton/hostlocal"
 	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/lease"
+	"github.com/batonhq/baton/queue"
 	"github.com/batonhq/baton/session"
 )
 
@@ -181,6 +182,16 @@ func (f *Factory) Sessions(ctx context.Context, natsOpts ...nats.Option) (*sessi
 		session.WithInstance(f.Instance()),
 		session.WithStateDir(sd),
 		session.WithPIDFiles(true))
+}
+
+// Queues returns the queues of this prefix and host, connected; their key
+// locks are sessions of this host.
+func (f *Factory) Queues(ctx context.Context, natsOpts ...nats.Option) (*queue.Queues, error) {
+	m, err := f.Sessions(ctx, natsOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return queue.New(m)
 }
 
 // Leases returns the leases of this prefix and host, held as instance

@@ -18,6 +18,7 @@ import (
 	"github.com/batonhq/baton/cmd/baton/internal/leadcmd"
 	"github.com/batonhq/baton/cmd/baton/internal/leadercmd"
 	"github.com/batonhq/baton/cmd/baton/internal/leasecmd"
+	"github.com/batonhq/baton/cmd/baton/internal/queuecmd"
 	"github.com/batonhq/baton/cmd/baton/internal/runcmd"
 	"github.com/batonhq/baton/cmd/baton/internal/statuscmd"
 	"github.com/batonhq/baton/cmd/baton/internal/upcmd"
@@ -93,6 +94,7 @@ gate busy, lost), 4 refused: another host's session, 5 not found,
 		leadcmd.NewCmdLead(f, stubbed[*leadcmd.Options](stub, "lead")),
 		leadercmd.NewCmdLeader(f, leaderF),
 		leasecmd.NewCmdLease(f, stubbed[*leasecmd.Options](stub, "lease")),
+		queuecmd.NewCmdQueue(f, queueVerbs(stub)),
 		statuscmd.NewCmdStatus(f, stubbed[*statuscmd.Options](stub, "status")),
 		doctorcmd.NewCmdDoctor(f, stubbed[*doctorcmd.Options](stub, "doctor")),
 		supervise,
@@ -114,6 +116,15 @@ gate busy, lost), 4 refused: another host's session, 5 not found,
 		}
 	}
 	return root
+}
+
+// queueVerbs is the queue verbs' runF calling stub as "queue VERB"; nil
+// (the verbs run) when stub is.
+func queueVerbs(stub runStub) queuecmd.Verbs {
+	if stub == nil {
+		return nil
+	}
+	return func(verb string, o any) error { return stub("queue "+verb, o) }
 }
 
 // runError marks an error returned by a verb's own run, as opposed to one

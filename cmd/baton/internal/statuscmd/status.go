@@ -3,6 +3,7 @@ package statuscmd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -16,7 +17,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/batonhq/baton/cmd/baton/internal/cmdutil"
+	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/lease"
+	"github.com/batonhq/baton/queue"
 	"github.com/batonhq/baton/session"
 )
 
@@ -32,13 +35,14 @@ func NewCmdStatus(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command 
 	o := &Options{F: f, StaleAfter: cmdutil.NewDurationFlag("stale-after", 0)}
 	cmd := &cobra.Command{
 		Use:   "status [--watch]",
-		Short: "Show every session, leader and lease in the cluster: who holds what, for how long",
+		Short: "Show every session, leader, lease and queue in the cluster: who holds what, for how long",
 		Long: `Show every session (slot, host, pid, task, fence), every leader of an agent
 key (with its number of candidates) and every plain lease, each with its age
 since its last renewal and time left, both from the server's clock, and its
 state: live, stale (not renewed for --stale-after, by default half its TTL)
 or expiring (its TTL has run out; the server removes it within a moment). A
-record that does not decode is shown as held by "?".
+record that does not decode is shown as held by "?". Each queue gets one line
+of counts (baton queue status QUEUE shows one in full).
 
 With --watch, print the sessions and leases present, then every join,
 commit, close and expiry of a session, and every acquire, release and expiry
@@ -98,10 +102,52 @@ func statusRun(ctx context.Context, o *Options) error {
 		return err
 	}
 	v := split(leases)
-	if o.F.Config.JSON {
-		return printJSON(o, l, v)
+	queues, err := queueSummaries(ctx, o)
+	if err != nil {
+		return err
 	}
-	return printTables(o.F.IO.Out, l, v, o.StaleAfter.D)
+	if o.F.Config.JSON {
+		return printJSON(o, l, v, queues)
+	}
+	if err := printTables(o.F.IO.Out, l, v, o.StaleAfter.D, len(queues) > 0); err != nil {
+		return err
+	}
+	return printQueues(o.F.IO.Out, queues, len(l.Sessions)+len(l.Undecodable)+len(v.leases)+len(v.leaders)+len(v.undecodable) > 0)
+}
+
+// queueSummaries reads one line per queue. A server without the queues
+// bucket has none; a user refused it is told so once, and status goes on
+// with what it may see.
+func queueSummaries(ctx context.Context, o *Options) ([]queue.Summary, error) {
+	qs, err := o.F.Queues(ctx)
+	if err != nil {
+		return nil, err
+	}
+	sums, err := qs.Summaries(ctx)
+	if errors.Is(err, kv.ErrPermission) {
+		cmdutil.Fprintf(o.F.IO.ErrOut, "baton: status: queues not shown: %s\n", cmdutil.Text(err))
+		return nil, nil
+	}
+	return sums, err
+}
+
+// printQueues writes one line per queue.
+func printQueues(out io.Writer, sums []queue.Summary, after bool) error {
+	if len(sums) == 0 {
+		return nil
+	}
+	if after {
+		cmdutil.Fprintf(out, "\n")
+	}
+	for _, s := range sums {
+		active := fmt.Sprintf("%d active", s.Active)
+		if s.MaxActive > 0 {
+			active = fmt.Sprintf("%d/%d active", s.Active, s.MaxActive)
+		}
+		cmdutil.Fprintf(out, "queue %s: %d pending, %s, %d done, %d failed, %d dead, %d cancelled\n",
+			s.Queue, s.Pending, active, s.Done, s.Failed, s.Dead, s.Cancelled)
+	}
+	return nil
 }
 
 // leaseView is the leases bucket as status shows it: plain leases, and
@@ -143,7 +189,7 @@ func LeaseRow(in *lease.Info, now time.Time, staleAfter time.Duration) (map[stri
 	})
 }
 
-func printJSON(o *Options, l *session.Listing, v leaseView) error {
+func printJSON(o *Options, l *session.Listing, v leaseView, queues []queue.Summary) error {
 	rows := make([]map[string]any, 0, len(l.Sessions)+len(l.Undecodable))
 	for _, s := range l.Sessions {
 		row, err := Row(s, l.ServerTime, o.StaleAfter.D)
@@ -185,6 +231,7 @@ func printJSON(o *Options, l *session.Listing, v leaseView) error {
 		"sessions":    rows,
 		"leases":      leases,
 		"leaders":     leaders,
+		"queues":      append([]queue.Summary{}, queues...),
 		"server_time": l.ServerTime,
 	})
 }
@@ -202,9 +249,11 @@ func undecodableRow(key, keyField string, rev uint64, written time.Time, ttl tim
 	}
 }
 
-func printTables(out io.Writer, l *session.Listing, v leaseView, staleAfter time.Duration) error {
+func printTables(out io.Writer, l *session.Listing, v leaseView, staleAfter time.Duration, queues bool) error {
 	if len(l.Sessions) == 0 && len(l.Undecodable) == 0 && len(v.leases) == 0 && len(v.leaders) == 0 && len(v.undecodable) == 0 {
-		cmdutil.Fprintf(out, "no sessions, leases or leaders (server time %s)\n", cmdutil.Since(l.ServerTime))
+		if !queues {
+			cmdutil.Fprintf(out, "no sessions, leases, leaders or queues (server time %s)\n", cmdutil.Since(l.ServerTime))
+		}
 		return nil
 	}
 	sep := func() {} // a blank line between tables

@@ -20,6 +20,7 @@ import (
 	"github.com/batonhq/baton/hostlocal"
 	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/lease"
+	"github.com/batonhq/baton/queue"
 	"github.com/batonhq/baton/session"
 )
 
@@ -244,7 +245,7 @@ func upRun(ctx context.Context, o *Options) error {
 // ready yet (a cluster electing its leader). A bucket with other settings is
 // reported, not changed; other errors end the wait.
 func ensureBuckets(ctx context.Context, o *Options, client *kv.Client, replicas int) ([]string, error) {
-	cfgs := []kv.BucketConfig{session.BucketConfig(prefixOf(o), replicas), lease.BucketConfig(prefixOf(o), replicas)}
+	cfgs := []kv.BucketConfig{session.BucketConfig(prefixOf(o), replicas), lease.BucketConfig(prefixOf(o), replicas), queue.BucketConfig(prefixOf(o), replicas)}
 	var names []string
 	for _, c := range cfgs {
 		names = append(names, c.Name)

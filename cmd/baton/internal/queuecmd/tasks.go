@@ -1,0 +1,370 @@
+package queuecmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode/utf8"
+
+	"github.com/spf13/cobra"
+
+	"github.com/batonhq/baton/cmd/baton/internal/cmdutil"
+	"github.com/batonhq/baton/queue"
+)
+
+// TaskOptions are the inputs of get, cancel and retry.
+type TaskOptions struct {
+	F       *cmdutil.Factory
+	Queue   string
+	ID      string
+	Payload bool
+	Wait    *cmdutil.DurationFlag
+}
+
+func taskArgs(verb string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := queueArgs("QUEUE and ID: baton queue "+verb+" QUEUE ID", 1)(cmd, args); err != nil {
+			return err
+		}
+		return cmdutil.ValidSlot("task id", args[1])
+	}
+}
+
+func newCmdGet(f *cmdutil.Factory, runF Verbs) *cobra.Command {
+	o := &TaskOptions{F: f}
+	cmd := &cobra.Command{
+		Use:   "get QUEUE ID [--payload]",
+		Short: "Show a task: key, priority, state, attempts, its last result",
+		Long: `Show a task. A missing task is exit 5 (finished tasks go after the queue's
+retention). With --payload, print only the payload, as it was added.`,
+		Example: `  baton queue get agents pr-42
+  baton queue get agents pr-42 --payload > task.txt
+  baton queue get agents pr-42 --json | jq .result`,
+		Args: taskArgs("get"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Queue, o.ID = args[0], args[1]
+			if runF != nil {
+				return runF("get", o)
+			}
+			return getRun(cmd.Context(), o)
+		},
+	}
+	cmd.Flags().BoolVar(&o.Payload, "payload", false, "print only the payload")
+	return cmd
+}
+
+func getRun(ctx context.Context, o *TaskOptions) error {
+	qs, err := o.F.Queues(ctx)
+	if err != nil {
+		return err
+	}
+	t, err := qs.Get(ctx, o.Queue, o.ID)
+	if err != nil {
+		return err
+	}
+	if o.Payload {
+		_, err := o.F.IO.Out.Write(t.Payload)
+		return err
+	}
+	cfg, err := qs.Config(ctx, o.Queue)
+	if err != nil {
+		return err
+	}
+	return printTask(o.F, cfg, t)
+}
+
+func printTask(f *cmdutil.Factory, cfg queue.Config, t *queue.Task) error {
+	if f.Config.JSON {
+		m, err := TaskJSON(t)
+		if err != nil {
+			return err
+		}
+		return cmdutil.PrintJSON(f.IO.Out, m)
+	}
+	w := tabwriter.NewWriter(f.IO.Out, 0, 4, 2, ' ', 0)
+	row := func(k, format string, a ...any) { fmt.Fprintf(w, "%s\t%s\n", k, fmt.Sprintf(format, a...)) }
+	row("task", "%s", t.ID)
+	row("queue", "%s", t.Queue)
+	row("key", "%s", t.Key)
+	row("priority", "%s", t.Priority)
+	state := string(t.State)
+	switch t.State {
+	case queue.StateFailed:
+		state += fmt.Sprintf(" (runs again %s after %s)", t.RetryAfter, cmdutil.Since(t.Written))
+	case queue.StateActive:
+		if t.CancelRequested {
+			state += " (cancel asked)"
+		}
+	}
+	row("state", "%s", state)
+	row("attempts", "%d of %d", t.Attempts, cfg.MaxAttempts)
+	if len(t.Labels) > 0 {
+		var ls []string
+		for k, v := range t.Labels {
+			ls = append(ls, k+"="+v)
+		}
+		sort.Strings(ls)
+		row("labels", "%s", strings.Join(ls, " "))
+	}
+	switch {
+	case len(t.Payload) == 0:
+		row("payload", "none")
+	case len(t.Payload) <= 60 && utf8.Valid(t.Payload) && !strings.ContainsAny(string(t.Payload), "\n\r\t"):
+		row("payload", "%q", t.Payload)
+	default:
+		row("payload", "%d bytes (--payload prints it)", len(t.Payload))
+	}
+	row("added", "%s", cmdutil.Since(t.AddedAt))
+	if r := t.Run; r != nil {
+		row("running", "attempt %d on host %s pid %d, slot %s, fence %d, since %s", r.Attempt, r.Host, r.PID, r.Slot, r.Fence, cmdutil.Since(r.StartedAt))
+	}
+	if t.Result != nil {
+		row("last run", "attempt %d: %s", t.Result.Attempt, describeEnd(t.Result))
+	}
+	if !t.Expires.IsZero() {
+		row("expires", "%s", cmdutil.Since(t.Expires))
+	}
+	return w.Flush()
+}
+
+func newCmdCancel(f *cmdutil.Factory, runF Verbs) *cobra.Command {
+	o := &TaskOptions{F: f, Wait: cmdutil.NewDurationFlag("wait", 30*time.Second)}
+	cmd := &cobra.Command{
+		Use:   "cancel QUEUE ID [--wait DUR]",
+		Short: "Cancel a task; an active one's command is stopped",
+		Long: `Cancel a task. A pending or failed task is cancelled at once and never runs.
+An active one is asked to stop: its worker stops the command (SIGTERM, then
+SIGKILL after its grace) and records it cancelled; cancel waits up to --wait
+for that (exit 3 if it has not happened by then; the worker still does it
+when it sees the request). Cancelling a cancelled task is a no-op; a done or
+dead one is exit 3.`,
+		Example: `  baton queue cancel agents pr-42`,
+		Args:    taskArgs("cancel"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Queue, o.ID = args[0], args[1]
+			if runF != nil {
+				return runF("cancel", o)
+			}
+			return cancelRun(cmd.Context(), o)
+		},
+	}
+	cmd.Flags().Var(o.Wait, "wait", "how long to wait for an active task's worker to stop it")
+	return cmd
+}
+
+func cancelRun(ctx context.Context, o *TaskOptions) error {
+	qs, err := o.F.Queues(ctx)
+	if err != nil {
+		return err
+	}
+	t, err := qs.Cancel(ctx, o.Queue, o.ID)
+	if err != nil {
+		return err
+	}
+	if t.State == queue.StateActive && o.Wait.D > 0 {
+		wctx, cancel := context.WithTimeout(ctx, o.Wait.D)
+		t2, err := qs.WaitTask(wctx, o.Queue, o.ID, func(t *queue.Task) bool { return t.State != queue.StateActive })
+		cancel()
+		switch {
+		case err == nil:
+			t = t2
+		case errors.Is(err, context.DeadlineExceeded):
+			return cmdutil.Exit(cmdutil.ExitConflict, fmt.Errorf("task %s: cancel asked, but its worker (host %s pid %d) has not stopped it within %s; it will when it sees the request", o.ID, t.Run.Host, t.Run.PID, o.Wait.D))
+		default:
+			return err
+		}
+	}
+	return reportState(o.F, "cancel", t)
+}
+
+// reportState prints a task's state after a change: one line, or the task
+// with --json.
+func reportState(f *cmdutil.Factory, verb string, t *queue.Task) error {
+	if f.Config.JSON {
+		m, err := TaskJSON(t)
+		if err != nil {
+			return err
+		}
+		return cmdutil.PrintJSON(f.IO.Out, m)
+	}
+	line := fmt.Sprintf("task %s is %s", t.ID, t.State)
+	if t.State == queue.StateActive && t.CancelRequested {
+		line += "; cancel asked, its worker stops it when it sees the request"
+	}
+	cmdutil.Fprintf(f.IO.Out, "%s\n", line)
+	return nil
+}
+
+func newCmdRetry(f *cmdutil.Factory, runF Verbs) *cobra.Command {
+	o := &TaskOptions{F: f}
+	return &cobra.Command{
+		Use:   "retry QUEUE ID",
+		Short: "Put a failed, dead or cancelled task back to pending, with fresh attempts",
+		Long: `Make a failed (waiting for its retry), dead or cancelled task pending again,
+at once, with its count of attempts started afresh; its last result stays
+until it runs. A pending task is left as it is (exit 0); an active or done
+one is exit 3.`,
+		Example: `  baton queue retry agents pr-42`,
+		Args:    taskArgs("retry"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Queue, o.ID = args[0], args[1]
+			if runF != nil {
+				return runF("retry", o)
+			}
+			qs, err := o.F.Queues(cmd.Context())
+			if err != nil {
+				return err
+			}
+			t, err := qs.Retry(cmd.Context(), o.Queue, o.ID)
+			if err != nil {
+				return err
+			}
+			return reportState(o.F, "retry", t)
+		},
+	}
+}
+
+// ReleaseOptions are release's inputs.
+type ReleaseOptions struct {
+	F     *cmdutil.Factory
+	Queue string
+	Key   string
+	Force bool
+}
+
+func newCmdRelease(f *cmdutil.Factory, runF Verbs) *cobra.Command {
+	o := &ReleaseOptions{F: f}
+	cmd := &cobra.Command{
+		Use:   "release QUEUE KEY [--force]",
+		Short: "Free a key whose lock holder is dead or stale",
+		Long: `Free the locks of a key (one per lane) whose holder is dead (a process of this
+host that is gone) or stale (not renewed for half its TTL): each is removed
+by a compare-and-set on what was read, so a holder that renewed meanwhile
+keeps it. The task that held it goes back to pending, its attempt counted,
+and its capacity token is freed. A live holder is refused (exit 3) unless
+--force, which stops its task at once (its worker sees the lock go). A key
+without a lock is a no-op (exit 0).`,
+		Example: `  baton queue release agents alice
+  baton queue release agents alice --force`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if err := queueArgs("QUEUE and KEY: baton queue release QUEUE KEY", 1)(cmd, args); err != nil {
+				return err
+			}
+			return cmdutil.ValidSlot("key", args[1])
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Queue, o.Key = args[0], args[1]
+			if runF != nil {
+				return runF("release", o)
+			}
+			return releaseRun(cmd.Context(), o)
+		},
+	}
+	cmd.Flags().BoolVar(&o.Force, "force", false, "free the key even from a live holder, stopping its task")
+	return cmd
+}
+
+func releaseRun(ctx context.Context, o *ReleaseOptions) error {
+	qs, err := o.F.Queues(ctx)
+	if err != nil {
+		return err
+	}
+	rel, err := qs.Release(ctx, o.Queue, o.Key, o.Force)
+	if err != nil {
+		return err
+	}
+	if o.F.Config.JSON {
+		if rel == nil {
+			rel = []queue.Released{}
+		}
+		return cmdutil.PrintJSON(o.F.IO.Out, map[string]any{"queue": o.Queue, "key": o.Key, "released": rel})
+	}
+	if len(rel) == 0 {
+		cmdutil.Fprintf(o.F.IO.Out, "key %s of queue %s holds no lock; nothing to release\n", o.Key, o.Queue)
+		return nil
+	}
+	for _, r := range rel {
+		l := r.Lock
+		line := fmt.Sprintf("released slot %s (fence %d, host %s pid %d, %s)", l.Slot, l.Fence, l.Host, l.PID, l.State)
+		if r.Task != nil {
+			line += fmt.Sprintf("; task %s is %s", r.Task.ID, r.Task.State)
+		}
+		cmdutil.Fprintf(o.F.IO.Out, "%s\n", line)
+	}
+	return nil
+}
+
+// LsOptions are ls's inputs.
+type LsOptions struct{ F *cmdutil.Factory }
+
+func newCmdLs(f *cmdutil.Factory, runF Verbs) *cobra.Command {
+	o := &LsOptions{F: f}
+	return &cobra.Command{
+		Use:     "ls",
+		Short:   "List the queues with their counts",
+		Example: `  baton queue ls --json`,
+		Args:    cmdutil.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if runF != nil {
+				return runF("ls", o)
+			}
+			return lsRun(cmd.Context(), o)
+		},
+	}
+}
+
+func lsRun(ctx context.Context, o *LsOptions) error {
+	qs, err := o.F.Queues(ctx)
+	if err != nil {
+		return err
+	}
+	configs, bad, err := qs.List(ctx)
+	if err != nil {
+		return err
+	}
+	sums, err := qs.Summaries(ctx)
+	if err != nil {
+		return err
+	}
+	byName := map[string]queue.Summary{}
+	for _, s := range sums {
+		byName[s.Queue] = s
+	}
+	for _, b := range bad {
+		cmdutil.Fprintf(o.F.IO.ErrOut, "baton: queue ls: %s\n", cmdutil.Text(b))
+	}
+	if o.F.Config.JSON {
+		rows := []map[string]any{}
+		for _, c := range configs {
+			m, err := configJSON(c)
+			if err != nil {
+				return err
+			}
+			m["counts"] = byName[c.Queue]
+			rows = append(rows, m)
+		}
+		return cmdutil.PrintJSON(o.F.IO.Out, map[string]any{"queues": rows})
+	}
+	if len(configs) == 0 {
+		cmdutil.Fprintf(o.F.IO.Out, "no queues (create one with `baton queue create QUEUE`)\n")
+		return nil
+	}
+	w := tabwriter.NewWriter(o.F.IO.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "QUEUE\tPENDING\tACTIVE\tMAX\tDONE\tFAILED\tDEAD\tCANCELLED")
+	for _, c := range configs {
+		s := byName[c.Queue]
+		fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%d\t%d\t%d\t%d\n", c.Queue, s.Pending, s.Active, maxText(c.MaxActive), s.Done, s.Failed, s.Dead, s.Cancelled)
+	}
+	return w.Flush()
+}
+
+func maxText(n int) string {
+	if n == 0 {
+		return "-"
+	}
+	return fmt.Sprint(n)
+}

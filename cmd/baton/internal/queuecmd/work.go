@@ -1,0 +1,274 @@
+package queuecmd
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/batonhq/baton/cmd/baton/internal/cmdutil"
+	"github.com/batonhq/baton/hostlocal"
+	"github.com/batonhq/baton/queue"
+)
+
+// WorkOptions are work's inputs.
+type WorkOptions struct {
+	F           *cmdutil.Factory
+	Queue       string
+	Command     []string
+	Concurrency int
+	Once        bool
+	Wait        *cmdutil.DurationFlag
+	Grace       *cmdutil.DurationFlag
+}
+
+func newCmdWork(f *cmdutil.Factory, runF Verbs) *cobra.Command {
+	o := &WorkOptions{F: f, Wait: cmdutil.NewDurationFlag("wait", 0), Grace: cmdutil.NewDurationFlag("grace", queue.DefaultGrace)}
+	cmd := &cobra.Command{
+		Use:   "work QUEUE [--concurrency N] [--once [--wait DUR]] [--grace DUR] -- CMD [ARG...]",
+		Short: "Run the queue's tasks with a command, fairly, under their keys' locks",
+		Long: `Take the queue's tasks as they become runnable and run CMD for each, at most
+--concurrency at once on this worker and the queue's max_active across all
+workers. Each task runs while this worker holds its key's lock and a
+capacity token, renewed every third of the queue's TTL. CMD gets the
+task's payload on stdin and, in its environment, BATON_QUEUE, BATON_TASK,
+BATON_KEY, BATON_FENCE (pass it to what the task writes), BATON_ATTEMPT and
+BATON_SLOT (the lock's slot). Exit 0 records the task done, anything else
+failed: it runs again after the queue's backoff until max_attempts, then it
+is dead. A task that runs longer than the queue's timeout is stopped and
+failed.
+
+If the key's lock is lost while CMD runs (released, expired, taken), CMD's
+process group gets SIGTERM, then SIGKILL after --grace; if renewals keep
+failing it is stopped before the server could give the lock to another
+worker. If this worker dies, CMD dies with it and the task runs again
+elsewhere: at once on this host, within the queue's TTL on others.
+
+SIGTERM or SIGINT drains: no new task starts, running ones get --grace to
+finish, then are stopped and put back to pending (that attempt does not
+count); baton exits 0. A second signal stops them at once.
+
+With --once it runs one task and exits with that task's exit code (3 if its
+lock was lost, 124 if it timed out), or 5 if no task could start within
+--wait (default: none, do not wait). Lines about each task go to stderr;
+stdout is the commands'.`,
+		Example: `  baton queue work agents -- ./agent.sh
+  baton queue work agents --concurrency 4 --grace 30s -- sh -c 'claude -p "$(cat)"'
+  baton queue work agents --once --wait 1m -- ./agent.sh`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if cmd.ArgsLenAtDash() != 1 || len(args) < 2 {
+				return cmdutil.Usagef("want QUEUE, then -- and the command: baton queue work QUEUE -- CMD [ARG...]")
+			}
+			if err := queue.ValidateName(args[0]); err != nil {
+				return cmdutil.Usagef("%s", cmdutil.Text(err))
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Queue, o.Command = args[0], args[1:]
+			if runF != nil {
+				return runF("work", o)
+			}
+			return workRun(cmd.Context(), o)
+		},
+	}
+	fs := cmd.Flags()
+	fs.IntVar(&o.Concurrency, "concurrency", 1, "tasks this worker runs at once")
+	fs.BoolVar(&o.Once, "once", false, "run one task, then exit with its exit code")
+	fs.Var(o.Wait, "wait", "with --once: wait up to this long for a task (default: do not wait)")
+	fs.Var(o.Grace, "grace", "time running tasks get to finish when stopping, and between SIGTERM and SIGKILL")
+	return cmd
+}
+
+func workRun(ctx context.Context, o *WorkOptions) error {
+	if o.Concurrency < 1 {
+		return cmdutil.Usagef("--concurrency %d: use 1 or more", o.Concurrency)
+	}
+	if o.Wait.IsSet() && !o.Once {
+		return cmdutil.Usagef("--wait goes with --once")
+	}
+	command, err := cmdutil.LookCommand(o.Command)
+	if err != nil {
+		return err
+	}
+	qs, err := o.F.Queues(ctx, o.F.LongLived("queue work", nil)...)
+	if err != nil {
+		return err
+	}
+	if _, err := qs.Config(ctx, o.Queue); err != nil {
+		return err
+	}
+	p := &printer{w: o.F, q: o.Queue}
+	opts := []queue.WorkerOption{queue.WithConcurrency(o.Concurrency), queue.WithGrace(o.Grace.D), queue.WithEvents(p.event)}
+	if o.Once {
+		opts = append(opts, queue.WithMaxTasks(1), queue.WithIdleTimeout(o.Wait.D))
+	}
+	w, err := qs.NewWorker(o.Queue, &execHandler{cmd: command, q: o.Queue}, opts...)
+	if err != nil {
+		return err
+	}
+	// The first SIGINT, SIGTERM or SIGHUP drains; the next stops at once.
+	wctx, drain := context.WithCancel(context.Background())
+	defer drain()
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	stopped := make(chan struct{})
+	defer close(stopped)
+	go func() {
+		n := 0
+		for {
+			select {
+			case sig := <-sigs:
+				if n++; n == 1 {
+					cmdutil.Fprintf(o.F.IO.ErrOut, "baton: queue work: %s: draining (running tasks get %s; signal again to stop them now)\n", sig, o.Grace.D)
+					drain()
+				} else {
+					w.Interrupt()
+				}
+			case <-ctx.Done():
+				drain()
+			case <-stopped:
+				return
+			}
+		}
+	}()
+	if err := w.Run(wctx); err != nil {
+		return err
+	}
+	if o.Once {
+		if code := p.lastCode(); code != 0 {
+			return cmdutil.Exit(cmdutil.ExitCode(code), nil)
+		}
+	}
+	return nil
+}
+
+// execHandler runs a task's command as a process group, with the payload
+// on stdin.
+type execHandler struct {
+	cmd *cmdutil.Command
+	q   string
+}
+
+// exitError is a command's non-zero exit.
+type exitError struct{ code int }
+
+func (e *exitError) Error() string { return "exit status " + strconv.Itoa(e.code) }
+func (e *exitError) ExitCode() int { return e.code }
+
+func (h *execHandler) Work(ctx context.Context, t *queue.Task) error {
+	g, err := h.cmd.StartWithInput(bytes.NewReader(t.Payload),
+		"BATON_QUEUE="+h.q,
+		"BATON_TASK="+t.ID,
+		"BATON_KEY="+t.Key,
+		"BATON_FENCE="+strconv.FormatUint(t.Run.Fence, 10),
+		"BATON_ATTEMPT="+strconv.Itoa(t.Run.Attempt),
+		"BATON_SLOT="+t.Run.Slot)
+	if err != nil {
+		return fmt.Errorf("%w: %w", queue.ErrStartFailed, err)
+	}
+	if p, err := hostlocal.LookupProcess(g.PID()); err == nil {
+		queue.Started(ctx, p)
+	}
+	var code int
+	select {
+	case <-g.Done():
+		code, _ = g.Wait()
+		// Whatever it left running in its group goes too.
+		_, _ = g.Stop(queue.StopWithin(ctx))
+	case <-ctx.Done():
+		code, _ = g.Stop(queue.StopWithin(ctx))
+	}
+	if code != 0 {
+		return &exitError{code}
+	}
+	return nil
+}
+
+// printer writes a line on stderr for each task that starts and ends.
+type printer struct {
+	w    *cmdutil.Factory
+	q    string
+	mu   sync.Mutex
+	last *queue.Event
+}
+
+func (p *printer) say(format string, a ...any) {
+	cmdutil.Fprintf(p.w.IO.ErrOut, "baton: queue work: %s\n", fmt.Sprintf(format, a...))
+}
+
+func (p *printer) event(ev queue.Event) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch ev.Kind {
+	case queue.EventStarted:
+		p.say("task %s (key %s) started: attempt %d, fence %d, slot %s", ev.Task.ID, ev.Task.Key, ev.Attempt, ev.Fence, ev.Slot)
+	case queue.EventStopping:
+		p.say("stopping task %s: %s", ev.Task.ID, cmdutil.Text(ev.Err))
+	case queue.EventError:
+		p.say("%s", cmdutil.Text(ev.Err))
+	case queue.EventEnded:
+		e := ev
+		p.last = &e
+		p.say("%s", ended(ev))
+	}
+}
+
+// ended says how a task's attempt ended, for people.
+func ended(ev queue.Event) string {
+	t := ev.Task
+	how := ev.Reason
+	if ev.ExitCode != nil {
+		how = "exit " + strconv.Itoa(*ev.ExitCode)
+	}
+	head := fmt.Sprintf("attempt %d ended (%s, %s)", ev.Attempt, how, cmdutil.Describe(ev.Took.Round(time.Millisecond)))
+	if t == nil {
+		if ev.Err != nil && !errors.Is(ev.Err, queue.ErrLockLost) && ev.Reason == "" {
+			return head + ": " + cmdutil.Text(ev.Err)
+		}
+		return head + "; another worker settled the task already"
+	}
+	head = "task " + t.ID + " " + head
+	switch t.State {
+	case queue.StateDone:
+		return head + ": done"
+	case queue.StateFailed:
+		return fmt.Sprintf("%s: failed; it runs again in %s", head, t.RetryAfter)
+	case queue.StateDead:
+		return fmt.Sprintf("%s: dead after %d attempts", head, t.Attempts)
+	case queue.StateCancelled:
+		return head + ": cancelled"
+	case queue.StatePending:
+		return head + ": back to pending"
+	}
+	return head + ": " + string(t.State)
+}
+
+// lastCode is the exit code --once reports for the task it ran.
+func (p *printer) lastCode() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ev := p.last
+	switch {
+	case ev == nil:
+		return 0
+	case ev.ExitCode != nil:
+		return *ev.ExitCode
+	case ev.Reason == queue.ReasonLost || ev.Reason == queue.ReasonReleased:
+		return int(cmdutil.ExitConflict)
+	case ev.Reason == queue.ReasonTimeout:
+		return 124
+	case ev.Reason == queue.ReasonCancelled:
+		return 130
+	}
+	return 1
+}

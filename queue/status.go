@@ -1,0 +1,310 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/batonhq/baton/internal/par"
+	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/session"
+)
+
+// Snapshot is one queue at one moment of the server: what waits, what runs
+// under which lock, what ended.
+type Snapshot struct {
+	Config Config `json:"config"`
+	// ServerTime is the server's clock right after the queue was read.
+	ServerTime time.Time `json:"server_time"`
+	// Counts has every state, zero or not.
+	Counts  map[State]int `json:"counts"`
+	Pending PendingView   `json:"pending"`
+	Active  ActiveView    `json:"active"`
+	// Locks are the key locks of the queue's keys: those its tasks hold,
+	// and those held by others (baton run, baton join) on keys with tasks
+	// waiting, by key and lane.
+	Locks []Lock `json:"locks"`
+	// Tasks is every task read, sorted by id (only with WithTasks).
+	Tasks []*Task `json:"-"`
+	// Undecodable are task records that do not decode: never run.
+	Undecodable []string `json:"undecodable"`
+}
+
+// PendingView is what waits to run (pending, and failed waiting for their
+// retry).
+type PendingView struct {
+	Total      int                 `json:"total"`
+	ByPriority map[Priority]int    `json:"by_priority"`
+	ByKey      map[string]KeyCount `json:"by_key"`
+	// Oldest is when the oldest waiting task was added (its adder's clock),
+	// and OldestAge how long ago that was by the server's.
+	Oldest    time.Time     `json:"oldest_added_at,omitzero"`
+	OldestAge time.Duration `json:"-"`
+	OldestID  string        `json:"oldest_id,omitempty"`
+}
+
+// KeyCount is what waits for one key, by priority.
+type KeyCount struct {
+	High   int `json:"high"`
+	Normal int `json:"normal"`
+	Low    int `json:"low"`
+}
+
+// Total is the sum over priorities.
+func (k KeyCount) Total() int { return k.High + k.Normal + k.Low }
+
+// ActiveView is what runs.
+type ActiveView struct {
+	// Used is how many tasks run (or hold capacity tokens); Max is
+	// max_active (0: no limit); Available is Max-Used (-1: no limit).
+	Used      int                       `json:"used"`
+	Max       int                       `json:"max"`
+	Available int                       `json:"available"`
+	ByKey     map[string]int            `json:"by_key"`
+	ByLabel   map[string]map[string]int `json:"by_label"`
+}
+
+// SnapshotOption configures Snapshot.
+type SnapshotOption func(*snapshotConfig)
+
+type snapshotConfig struct{ tasks bool }
+
+// WithTasks keeps every task in Snapshot.Tasks.
+func WithTasks() SnapshotOption { return func(c *snapshotConfig) { c.tasks = true } }
+
+// Snapshot reads queue q with one watch of its records and one of the
+// sessions, and sums it up.
+func (qs *Queues) Snapshot(ctx context.Context, q string, opts ...SnapshotOption) (*Snapshot, error) {
+	var sc snapshotConfig
+	for _, o := range opts {
+		o(&sc)
+	}
+	cfg, err := qs.Config(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	entries, err := qs.bucket.ListMatching(ctx, queuePattern(q))
+	if err != nil {
+		return nil, err
+	}
+	sessions, err := qs.m.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return summarize(qs, cfg, entries, sessions, sc), nil
+}
+
+func summarize(qs *Queues, cfg Config, entries []kv.Entry, l *session.Listing, sc snapshotConfig) *Snapshot {
+	q := cfg.Queue
+	snap := &Snapshot{
+		Config: cfg, ServerTime: l.ServerTime, Counts: map[State]int{},
+		Pending: PendingView{ByPriority: map[Priority]int{}, ByKey: map[string]KeyCount{}},
+		Active:  ActiveView{Max: cfg.MaxActive, ByKey: map[string]int{}, ByLabel: map[string]map[string]int{}},
+		Locks:   []Lock{}, Undecodable: []string{},
+	}
+	for _, s := range States {
+		snap.Counts[s] = 0
+	}
+	for _, p := range Priorities {
+		snap.Pending.ByPriority[p] = 0
+	}
+	var taskEntries []kv.Entry
+	tokens := 0
+	for _, e := range entries {
+		switch {
+		case isTaskKey(q, e.Key):
+			taskEntries = append(taskEntries, e)
+		case tokenIndexOf(q, e.Key) >= 0:
+			tokens++
+		}
+	}
+	tasks, errs := make([]*Task, len(taskEntries)), make([]error, len(taskEntries))
+	par.Each(len(taskEntries), func(i int) { tasks[i], errs[i] = decodeTask(q, taskEntries[i]) })
+	slots := map[string]*session.Session{}
+	for _, s := range l.Sessions {
+		slots[s.Slot] = s
+	}
+	lockSeen := map[string]bool{}
+	addLock := func(key string, lane int, s *session.Session, run *Run) {
+		if lockSeen[s.Slot] {
+			return
+		}
+		lockSeen[s.Slot] = true
+		lk := qs.lockOf(q, key, lane, s, l.ServerTime)
+		if run != nil && run.Fence == s.Fence && !run.StartedAt.IsZero() {
+			// The worker's estimate of the server's time when it took it.
+			lk.Acquired = run.StartedAt
+		}
+		snap.Locks = append(snap.Locks, lk)
+	}
+	waitingKeys := map[string]bool{}
+	for i, t := range tasks {
+		if errs[i] != nil {
+			snap.Undecodable = append(snap.Undecodable, taskIDOf(q, taskEntries[i].Key))
+			continue
+		}
+		if sc.tasks {
+			snap.Tasks = append(snap.Tasks, t)
+		}
+		snap.Counts[t.State]++
+		switch t.State {
+		case StatePending, StateFailed:
+			snap.Pending.Total++
+			snap.Pending.ByPriority[t.Priority]++
+			kc := snap.Pending.ByKey[t.Key]
+			switch t.Priority {
+			case High:
+				kc.High++
+			case Low:
+				kc.Low++
+			default:
+				kc.Normal++
+			}
+			snap.Pending.ByKey[t.Key] = kc
+			waitingKeys[t.Key] = true
+			if snap.Pending.OldestID == "" || t.AddedAt.Before(snap.Pending.Oldest) {
+				snap.Pending.Oldest, snap.Pending.OldestID = t.AddedAt, t.ID
+			}
+		case StateActive:
+			snap.Active.ByKey[t.Key]++
+			for k, v := range t.Labels {
+				if snap.Active.ByLabel[k] == nil {
+					snap.Active.ByLabel[k] = map[string]int{}
+				}
+				snap.Active.ByLabel[k][v]++
+			}
+			if s := slots[t.Run.Slot]; s != nil {
+				addLock(t.Key, t.Run.Lane, s, t.Run)
+			}
+		}
+	}
+	if snap.Pending.OldestID != "" {
+		snap.Pending.OldestAge = max(l.ServerTime.Sub(snap.Pending.Oldest), 0)
+	}
+	// Locks held by the queue's workers whose task record says otherwise
+	// (a claim under way, a crash between writes), and locks held by others
+	// on keys with tasks waiting.
+	for _, s := range l.Sessions {
+		if s.Meta["queue"] == q {
+			key, lane := keyOfSlot(cfg, s.Slot)
+			addLock(key, lane, s, nil)
+		}
+	}
+	for key := range waitingKeys {
+		for lane := range cfg.PerKey {
+			if s := slots[cfg.Slot(key, lane)]; s != nil {
+				addLock(key, lane, s, nil)
+			}
+		}
+	}
+	sort.Slice(snap.Locks, func(i, j int) bool {
+		a, b := snap.Locks[i], snap.Locks[j]
+		return a.Key < b.Key || a.Key == b.Key && a.Lane < b.Lane
+	})
+	sort.Strings(snap.Undecodable)
+	if sc.tasks {
+		sort.Slice(snap.Tasks, func(i, j int) bool { return snap.Tasks[i].ID < snap.Tasks[j].ID })
+	}
+	snap.Active.Used = max(tokens, snap.Counts[StateActive])
+	snap.Active.Available = -1
+	if cfg.MaxActive > 0 {
+		snap.Active.Available = max(cfg.MaxActive-snap.Active.Used, 0)
+	}
+	return snap
+}
+
+// keyOfSlot is the key and lane of one of the queue's slots.
+func keyOfSlot(cfg Config, slot string) (string, int) {
+	rest := strings.TrimPrefix(slot, cfg.SlotPrefix)
+	if cfg.PerKey > 1 {
+		if i := strings.LastIndexByte(rest, '.'); i > 0 && i+1 < len(rest) && rest[i+1] != '0' {
+			lane := 0
+			for _, c := range rest[i+1:] {
+				if c < '0' || c > '9' {
+					return rest, 0
+				}
+				lane = lane*10 + int(c-'0')
+			}
+			if lane < cfg.PerKey {
+				return rest[:i], lane
+			}
+		}
+	}
+	return rest, 0
+}
+
+// Summary is a queue in one line of `baton status`.
+type Summary struct {
+	Queue     string `json:"queue"`
+	Pending   int    `json:"pending"`
+	Active    int    `json:"active"`
+	MaxActive int    `json:"max_active"`
+	Done      int    `json:"done"`
+	Failed    int    `json:"failed"`
+	Dead      int    `json:"dead"`
+	Cancelled int    `json:"cancelled"`
+}
+
+// Summaries reads every queue's counts with one watch of the queues bucket
+// (no sessions). A missing queues bucket has none.
+func (qs *Queues) Summaries(ctx context.Context) ([]Summary, error) {
+	entries, err := qs.bucket.List(ctx)
+	if errors.Is(err, kv.ErrBucketNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	byQueue := map[string]*Summary{}
+	tokens := map[string]int{}
+	get := func(q string) *Summary {
+		if byQueue[q] == nil {
+			byQueue[q] = &Summary{Queue: q}
+		}
+		return byQueue[q]
+	}
+	for _, e := range entries {
+		q, rest, ok := strings.Cut(e.Key, ".")
+		if !ok {
+			continue
+		}
+		switch {
+		case rest == "config":
+			if c, err := decodeConfig(e); err == nil {
+				get(q).MaxActive = c.MaxActive
+			}
+		case strings.HasPrefix(rest, "cap."):
+			tokens[q]++
+		case strings.HasPrefix(rest, "task."):
+			t, err := decodeTask(q, e)
+			if err != nil {
+				continue
+			}
+			s := get(q)
+			switch t.State {
+			case StatePending, StateFailed:
+				s.Pending++
+				if t.State == StateFailed {
+					s.Failed++
+				}
+			case StateActive:
+				s.Active++
+			case StateDone:
+				s.Done++
+			case StateDead:
+				s.Dead++
+			case StateCancelled:
+				s.Cancelled++
+			}
+		}
+	}
+	out := make([]Summary, 0, len(byQueue))
+	for q, s := range byQueue {
+		s.Active = max(s.Active, tokens[q])
+		out = append(out, *s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Queue < out[j].Queue })
+	return out, nil
+}
