@@ -9,6 +9,7 @@ import (
 	"github.com/batonhq/baton/hostlocal"
 	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/lease"
+	"github.com/batonhq/baton/queue"
 	"github.com/batonhq/baton/session"
 )
 
@@ -68,6 +69,7 @@ const DefaultMaxSkew = time.Second
 type Checker struct {
 	m          *session.Manager
 	ls         *lease.Leases
+	qs         *queue.Queues
 	now        func() time.Time
 	staleAfter time.Duration
 	maxSkew    time.Duration
@@ -97,6 +99,12 @@ func WithReplicas(n int) Option { return func(c *Checker) { c.replicas = n } }
 // Default: sessions only.
 func WithLeases(ls *lease.Leases) Option { return func(c *Checker) { c.ls = ls } }
 
+// WithQueues checks the queues of qs too: the bucket, tasks whose worker
+// died, stale key locks (which the session checks then leave to it), tasks
+// past their timeout, dead tasks and orphaned capacity tokens. Default:
+// sessions only.
+func WithQueues(qs *queue.Queues) Option { return func(c *Checker) { c.qs = qs } }
+
 // New returns a checker of m's sessions.
 func New(m *session.Manager, opts ...Option) *Checker {
 	c := &Checker{m: m, now: time.Now, maxSkew: DefaultMaxSkew}
@@ -120,7 +128,11 @@ func (c *Checker) Run(ctx context.Context) (*Report, error) {
 		if listing, err = c.m.List(ctx); err != nil {
 			return nil, err
 		}
-		c.checkSessions(r, listing)
+		queues, err := c.queueLocks(ctx)
+		if err != nil {
+			return nil, err
+		}
+		c.checkSessions(r, listing, queues)
 		if err := c.checkSkew(ctx, r); err != nil {
 			return nil, err
 		}
@@ -133,6 +145,11 @@ func (c *Checker) Run(ctx context.Context) (*Report, error) {
 	}
 	if c.ls != nil {
 		if err := c.checkLeases(ctx, r); err != nil {
+			return nil, err
+		}
+	}
+	if c.qs != nil {
+		if err := c.checkQueues(ctx, r, listing); err != nil {
 			return nil, err
 		}
 	}
@@ -198,7 +215,9 @@ func (c *Checker) checkBucketConfig(ctx context.Context, r *Report, want kv.Buck
 	}
 }
 
-func (c *Checker) checkSessions(r *Report, l *session.Listing) {
+// checkSessions judges every session but the key locks of the queues
+// (which checkQueues judges with their tasks).
+func (c *Checker) checkSessions(r *Report, l *session.Listing, queues map[string]bool) {
 	for _, u := range l.Undecodable {
 		u := u
 		// A record without a TTL never expires: judge it by the default
@@ -221,6 +240,9 @@ func (c *Checker) checkSessions(r *Report, l *session.Listing) {
 	}
 	for _, s := range l.Sessions {
 		s := s
+		if q := s.Meta["queue"]; q != "" && queues[q] {
+			continue
+		}
 		t := s.Timing(l.ServerTime, c.staleAfter)
 		stale := t.State != session.StateLive
 		reap := func(ctx context.Context) error { return c.m.Reap(ctx, s.Slot, s.Revision, &s.Record) }

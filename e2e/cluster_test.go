@@ -16,53 +16,8 @@ func TestUp_ThreeServersFormAClusterWithReplicatedBuckets(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a cluster")
 	}
-	var ports []int
-	for range 3 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-		l.Close()
-	}
-	var routes []string
-	for _, p := range ports {
-		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", p))
-	}
-	urls := make([]string, 3)
-	ready := make(chan int, 3)
-	for i := range 3 {
-		state := t.TempDir()
-		cmd := exec.Command(batonBin, "up", "--listen", "127.0.0.1:-1", "--server-name", fmt.Sprintf("n%d", i+1),
-			"--cluster-name", "baton-e2e", "--cluster-listen", fmt.Sprintf("127.0.0.1:%d", ports[i]),
-			"--routes", strings.Join(routes, ","), "--json")
-		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + state, "BATON_STATE_DIR=" + state, "GORACE=atexit_sleep_ms=0"}
-		out, _ := cmd.StdoutPipe()
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cmd.Process.Signal(interrupt); cmd.Wait() })
-		go func() {
-			// --json prints one indented document once the server serves.
-			doc, _ := readJSONDoc(bufio.NewReader(out))
-			if u, ok := doc["url"].(string); ok && doc["replicas"] == float64(3) {
-				urls[i] = u
-			}
-			ready <- i
-		}()
-	}
-	for range 3 {
-		select {
-		case <-ready:
-		case <-time.After(60 * time.Second):
-			t.Fatal("the cluster did not come up within 60s")
-		}
-	}
-	for i, u := range urls {
-		if u == "" {
-			t.Fatalf("server %d did not report its URL with 3 replicas", i+1)
-		}
-	}
+	servers := startUpCluster(t)
+	urls := []string{servers[0].url, servers[1].url, servers[2].url}
 	a := &host{w: &world{t: t, url: urls[0]}, id: "host-a", state: t.TempDir()}
 	b := &host{w: &world{t: t, url: urls[2]}, id: "host-b", state: t.TempDir()}
 	a.must("join", "s", "--task", "T-1")
@@ -83,4 +38,67 @@ func TestUp_ThreeServersFormAClusterWithReplicatedBuckets(t *testing.T) {
 	if r := b.must("doctor", "--prefix", "other", "--replicas", "3"); !strings.Contains(r.stdout, "no problems") {
 		t.Errorf("doctor --replicas 3 after --fix: %s", r)
 	}
+}
+
+// upServer is one `baton up` of a cluster.
+type upServer struct {
+	name string
+	url  string
+	cmd  *exec.Cmd
+}
+
+// startUpCluster runs three `baton up` as one JetStream cluster on loopback
+// and waits until each serves with its buckets on three replicas.
+func startUpCluster(t *testing.T) []*upServer {
+	t.Helper()
+	var ports []int
+	for range 3 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+		l.Close()
+	}
+	var routes []string
+	for _, p := range ports {
+		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", p))
+	}
+	servers := make([]*upServer, 3)
+	ready := make(chan int, 3)
+	for i := range 3 {
+		state := t.TempDir()
+		name := fmt.Sprintf("n%d", i+1)
+		cmd := exec.Command(batonBin, "up", "--listen", "127.0.0.1:-1", "--server-name", name,
+			"--cluster-name", "baton-e2e", "--cluster-listen", fmt.Sprintf("127.0.0.1:%d", ports[i]),
+			"--routes", strings.Join(routes, ","), "--json")
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + state, "BATON_STATE_DIR=" + state, "GORACE=atexit_sleep_ms=0"}
+		out, _ := cmd.StdoutPipe()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		servers[i] = &upServer{name: name, cmd: cmd}
+		t.Cleanup(func() { cmd.Process.Signal(interrupt); cmd.Wait() })
+		go func() {
+			// --json prints one indented document once the server serves.
+			doc, _ := readJSONDoc(bufio.NewReader(out))
+			if u, ok := doc["url"].(string); ok && doc["replicas"] == float64(3) {
+				servers[i].url = u
+			}
+			ready <- i
+		}()
+	}
+	for range 3 {
+		select {
+		case <-ready:
+		case <-time.After(60 * time.Second):
+			t.Fatal("the cluster did not come up within 60s")
+		}
+	}
+	for i, s := range servers {
+		if s.url == "" {
+			t.Fatalf("server %d did not report its URL with 3 replicas", i+1)
+		}
+	}
+	return servers
 }

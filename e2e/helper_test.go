@@ -22,6 +22,7 @@ func helperMain() int {
 	switch os.Getenv(envHelper) {
 	case "ledger":
 		return ledgerMain()
+
 	case "gate":
 		sd, err := hostlocal.OpenStateDir(os.Getenv("E2E_STATE"))
 		if err != nil {

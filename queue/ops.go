@@ -351,6 +351,13 @@ func (qs *Queues) settleOrphan(ctx context.Context, cfg Config, id string, fence
 	if t.State != StateActive || t.Run == nil || t.Run.Fence != fence {
 		return nil, nil
 	}
+	// The lock was created before the task said it ran under it, so if the
+	// stream leader does not hold it now, it is gone for good.
+	if s, err := qs.m.Get(ctx, t.Run.Slot); err == nil && s.Fence == fence {
+		return nil, nil
+	} else if err != nil && !errors.Is(err, session.ErrNotFound) && !errors.Is(err, session.ErrUndecodable) {
+		return nil, err
+	}
 	tok := t.Run.Token
 	out, err := qs.endAttempt(ctx, cfg, t, fence, outcome{reason: reason})
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/batonhq/baton/cmd/baton/internal/cmdutil"
 	"github.com/batonhq/baton/doctor"
+	"github.com/batonhq/baton/queue"
 	"github.com/batonhq/baton/kv"
 )
 
@@ -31,12 +32,17 @@ renewed for --stale-after (default half their TTL), sessions of this host
 whose process is dead, records that do not decode, leases the server should
 have expired, leaders that are no candidate any more, gate and pid files left
 on this host by processes that died, buckets missing or set up otherwise than
-baton expects, and clock skew between this host and the server. An
-unreachable server is exit 6, naming the URL; problems are exit 7.
+baton expects, and clock skew between this host and the server. For each
+queue: tasks whose worker died (active, their lock gone), key locks not
+renewed or held by a dead process of this host, tasks past the queue's
+timeout, dead tasks, and capacity tokens whose lock is gone. An unreachable
+server is exit 6, naming the URL; problems are exit 7.
 
 --fix removes stale sessions and leases and stale undecodable records with a
-compare-and-set on what was seen, so one renewed meanwhile survives; clears
-leftover files; creates missing buckets and applies baton's bucket settings.`,
+compare-and-set on what was seen, so one renewed meanwhile survives; frees
+stale key locks and orphaned tokens and puts their tasks back to pending,
+likewise; clears leftover files; creates missing buckets and applies baton's
+bucket settings. Dead tasks and tasks past their timeout are only reported.`,
 		Example: `  baton doctor
   baton doctor --fix --stale-after 10m
   baton doctor --json | jq '.findings[].kind'`,
@@ -66,7 +72,11 @@ func doctorRun(ctx context.Context, o *Options) error {
 	if err != nil {
 		return unreachable(o, err)
 	}
-	c := doctor.New(m, doctor.WithStaleAfter(o.StaleAfter.D), doctor.WithReplicas(o.Replicas), doctor.WithLeases(ls))
+	qs, err := queue.New(m)
+	if err != nil {
+		return err
+	}
+	c := doctor.New(m, doctor.WithStaleAfter(o.StaleAfter.D), doctor.WithReplicas(o.Replicas), doctor.WithLeases(ls), doctor.WithQueues(qs))
 	r, err := c.Run(ctx)
 	if err != nil {
 		return unreachable(o, err)

@@ -17,11 +17,13 @@ import (
 	"github.com/batonhq/baton/cmd/baton/internal/leadcmd"
 	"github.com/batonhq/baton/cmd/baton/internal/leadercmd"
 	"github.com/batonhq/baton/cmd/baton/internal/leasecmd"
+	"github.com/batonhq/baton/cmd/baton/internal/queuecmd"
 	"github.com/batonhq/baton/cmd/baton/internal/runcmd"
 	"github.com/batonhq/baton/cmd/baton/internal/statuscmd"
 	"github.com/batonhq/baton/cmd/baton/internal/upcmd"
 	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/kv/kvtest"
+	"github.com/batonhq/baton/queue"
 	"github.com/batonhq/baton/session"
 )
 
@@ -96,6 +98,17 @@ func commandLines() []commandLine {
 		{"status", []string{"--watch", "--json", "--stale-after", "1m"}, "status"},
 		{"doctor", []string{"--fix", "--state-dir", "/nonexistent/baton"}, "doctor"},
 		{"up", []string{"--listen", "127.0.0.1:4222"}, "up"},
+		{"queue", []string{"create", "agents", "--max-active", "4", "--timeout", "2h", "--ttl", "10s", "--slot-prefix", "q."}, "queue create"},
+		{"queue", []string{"config", "agents", "--per-key", "2"}, "queue config"},
+		{"queue", []string{"add", "agents", "--key", "alice", "--priority", "high", "--label", "p=1", "-"}, "queue add"},
+		{"queue", []string{"work", "agents", "--concurrency", "2", "--once", "--wait", "1m", "--", "./agent.sh"}, "queue work"},
+		{"queue", []string{"status", "agents", "--watch", "--by", "project"}, "queue status"},
+		{"queue", []string{"get", "agents", "t-1", "--payload"}, "queue get"},
+		{"queue", []string{"cancel", "agents", "t-1", "--wait", "0s"}, "queue cancel"},
+		{"queue", []string{"retry", "agents", "t-1"}, "queue retry"},
+		{"queue", []string{"release", "agents", "alice", "--force"}, "queue release"},
+		{"queue", []string{"ls"}, "queue ls"},
+		{"queue", nil, ""},
 		{"help", []string{"join"}, ""},
 		{"completion", []string{"bash"}, ""},
 		{"lease", nil, ""},
@@ -114,6 +127,13 @@ func commandLines() []commandLine {
 		{"leader", []string{"--nope"}, ""},
 		{"doctor", []string{"-", "--=x", "-m"}, ""},
 		{"run", []string{"slot\nwith a newline", "--task", "T", "--", "true"}, ""},
+		{"queue", []string{"create", "a.b"}, ""},
+		{"queue", []string{"work", "agents", "./agent.sh"}, ""},
+		{"queue", []string{"get", "agents"}, ""},
+		{"queue", []string{"release", "agents", "a..b"}, ""},
+		{"queue", []string{"add", "agents", "x"}, ""},
+		{"queue", []string{"create", "agents", "--timeout", "soon"}, ""},
+		{"queue", []string{"shuffle", "agents"}, ""},
 	}
 }
 
@@ -180,6 +200,15 @@ func FuzzCommandLine(f *testing.F) {
 			checkParsed(t, args, r)
 		}
 	})
+}
+
+// validQueue fails unless name is a queue name that makes a valid subject
+// token.
+func validQueue(t *testing.T, args []string, name string) {
+	t.Helper()
+	if queue.ValidateName(name) != nil || !kvtest.NATSKeyValid(name+".config") {
+		t.Fatalf("baton %q: queue %q is not a valid name", args, name)
+	}
 }
 
 // askedForHelp reports whether args ask for help rather than a run: the
@@ -266,6 +295,29 @@ func checkParsed(t *testing.T, args []string, r *stubbedRoot) {
 		durations(o.StaleAfter)
 	case *doctorcmd.Options:
 		durations(o.StaleAfter)
+	case *queuecmd.CreateOptions:
+		validQueue(t, args, o.Queue)
+		durations(o.Config.Timeout, o.Config.TTL, o.Config.Backoff, o.Config.Retention)
+	case *queuecmd.AddOptions:
+		validQueue(t, args, o.Queue)
+	case *queuecmd.WorkOptions:
+		validQueue(t, args, o.Queue)
+		durations(o.Wait, o.Grace)
+		if len(o.Command) == 0 {
+			t.Fatalf("baton %q: queue work without a command", args)
+		}
+	case *queuecmd.StatusOptions:
+		validQueue(t, args, o.Queue)
+	case *queuecmd.TaskOptions:
+		validQueue(t, args, o.Queue)
+		validKey("task id", o.ID)
+		if o.Wait != nil {
+			durations(o.Wait)
+		}
+	case *queuecmd.ReleaseOptions:
+		validQueue(t, args, o.Queue)
+		validKey("key", o.Key)
+	case *queuecmd.LsOptions:
 	case *upcmd.Options, []string: // up's own checks run in its run; __supervise takes anything
 	default:
 		t.Fatalf("baton %q: %s ran with options %T", args, r.verb, r.opts)

@@ -1,0 +1,62 @@
+// Package queue runs tasks one key at a time, fairly across keys, within a
+// cluster-wide capacity, on workers on any number of hosts.
+//
+// A queue is a config record and its tasks in the JetStream KV bucket
+// <prefix>-queues. Each task has a key (a user, a project); a worker runs a
+// task only while it holds the key's lock, which is the session of the
+// slot named by the key (session package; <slot_prefix><key>, and
+// <slot_prefix><key>.<n> for the further lanes of per_key > 1), and one of
+// the queue's max_active capacity tokens, both TTL'd records created by
+// compare-and-set and renewed every third of the queue's TTL. So a queued
+// task, `baton run` and `baton join` on that slot exclude each other, and
+// status and doctor see who works on what.
+//
+// Guaranteed:
+//   - Exclusion: at most per_key tasks of one key hold its locks at once,
+//     and a task's work runs only while its worker holds the lock: a worker
+//     that loses it (released, expired, taken) stops the work at once, and
+//     one whose renewals keep failing stops it before the server could
+//     expire the lock (the local deadline of internal/keepalive). Every
+//     attempt carries the lock's fence, strictly larger for every later
+//     attempt on the key: pass it to what the task writes.
+//   - Capacity: at most max_active tasks hold tokens, and a task's work runs
+//     only while its token is held, across every worker and host, under
+//     races and crashes.
+//   - Fairness, across all workers: the highest priority with a task whose
+//     key has a free lane goes first; among keys of one priority, the one
+//     served least recently; within a key, the order tasks were added. A key
+//     whose locks are held is skipped without holding up the others.
+//   - No lost task: an added task (Add returned) ends done, dead or
+//     cancelled, or is pending, failed or active. A worker that dies loses
+//     its task at once to a worker on its host (which sees its process and
+//     its command gone) and, on other hosts, once its lock expires; the task
+//     goes back to pending with its attempt counted, and is dead after
+//     max_attempts. A task runs at most once at a time.
+//   - Dispatch is driven by watches of the queue and of the locks, never by
+//     polling, and picking a task costs O(log keys) whatever waits.
+//
+// Not guaranteed:
+//   - Exactly once. A task whose worker dies, or loses its lock while
+//     paused, runs again: at least once, with a larger fence each time.
+//   - That a worker holds its lock between two renewals, as for sessions: a
+//     paused worker (GC, SIGSTOP) can wake after its lock expired and act
+//     before it notices; the fence is what a resource must check.
+//   - Lowering max_active does not stop running tasks: new ones start only
+//     once fewer run. A worker that has not yet seen the lower value (its
+//     watch lags by milliseconds) may start one more under the old one.
+//   - Fairness between workers that pick at the same instant is settled by
+//     the compare-and-set, not by the order: the global order holds up to
+//     races of a few milliseconds.
+//   - Order across keys of equal service: keys never served go by their
+//     oldest task; a key's last service is known while one of its tasks is
+//     retained (the queue's retention), after which it counts as never
+//     served.
+//
+// The claim of a task writes three records in an order that any crash can
+// stop at without losing the task or leaving a lock for longer than the
+// TTL (adr/0020): the key's lock, the token, then the task (pending to
+// active). Ending an attempt writes the task first, then frees the lock and
+// the token. Every worker watches the queue and the locks; when a task is
+// active but the lock it ran under is provably gone, whichever worker sees
+// it first puts the task back by compare-and-set.
+package queue
