@@ -9,8 +9,8 @@ import (
 
 	"github.com/batonhq/baton/cmd/baton/internal/cmdutil"
 	"github.com/batonhq/baton/doctor"
-	"github.com/batonhq/baton/queue"
 	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/queue"
 )
 
 // Options are doctor's inputs.
