@@ -25,12 +25,13 @@ type StatusOptions struct {
 	Watch bool
 	By    string
 	Keys  int
+	Tasks bool
 }
 
 func newCmdStatus(f *cmdutil.Factory, runF Verbs) *cobra.Command {
 	o := &StatusOptions{F: f}
 	cmd := &cobra.Command{
-		Use:   "status QUEUE [--watch] [--json] [--by LABEL]",
+		Use:   "status QUEUE [--watch] [--json] [--by LABEL] [--tasks]",
 		Short: "Show what waits, what runs under which lock, and what ended",
 		Long: `Show a queue: tasks waiting by priority and by key, with the oldest one's age;
 capacity used, the max and what is available; tasks running by key and by
@@ -39,7 +40,9 @@ when it expires by the server's clock (and locks that others, such as baton
 run, hold on keys with tasks waiting); counts of done, failed (waiting for a
 retry), dead and cancelled tasks.
 
---by LABEL shows the running tasks by that label only. --watch prints the
+--by LABEL shows the running tasks by that label only. --tasks lists every
+task the queue holds (id, key, priority, state, attempts, how its last
+attempt ended), oldest first. --watch prints the
 status again each time the queue or its locks change (at most four times a
 second), until interrupted; with --json, one document per line.`,
 		Example: `  baton queue status agents
@@ -57,6 +60,7 @@ second), until interrupted; with --json, one document per line.`,
 	cmd.Flags().BoolVarP(&o.Watch, "watch", "w", false, "print again on every change until interrupted")
 	cmd.Flags().StringVar(&o.By, "by", "", "show running tasks by this label only")
 	cmd.Flags().IntVar(&o.Keys, "keys", 20, "keys to list in text (--json lists all)")
+	cmd.Flags().BoolVar(&o.Tasks, "tasks", false, "list every task too")
 	return cmd
 }
 
@@ -66,7 +70,7 @@ func statusRun(ctx context.Context, o *StatusOptions) error {
 		if err != nil {
 			return err
 		}
-		snap, err := qs.Snapshot(ctx, o.Queue)
+		snap, err := qs.Snapshot(ctx, o.Queue, o.snapshotOptions()...)
 		if err != nil {
 			return err
 		}
@@ -97,7 +101,7 @@ func statusRun(ctx context.Context, o *StatusOptions) error {
 	for {
 		if dirty {
 			dirty = false
-			snap, err := qs.Snapshot(ctx, o.Queue)
+			snap, err := qs.Snapshot(ctx, o.Queue, o.snapshotOptions()...)
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -129,6 +133,13 @@ func statusRun(ctx context.Context, o *StatusOptions) error {
 		dirty = true
 		drain(qw, sw)
 	}
+}
+
+func (o *StatusOptions) snapshotOptions() []queue.SnapshotOption {
+	if o.Tasks {
+		return []queue.SnapshotOption{queue.WithTasks()}
+	}
+	return nil
 }
 
 func watchEnded(ctx context.Context) error {
@@ -178,7 +189,7 @@ func statusJSON(o *StatusOptions, s *queue.Snapshot) (map[string]any, error) {
 		}
 		locks = append(locks, m)
 	}
-	return map[string]any{
+	doc := map[string]any{
 		"queue":       s.Config.Queue,
 		"config":      cfg,
 		"server_time": s.ServerTime,
@@ -190,7 +201,20 @@ func statusJSON(o *StatusOptions, s *queue.Snapshot) (map[string]any, error) {
 		},
 		"locks":       locks,
 		"undecodable": s.Undecodable,
-	}, nil
+	}
+	if o.Tasks {
+		tasks := []map[string]any{}
+		for _, t := range s.Tasks {
+			m, err := TaskJSON(t)
+			if err != nil {
+				return nil, err
+			}
+			delete(m, "payload")
+			tasks = append(tasks, m)
+		}
+		doc["tasks"] = tasks
+	}
+	return doc, nil
 }
 
 func printStatus(o *StatusOptions, s *queue.Snapshot) error {
@@ -233,7 +257,33 @@ func printStatus(o *StatusOptions, s *queue.Snapshot) error {
 	if err := printLabels(out, o.By, s); err != nil {
 		return err
 	}
-	return printLocks(out, s)
+	if err := printLocks(out, s); err != nil {
+		return err
+	}
+	if o.Tasks {
+		return printTaskList(out, s)
+	}
+	return nil
+}
+
+// printTaskList lists every task, oldest first.
+func printTaskList(out io.Writer, s *queue.Snapshot) error {
+	tasks := append([]*queue.Task(nil), s.Tasks...)
+	sort.SliceStable(tasks, func(i, j int) bool { return tasks[i].Seq < tasks[j].Seq })
+	cmdutil.Fprintf(out, "\n")
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "TASK\tKEY\tPRIORITY\tSTATE\tATTEMPTS\tLAST")
+	for _, t := range tasks {
+		last := "-"
+		if t.Result != nil {
+			last = describeEnd(t.Result)
+		}
+		if t.State == queue.StateActive && t.Run != nil {
+			last = fmt.Sprintf("running on host %s pid %d, fence %d", t.Run.Host, t.Run.PID, t.Run.Fence)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\n", t.ID, t.Key, t.Priority, t.State, t.Attempts, last)
+	}
+	return w.Flush()
 }
 
 // printKeys lists the keys with tasks waiting or running, most waiting
