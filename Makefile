@@ -54,7 +54,7 @@ $(TOOLS)/staticcheck:
 run: build
 	$(BIN)/baton up
 
-## demo: a short unattended story of slots, an election, a crash, a handover, status and doctor (about 15 s)
+## demo: a short unattended story of slots, an election, a crash, a handover, a work queue whose worker is killed, status and doctor (about 15 s)
 demo: build
 	timeout 120 ./scripts/demo.sh
 

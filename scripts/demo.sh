@@ -2,7 +2,8 @@
 # A short story of baton, unattended, on a server of its own: agents take
 # slots, three instances of one bot elect a leader, the leader is killed and
 # another takes over, leadership is handed over, and status and doctor show
-# it all. It cleans up after itself.
+# it all; a work queue drains fairly and a killed worker's tasks run again.
+# It cleans up after itself.
 set -uo pipefail
 
 BATON=${BATON:-$(cd "$(dirname "$0")/.." && pwd)/bin/baton}
@@ -76,6 +77,29 @@ sleep 300 & agent=$!
 baton join review --task T-4 --pid "$agent" >/dev/null
 kill "$agent"; wait "$agent" 2>/dev/null
 run baton doctor
+
+say "A work queue: one task per user at a time, at most two at once, fairly"
+run baton queue create agents --max-active 2 --backoff 1s
+for user in alice bob carol; do
+  for n in 1 2; do
+    baton queue add agents --key "$user" --id "$user-$n" --payload "task $n of $user" >/dev/null
+  done
+done
+worker() { # worker N: a queue worker whose command says what it runs
+  baton queue work agents --concurrency 2 -- \
+    sh -c "echo \"  worker $1 runs \$BATON_TASK (\$(cat); fence \$BATON_FENCE, attempt \$BATON_ATTEMPT)\"; sleep 1" \
+    2>"$dir/worker$1.log" &
+  pids+=($!)
+}
+worker 1; w1=$!; sleep 0.3
+worker 2
+wait_for 10 sh -c "baton queue status agents --json | grep -q '\"used\": 2'"
+run baton queue status agents
+
+say "Worker 1 is killed with SIGKILL: worker 2, on its host, runs its tasks again (attempt 2)"
+kill -9 "$w1"; wait "$w1" 2>/dev/null
+wait_for 30 sh -c "baton queue status agents --json | grep -q '\"done\": 6'"
+run baton queue status agents --tasks
 
 say "Done: close the slots"
 run baton close rendering --result success
