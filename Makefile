@@ -69,7 +69,7 @@ bench-quick: bench-tools
 # etcd and etcdctl (Debian's, if missing), baton, the harness and its floor client
 bench-tools: build
 	./e2e/bench/install-etcd.sh
-	cd e2e/bench && $(GO) build -o $(BIN)/batonbench . && $(GO) build -o $(BIN)/ ./cmd/kvfloor ./cmd/peakrss
+	cd e2e/bench && $(GO) build -o $(BIN)/batonbench . && $(GO) build -o $(BIN)/ ./cmd/kvfloor ./cmd/peakrss ./cmd/stamp
 
 ## bench-go: the library's Go benchmarks against the raw KV op (benchstat-friendly)
 bench-go:

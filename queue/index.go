@@ -58,9 +58,15 @@ type index struct {
 	sameHost map[string]holder
 	// This worker's host and process: holders elsewhere on this host are
 	// checked for liveness.
-	myHost  string
-	myPID   int
-	myStart string
+	myHost     string
+	myPID      int
+	myStart    string
+	myInstance string
+
+	// claimers are the other workers (instances) seen claiming, with when:
+	// while there are some, picks spread over the first keys, so that
+	// workers picking at once rarely pick the same.
+	claimers map[string]time.Time
 
 	bodyBytes int // bytes of task records kept for claiming without a read
 	// undecodable task records (never run).
@@ -116,6 +122,7 @@ func newIndex(q string, cfg Config) *index {
 		tasks: map[string]*itask{}, keys: map[string]*ikey{}, active: map[string]*itask{},
 		slots: map[string]*session.Session{}, tokens: map[int]*token{}, reserved: map[int]bool{},
 		suspects: map[string]*itask{}, sameHost: map[string]holder{}, undecodable: map[string]uint64{},
+		claimers: map[string]time.Time{},
 	}
 	for p := range x.ready {
 		x.ready[p].level = p
@@ -215,6 +222,9 @@ func (x *index) applyRecord(d *Task, value []byte, now time.Time) {
 	switch d.State {
 	case StateActive:
 		x.dequeue(t)
+		if d.Run.Instance != x.myInstance && d.Run.Claimed == d.Revision {
+			x.claimers[d.Run.Instance] = now
+		}
 		if t.run == nil {
 			x.active[d.Run.Slot] = t
 			x.nActive++
@@ -507,22 +517,78 @@ func (x *index) next() (pick, bool) {
 		}
 		tok = x.free.random()
 	}
+	rank, n := x.contenders(time.Now())
 	for p := range x.ready {
 		h := &x.ready[p]
-		for h.Len() > 0 {
+		// Alone, the first key in the order. With n workers claiming, the
+		// first of the next few whose hash falls to this worker's rank, else
+		// the first: workers picking at once from one view then rarely
+		// pick the same key, and the order still holds within a few keys.
+		look := 1
+		if n > 1 {
+			look = 4 * n
+		}
+		var top []*ikey
+		for h.Len() > 0 && len(top) < look {
 			k := h.keys[0]
 			t := k.peek(p)
-			lane := x.freeLane(k)
-			if t == nil || lane < 0 || !k.blocked.IsZero() {
+			if t == nil || x.freeLane(k) < 0 || !k.blocked.IsZero() {
 				x.refresh(k) // takes it out of the heaps where it cannot run
 				continue
 			}
-			pk := pick{id: t.id, rev: t.rev, task: t, key: k, lane: lane, slot: x.cfg.Slot(k.name, lane), token: tok, body: t.body}
-			x.hold(pk)
-			return pk, true
+			top = append(top, heap.Pop(h).(*ikey))
 		}
+		if len(top) == 0 {
+			continue
+		}
+		k := top[0]
+		for _, c := range top {
+			if n > 1 && int(hashOf(c.name)%uint32(n)) == rank {
+				k = c
+				break
+			}
+		}
+		for _, o := range top {
+			heap.Push(h, o)
+		}
+		if tok >= 0 && n > 1 {
+			tok = x.free.prefer(rank, n)
+		}
+		t := k.peek(p)
+		lane := x.freeLane(k)
+		pk := pick{id: t.id, rev: t.rev, task: t, key: k, lane: lane, slot: x.cfg.Slot(k.name, lane), token: tok, body: t.body}
+		x.hold(pk)
+		return pk, true
 	}
 	return pick{}, false
+}
+
+func hashOf(s string) uint32 {
+	h := uint32(2166136261)
+	for i := 0; i < len(s); i++ {
+		h = (h ^ uint32(s[i])) * 16777619
+	}
+	return h
+}
+
+// claimWindow is how long a worker counts another as claiming after it
+// saw that one's last claim.
+const claimWindow = 2 * time.Second
+
+// contenders is this worker's rank among the workers seen claiming lately
+// (itself included, ordered by instance id), and how many they are.
+func (x *index) contenders(now time.Time) (rank, n int) {
+	for inst, at := range x.claimers {
+		if now.Sub(at) > claimWindow {
+			delete(x.claimers, inst)
+			continue
+		}
+		n++
+		if inst < x.myInstance {
+			rank++
+		}
+	}
+	return rank, n + 1
 }
 
 // hold marks a pick in flight.
@@ -588,6 +654,22 @@ func (x *index) release(pk pick, c *claimed, now time.Time) {
 		x.enqueue(t)
 	}
 	x.refresh(k)
+}
+
+// freed tells the view that this worker removed its lock on slot (the
+// session at revision srev) and its token (at trev; tok -1: none), before
+// the watches say so. A view that has seen another revision since keeps it.
+func (x *index) freed(slot string, srev uint64, tok int, trev uint64) {
+	if s := x.slots[slot]; s != nil && s.Revision == srev {
+		x.setSlot(slot, nil)
+	}
+	if t := x.tokens[tok]; tok >= 0 && t != nil && t.rev == trev {
+		delete(x.tokens, tok)
+		delete(x.sameHost, tokenKey(x.q, tok))
+		if tok < x.cfg.MaxActive && !x.reserved[tok] {
+			x.free.add(tok)
+		}
+	}
 }
 
 // block keeps k from being picked until at (its host gate was busy).
@@ -778,3 +860,23 @@ func (s *intSet) remove(i int) {
 // random is a member chosen at random, so that workers taking tokens at
 // once rarely pick the same one.
 func (s *intSet) random() int { return s.items[rand.IntN(len(s.items))] }
+
+// prefer is a member i with i%n == rank if there is one (looking at a few
+// at random), else a random one: n workers taking tokens at once then
+// rarely pick the same.
+func (s *intSet) prefer(rank, n int) int {
+	if len(s.items) <= 64 {
+		for _, i := range s.items {
+			if i%n == rank {
+				return i
+			}
+		}
+		return s.random()
+	}
+	for range 8 {
+		if i := s.random(); i%n == rank {
+			return i
+		}
+	}
+	return s.random()
+}

@@ -277,10 +277,8 @@ func (l *loop) finish(r *runState, err error, took time.Duration) {
 	if o.reason != ReasonExit || o.exitCode == nil || *o.exitCode != 0 {
 		result = session.ResultFail
 	}
-	_ = l.w.qs.m.Close(ctx, sess, result)
-	if tok != nil {
-		_ = l.w.qs.bucket.Delete(ctx, tokenKey(r.cfg.Queue, r.token), tok.rev, nil)
-	}
+	closed := l.w.qs.m.Close(ctx, sess, result) == nil
+	tokFreed := tok != nil && l.w.qs.bucket.Delete(ctx, tokenKey(r.cfg.Queue, r.token), tok.rev, nil) == nil
 	ev := Event{Kind: EventEnded, Task: out, Attempt: r.attempt, Fence: r.fence, Slot: r.slot, Reason: o.reason, ExitCode: o.exitCode, Took: took}
 	if werr != nil {
 		ev.Err = werr
@@ -292,6 +290,15 @@ func (l *loop) finish(r *runState, err error, took time.Duration) {
 		if out != nil && out.Revision > l.x.qSeq {
 			l.x.applyRecord(out, nil, time.Now())
 		}
+		var srev, trev uint64
+		tokIdx := -1
+		if closed {
+			srev = sess.Revision
+		}
+		if tokFreed {
+			tokIdx, trev = r.token, tok.rev
+		}
+		l.x.freed(r.slot, srev, tokIdx, trev)
 		if o.reason == ReasonStartFailed && l.fatal == nil {
 			l.fatal = err
 		}

@@ -182,7 +182,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	x := newIndex(w.q, cfg)
 	x.offset = serverNow.Sub(t0.Add(time.Since(t0) / 2))
-	x.myHost, x.myPID, x.myStart = w.qs.m.Host(), w.qs.proc.PID, w.qs.proc.Start
+	x.myHost, x.myPID, x.myStart, x.myInstance = w.qs.m.Host(), w.qs.proc.PID, w.qs.proc.Start, w.qs.m.Instance()
 
 	wctx, stopWatches := context.WithCancel(context.Background())
 	defer stopWatches()

@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"runtime/pprof"
 	"strings"
 	"syscall"
@@ -48,18 +49,25 @@ type sizes struct {
 	failoverSameHost int           // crashes, same host, baton
 	etcdSameHost     int           // crashes with a 10 s TTL, etcd
 	handovers        int           // graceful handovers per side
+	dispatches       int           // queue dispatches per side
+	cliDispatches    int           // queue dispatches through baton queue work
+	queueTasks       int           // no-op tasks for the queue's throughput
+	pending          int           // waiting tasks beside which dispatch is timed
+	statusQReps      int           // queue status of the pending tasks
 }
 
 var fullSizes = sizes{
 	ops: 2000, cli: 200, contendRounds: 30, throughputRounds: 6, throughputSlice: time.Second,
 	statusReps:     map[int]int{1000: 20, 10000: 10, 100000: 5},
 	failoverRemote: 20, failoverSameHost: 20, etcdSameHost: 3, handovers: 200,
+	dispatches: 300, cliDispatches: 100, queueTasks: 20000, pending: 100000, statusQReps: 5,
 }
 
 var quickSizes = sizes{
 	ops: 300, cli: 30, contendRounds: 5, throughputRounds: 1, throughputSlice: time.Second,
 	statusReps:     map[int]int{1000: 5, 10000: 3, 100000: 2},
 	failoverRemote: 3, failoverSameHost: 5, etcdSameHost: 1, handovers: 30,
+	dispatches: 50, cliDispatches: 20, queueTasks: 4000, pending: 100000, statusQReps: 2,
 }
 
 type bench struct {
@@ -68,6 +76,7 @@ type bench struct {
 	baton   string // the baton binary
 	kvfloor string // the floor's one-op NATS client binary
 	peakrss string // runs a command and reports its peak memory
+	stamp   string // prints when it started: the command of queue dispatches
 	etcdctl string
 	self    string // this binary, for the etcd campaign helper
 	work    string // scratch: server stores (on disk) and logs
@@ -95,6 +104,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&b.baton, "baton", "", "baton binary (required)")
 	fs.StringVar(&b.kvfloor, "kvfloor", "", "kvfloor binary (required): the floor's one-op NATS client")
 	fs.StringVar(&b.peakrss, "peakrss", "", "peakrss binary (required): reports a command's peak memory")
+	fs.StringVar(&b.stamp, "stamp", "", "stamp binary: prints when it started (default: beside kvfloor)")
 	fs.BoolVar(&b.quick, "quick", false, "a smaller run (under 2 minutes) for a smoke test")
 	out := fs.String("out", "", "also write the table, versions and machine to this file (RESULTS.md)")
 	timeout := fs.Duration("timeout", 30*time.Minute, "give up after this long")
@@ -107,11 +117,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "bench: -baton, -kvfloor and -peakrss are required (make bench builds and passes them)")
 		return 2
 	}
+	if b.stamp == "" {
+		b.stamp = filepath.Join(filepath.Dir(b.kvfloor), "stamp")
+	}
 	b.sizes = fullSizes
 	if b.quick {
 		b.sizes = quickSizes
 	}
-	for _, bin := range []*string{&b.baton, &b.kvfloor, &b.peakrss, etcdBin, &b.etcdctl} {
+	for _, bin := range []*string{&b.baton, &b.kvfloor, &b.peakrss, &b.stamp, etcdBin, &b.etcdctl} {
 		p, err := exec.LookPath(*bin)
 		if err != nil {
 			fmt.Fprintf(stderr, "bench: %v (run e2e/bench/install-etcd.sh for etcd and etcdctl)\n", err)
@@ -194,8 +207,8 @@ func (b *bench) runAll(ctx context.Context, etcdBin string) (rows []row, info ru
 	defer b.etcd.stop()
 	info = gatherInfo(ctx, b, etcdBin)
 
-	// The scale section runs last, so that the 100k records it stores do
-	// not weigh on the others; its rows still print in their place.
+	// The scale and queue sections run last, so that the 100k records they
+	// store do not weigh on the others; their rows still print in their place.
 	sections := []section{
 		{"acquire, renew, release", func(ctx context.Context) ([]row, error) { return b.opsRows(ctx, b.nats, "") }},
 		{"cold CLI processes", b.cliRows},
@@ -210,6 +223,7 @@ func (b *bench) runAll(ctx context.Context, etcdBin string) (rows []row, info ru
 		{"renewal throughput (sync always)", func(ctx context.Context) ([]row, error) {
 			return b.throughputRows(ctx, b.natsAlways, " (sync always)")
 		}},
+		{"queue", nil},
 	}
 	results := make([][]row, len(sections))
 	var errs []error
@@ -230,9 +244,11 @@ func (b *bench) runAll(ctx context.Context, etcdBin string) (rows []row, info ru
 			runOne(i, s, s.run)
 		}
 	}
+	// Last, so that the records they store weigh on nothing else.
+	last := map[string]func(context.Context) ([]row, error){"scale": b.scaleRows, "queue": b.queueRows}
 	for i, s := range sections {
 		if s.run == nil {
-			runOne(i, s, b.scaleRows)
+			runOne(i, s, last[s.name])
 		}
 	}
 	for _, r := range results {

@@ -46,6 +46,9 @@ func toEtcdAtMost(x float64) cond        { return cond{of: ofBatonToEtcd, op: "�
 func toEtcdAtLeast(x float64) cond       { return cond{of: ofBatonToEtcd, op: "≥", limit: x} }
 func batonAtMost(x float64, u unit) cond { return cond{of: ofBaton, op: "≤", limit: x, unit: u} }
 func batonIs(x float64, u unit) cond     { return cond{of: ofBaton, op: "=", limit: x, unit: u} }
+func batonAtLeast(x float64, u unit) cond {
+	return cond{of: ofBaton, op: "≥", limit: x, unit: u}
+}
 
 func (c cond) String() string {
 	limit := fmt.Sprintf("%g", c.limit)
