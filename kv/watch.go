@@ -175,6 +175,16 @@ func (b *Bucket) List(ctx context.Context) ([]Entry, error) { return b.ListMatch
 
 // ListMatching is List of the keys matching pattern (see Watch).
 func (b *Bucket) ListMatching(ctx context.Context, pattern string) ([]Entry, error) {
+	out, err := b.Entries(ctx, pattern)
+	if err == nil {
+		sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	}
+	return out, err
+}
+
+// Entries is ListMatching in the order the stream holds the entries
+// (their revisions), unsorted: for readers that sum up rather than print.
+func (b *Bucket) Entries(ctx context.Context, pattern string) ([]Entry, error) {
 	ctx, cancel := b.c.callCtx(ctx)
 	defer cancel()
 	w, err := b.Watch(ctx, pattern)
@@ -190,7 +200,6 @@ func (b *Bucket) ListMatching(ctx context.Context, pattern string) ([]Entry, err
 				return nil, fmt.Errorf("%w: list %s on %s: the watch ended early", ErrUnavailable, b.cfg.Name, b.c.url)
 			}
 			if e == nil {
-				sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
 				return out, nil
 			}
 			if e.Live() {

@@ -184,7 +184,7 @@ func (x *index) applyTask(e kv.Entry, now time.Time) {
 		x.drop(x.tasks[id])
 		return
 	}
-	d, err := decodeTask(x.q, e)
+	d, err := viewTask(x.q, e)
 	if err != nil {
 		x.undecodable[id] = e.Revision
 		x.drop(x.tasks[id])

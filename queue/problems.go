@@ -53,7 +53,7 @@ func (qs *Queues) Problems(ctx context.Context, q string, l *session.Listing, st
 	if err != nil {
 		return nil, err
 	}
-	entries, err := qs.bucket.ListMatching(ctx, queuePattern(q))
+	entries, err := qs.bucket.Entries(ctx, queuePattern(q))
 	if err != nil {
 		return nil, err
 	}

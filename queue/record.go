@@ -1,7 +1,9 @@
 package queue
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"strconv"
@@ -275,12 +277,54 @@ func tokenIndexOf(q, key string) int {
 }
 
 // decodeTask turns a live entry into a task, failing on garbage or a
-// record stored under another id.
+// record stored under another id. The task keeps the fields this version
+// does not know, to write them back.
 func decodeTask(q string, e kv.Entry) (*Task, error) {
 	var t Task
 	if err := t.UnmarshalJSON(e.Value); err != nil {
 		return nil, err
 	}
+	return checkTask(q, e, &t)
+}
+
+// taskView is a task's record without its payload, for readers that do
+// not rewrite it.
+type taskView struct {
+	ID              string            `json:"id"`
+	Queue           string            `json:"queue"`
+	Key             string            `json:"key"`
+	Priority        Priority          `json:"priority"`
+	Labels          map[string]string `json:"labels"`
+	State           State             `json:"state"`
+	Attempts        int               `json:"attempts"`
+	Seq             uint64            `json:"seq"`
+	AddedAt         time.Time         `json:"added_at"`
+	UpdatedAt       time.Time         `json:"updated_at"`
+	Run             *Run              `json:"run,omitempty"`
+	Result          *Result           `json:"result,omitempty"`
+	CancelRequested bool              `json:"cancel_requested,omitempty"`
+	RetryAfter      Duration          `json:"retry_after,omitempty"`
+}
+
+// viewTask is decodeTask for a reader that does not rewrite the record
+// (status, a worker's view): one pass, the payload skipped, unknown fields
+// dropped.
+func viewTask(q string, e kv.Entry) (*Task, error) {
+	if t := bytes.TrimLeft(e.Value, " \t\r\n"); len(t) == 0 || t[0] != '{' {
+		return nil, errors.New("the record is not a JSON object")
+	}
+	var v taskView
+	if err := json.Unmarshal(e.Value, &v); err != nil {
+		return nil, err
+	}
+	t := Task{ID: v.ID, Queue: v.Queue, Key: v.Key, Priority: v.Priority, Labels: v.Labels, State: v.State,
+		Attempts: v.Attempts, Seq: v.Seq, AddedAt: v.AddedAt, UpdatedAt: v.UpdatedAt, Run: v.Run, Result: v.Result,
+		CancelRequested: v.CancelRequested, RetryAfter: v.RetryAfter}
+	return checkTask(q, e, &t)
+}
+
+// checkTask completes and checks a task decoded from e.
+func checkTask(q string, e kv.Entry, t *Task) (*Task, error) {
 	if id := taskIDOf(q, e.Key); t.ID != id || t.Queue != q {
 		return nil, fmt.Errorf("record names task %q of queue %q, stored as %q", t.ID, t.Queue, e.Key)
 	}
@@ -304,7 +348,7 @@ func decodeTask(q string, e kv.Entry) (*Task, error) {
 	}
 	t.Revision, t.Written = e.Revision, e.Created
 	t.Expires = e.ExpiresAt()
-	return &t, nil
+	return t, nil
 }
 
 func encodeTask(t *Task) ([]byte, error) {

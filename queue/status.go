@@ -85,7 +85,7 @@ func (qs *Queues) Snapshot(ctx context.Context, q string, opts ...SnapshotOption
 	if err != nil {
 		return nil, err
 	}
-	entries, err := qs.bucket.ListMatching(ctx, queuePattern(q))
+	entries, err := qs.bucket.Entries(ctx, queuePattern(q))
 	if err != nil {
 		return nil, err
 	}
@@ -121,7 +121,11 @@ func summarize(qs *Queues, cfg Config, entries []kv.Entry, l *session.Listing, s
 		}
 	}
 	tasks, errs := make([]*Task, len(taskEntries)), make([]error, len(taskEntries))
-	par.Each(len(taskEntries), func(i int) { tasks[i], errs[i] = decodeTask(q, taskEntries[i]) })
+	decode := viewTask
+	if sc.tasks {
+		decode = decodeTask
+	}
+	par.Each(len(taskEntries), func(i int) { tasks[i], errs[i] = decode(q, taskEntries[i]) })
 	slots := map[string]*session.Session{}
 	for _, s := range l.Sessions {
 		slots[s.Slot] = s
@@ -250,7 +254,7 @@ type Summary struct {
 // Summaries reads every queue's counts with one watch of the queues bucket
 // (no sessions). A missing queues bucket has none.
 func (qs *Queues) Summaries(ctx context.Context) ([]Summary, error) {
-	entries, err := qs.bucket.List(ctx)
+	entries, err := qs.bucket.Entries(ctx, "")
 	if errors.Is(err, kv.ErrBucketNotFound) {
 		return nil, nil
 	}
@@ -278,7 +282,7 @@ func (qs *Queues) Summaries(ctx context.Context) ([]Summary, error) {
 		case strings.HasPrefix(rest, "cap."):
 			tokens[q]++
 		case strings.HasPrefix(rest, "task."):
-			t, err := decodeTask(q, e)
+			t, err := viewTask(q, e)
 			if err != nil {
 				continue
 			}
