@@ -19,7 +19,6 @@ const resultAbandoned = "abandoned"
 // Why a claim did not land.
 var (
 	errLockHeld    = errors.New("queue: the key lock is held")
-	errGateBusy    = errors.New("queue: the key's host gate is busy")
 	errTokenTaken  = errors.New("queue: the capacity token was taken")
 	errTaskChanged = errors.New("queue: the task changed")
 	errTokenLost   = errors.New("queue: capacity token lost")
@@ -38,9 +37,9 @@ func (e *claimError) Unwrap() error { return e.err }
 // claim takes pk's task for this worker, in an order that leaves nothing
 // behind for long at any crash point (see adr/0020):
 //
-//  1. the key lock: the session of the lane's slot, created inside the
-//     host gate (a crash leaves it to expire, or to a worker of this host
-//     that sees this process dead);
+//  1. the key lock: the session of the lane's slot, created by
+//     compare-and-set (a crash leaves it to expire, or to a worker of this
+//     host that sees this process dead);
 //  2. the capacity token, naming the lock's fence (a crash leaves it to
 //     expire, likewise);
 //  3. the task, pending to active, by compare-and-set on the revision the
@@ -54,19 +53,24 @@ func (qs *Queues) claim(ctx context.Context, cfg Config, pk pick, started time.T
 		return nil, err
 	}
 	attempt := t.Attempts + 1
+	now := qs.stamp()
+	// A compare-and-set create, without the host gate of Join: the work
+	// starts after two more writes, outside any gate, and the create alone
+	// decides between workers (and against baton run and join).
 	sent := time.Now()
-	s, err := qs.m.Join(ctx, pk.slot, t.ID,
-		session.WithTTL(time.Duration(cfg.TTL)),
-		session.WithAgent("queue "+cfg.Queue),
-		session.WithProcess(qs.proc),
-		session.WithMeta(map[string]string{"queue": cfg.Queue, "task": t.ID, "attempt": strconv.Itoa(attempt)}),
-		session.WithPurpose("baton queue "+cfg.Queue+" task "+t.ID))
-	var held *session.HeldError
+	s, err := qs.m.Create(ctx, session.Record{
+		Slot: pk.slot, TaskID: t.ID, AgentID: "queue " + cfg.Queue, Host: qs.m.Host(),
+		PID: qs.proc.PID, PIDStart: qs.proc.Start, Instance: qs.m.Instance(), StartedAt: now, RenewedAt: now,
+		Meta: map[string]string{"queue": cfg.Queue, "task": t.ID, "attempt": strconv.Itoa(attempt)},
+	}, time.Duration(cfg.TTL))
+	var ce *kv.ConflictError
 	switch {
-	case errors.As(err, &held):
-		return nil, &claimError{err: fmt.Errorf("%w: %w", errLockHeld, err), sess: held.Holder}
-	case errors.Is(err, session.ErrGateBusy):
-		return nil, &claimError{err: fmt.Errorf("%w: %w", errGateBusy, err)}
+	case errors.As(err, &ce):
+		held := &claimError{err: fmt.Errorf("%w: %w", errLockHeld, err)}
+		if ce.Current != nil && ce.Current.Live() {
+			held.sess = lockView(*ce.Current)
+		}
+		return nil, held
 	case err != nil:
 		return nil, err
 	}

@@ -1,7 +1,10 @@
 package queue
 
 import (
+	"bytes"
 	"container/heap"
+	"encoding/json"
+	"errors"
 	"math"
 	"math/rand/v2"
 	"strconv"
@@ -111,7 +114,6 @@ type ikey struct {
 	// meanwhile, as it will once the claim lands.
 	local    int
 	claiming map[int]bool // lanes
-	blocked  time.Time    // a busy host gate: not before then
 	pos      [3]int       // place in ready[p], -1 if not there
 	head     [3]uint64    // seq of the FIFO head, for the heap order
 }
@@ -184,7 +186,7 @@ func (x *index) applyTask(e kv.Entry, now time.Time) {
 		x.drop(x.tasks[id])
 		return
 	}
-	d, err := viewTask(x.q, e)
+	d, err := indexTask(x.q, e)
 	if err != nil {
 		x.undecodable[id] = e.Revision
 		x.drop(x.tasks[id])
@@ -192,6 +194,53 @@ func (x *index) applyTask(e kv.Entry, now time.Time) {
 	}
 	delete(x.undecodable, id)
 	x.applyRecord(d, e.Value, now)
+}
+
+// taskIndexView is what the view needs of a task record: decoding just it
+// is most of what a worker does per event.
+type taskIndexView struct {
+	ID       string   `json:"id"`
+	Queue    string   `json:"queue"`
+	Key      string   `json:"key"`
+	Priority Priority `json:"priority"`
+	State    State    `json:"state"`
+	Attempts int      `json:"attempts"`
+	Seq      uint64   `json:"seq"`
+	Run      *struct {
+		Attempt  int    `json:"attempt"`
+		Slot     string `json:"slot"`
+		Lane     int    `json:"lane"`
+		Fence    uint64 `json:"fence"`
+		Token    int    `json:"token"`
+		Instance string `json:"instance"`
+		Claimed  uint64 `json:"claimed"`
+	} `json:"run,omitempty"`
+	Result *struct {
+		Claimed uint64 `json:"claimed"`
+	} `json:"result,omitempty"`
+	CancelRequested bool     `json:"cancel_requested,omitempty"`
+	RetryAfter      Duration `json:"retry_after,omitempty"`
+}
+
+// indexTask decodes what the view needs of a task entry, checked as
+// decodeTask checks it.
+func indexTask(q string, e kv.Entry) (*Task, error) {
+	if t := bytes.TrimLeft(e.Value, " \t\r\n"); len(t) == 0 || t[0] != '{' {
+		return nil, errors.New("the record is not a JSON object")
+	}
+	var v taskIndexView
+	if err := json.Unmarshal(e.Value, &v); err != nil {
+		return nil, err
+	}
+	t := Task{ID: v.ID, Queue: v.Queue, Key: v.Key, Priority: v.Priority, State: v.State, Attempts: v.Attempts,
+		Seq: v.Seq, CancelRequested: v.CancelRequested, RetryAfter: v.RetryAfter}
+	if r := v.Run; r != nil {
+		t.Run = &Run{Attempt: r.Attempt, Slot: r.Slot, Lane: r.Lane, Fence: r.Fence, Token: r.Token, Instance: r.Instance, Claimed: r.Claimed}
+	}
+	if v.Result != nil {
+		t.Result = &Result{Claimed: v.Result.Claimed}
+	}
+	return checkTask(q, e, &t)
 }
 
 // applyRecord takes a decoded task at d.Revision (written at d.Written,
@@ -321,13 +370,33 @@ func (x *index) applySession(e kv.Entry) {
 	}
 	var s *session.Session
 	if e.Live() {
-		s, _ = session.FromEntry(e)
-		if s == nil {
-			s = &session.Session{Revision: e.Revision} // undecodable: held
-			s.Slot = e.Key
-		}
+		s = lockView(e)
 	}
 	x.setSlot(e.Key, s)
+}
+
+// lockView decodes what the view needs of a session: its fence, holder and
+// meta. One that does not decode is held by nobody-knows-who (fence 0).
+func lockView(e kv.Entry) *session.Session {
+	var v struct {
+		Slot     string            `json:"slot"`
+		Host     string            `json:"host"`
+		PID      int               `json:"pid"`
+		PIDStart string            `json:"pid_start"`
+		Instance string            `json:"instance"`
+		Fence    uint64            `json:"fence"`
+		Meta     map[string]string `json:"meta"`
+	}
+	s := &session.Session{Revision: e.Revision, Written: e.Created, TTL: e.TTL}
+	s.Slot = e.Key
+	if err := json.Unmarshal(e.Value, &v); err != nil || v.Slot != e.Key {
+		return s
+	}
+	s.Host, s.PID, s.PIDStart, s.Instance, s.Fence, s.Meta = v.Host, v.PID, v.PIDStart, v.Instance, v.Fence, v.Meta
+	if s.Fence == 0 {
+		s.Fence = e.Revision
+	}
+	return s
 }
 
 // setSlot records slot's live session s (nil: none) and refreshes what
@@ -456,7 +525,7 @@ func (x *index) freeLane(k *ikey) int {
 // refresh puts k in the ready heap of each level where it has a task
 // waiting and a lane free, and takes it out of the others.
 func (x *index) refresh(k *ikey) {
-	runnable := k.blocked.IsZero() && x.freeLane(k) >= 0
+	runnable := x.freeLane(k) >= 0
 	for p := range k.fifo {
 		head := k.peek(p)
 		in := k.pos[p] >= 0
@@ -532,7 +601,7 @@ func (x *index) next() (pick, bool) {
 		for h.Len() > 0 && len(top) < look {
 			k := h.keys[0]
 			t := k.peek(p)
-			if t == nil || x.freeLane(k) < 0 || !k.blocked.IsZero() {
+			if t == nil || x.freeLane(k) < 0 {
 				x.refresh(k) // takes it out of the heaps where it cannot run
 				continue
 			}
@@ -672,14 +741,8 @@ func (x *index) freed(slot string, srev uint64, tok int, trev uint64) {
 	}
 }
 
-// block keeps k from being picked until at (its host gate was busy).
-func (x *index) block(k *ikey, at time.Time) {
-	k.blocked = at
-	heap.Push(&x.due, dueItem{at: at, key: k})
-	x.refresh(k)
-}
-
-// nextDue is when a waiting task or a blocked key can next run (zero: none).
+// nextDue is when a failed task waiting its backoff can next run (zero:
+// none).
 func (x *index) nextDue() time.Time {
 	if x.due.Len() == 0 {
 		return time.Time{}
@@ -691,13 +754,7 @@ func (x *index) nextDue() time.Time {
 func (x *index) advance(now time.Time) {
 	for x.due.Len() > 0 && !x.due[0].at.After(now) {
 		it := heap.Pop(&x.due).(dueItem)
-		switch {
-		case it.key != nil:
-			if !it.key.blocked.After(now) {
-				it.key.blocked = time.Time{}
-				x.refresh(it.key)
-			}
-		case it.task.gen == it.gen && x.tasks[it.task.id] == it.task && it.task.state == StateFailed:
+		if it.task.gen == it.gen && x.tasks[it.task.id] == it.task && it.task.state == StateFailed {
 			x.enqueue(it.task)
 		}
 	}
@@ -810,7 +867,6 @@ type dueItem struct {
 	at   time.Time
 	task *itask
 	gen  int
-	key  *ikey
 }
 
 type dueHeap []dueItem

@@ -409,8 +409,6 @@ func (l *loop) claimed(pk pick, cfg Config, c *claimed, err error) {
 		l.started--
 		var ce *claimError
 		switch {
-		case errors.As(err, &ce) && errors.Is(err, errGateBusy):
-			l.x.block(pk.key, now.Add(20*time.Millisecond))
 		case errors.As(err, &ce):
 			if ce.sess != nil && ce.sess.Revision > l.x.sessSeq {
 				l.x.setSlot(pk.slot, ce.sess)
