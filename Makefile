@@ -33,7 +33,7 @@ fuzz:
 fuzz-short:
 	GO=$(GO) ./scripts/fuzz.sh 3s
 
-## fault: every fuzz target for 30s (5 minutes), then three baton up as one cluster under a randomized workload while clients and servers are killed, paused and fed garbage (4 minutes); the last line is the verdict
+## fault: every fuzz target for 30s (5 minutes), then three baton up as one cluster under a randomized workload (sessions, runs, leaders, a work queue) while clients and servers are killed, paused and fed garbage (4 minutes); the last line is the verdict
 fault: build
 	GO=$(GO) ./scripts/fuzz.sh 30s
 	$(GO) build -o $(BIN)/batonfault ./e2e/fault

@@ -32,6 +32,7 @@ func (h *harness) clientFaults(ctx context.Context) {
 			continue
 		}
 		_, fence := h.chk.lastWrite(d.actor, math.MaxUint64)
+		pausedAt := time.Now()
 		if !d.pause() {
 			continue
 		}
@@ -41,7 +42,7 @@ func (h *harness) clientFaults(ctx context.Context) {
 		sleep(ctx, pause)
 		d.cont()
 		h.mu.Lock()
-		h.pauses = append(h.pauses, pauseCheck{actor: d.actor, fence: fence, resumed: time.Now()})
+		h.pauses = append(h.pauses, pauseCheck{actor: d.actor, fence: fence, paused: pausedAt, resumed: time.Now()})
 		h.mu.Unlock()
 	}
 }
@@ -51,6 +52,7 @@ func (h *harness) clientFaults(ctx context.Context) {
 type pauseCheck struct {
 	actor   string
 	fence   uint64
+	paused  time.Time
 	resumed time.Time
 }
 
@@ -215,11 +217,11 @@ func (h *harness) serverFaults(ctx context.Context) error {
 			h.stats.mu.Unlock()
 		}
 	}()
-	streams := []string{"KV_baton-sessions", "KV_baton-leases"}
+	streams := []string{"KV_baton-sessions", "KV_baton-leases", "KV_baton-queues"}
 	for k := 0; sleep(ctx, h.between(20*time.Second, 30*time.Second)); k++ {
 		i, kind := (k/2)%len(h.cl.nodes), "server_sigkill"
 		if k%2 == 0 {
-			name, err := h.cl.leaderOf(ctx, streams[(k/2)%2])
+			name, err := h.cl.leaderOf(ctx, streams[(k/2)%len(streams)])
 			if j := h.cl.index(name); err == nil && j >= 0 {
 				i, kind = j, "server_sigkill_stream_leader"
 			}

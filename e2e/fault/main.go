@@ -11,10 +11,14 @@
 // resource: it accepts a write only with a fence at least as large as any it
 // has seen. The last line is
 //
-//	fault: <ops> ops, <faults> faults, <violations> exclusion violations, <lost> acknowledged sessions lost, <stuck> stuck operations
+//	fault: <ops> ops, <faults> faults, <violations> exclusion violations, <lost> acknowledged sessions lost, <stuck> stuck operations; queue: <n> tasks done, <x> key exclusion violations, <c> over capacity, <l> acknowledged tasks lost
 //
-// and the exit status is non-zero unless the last three are 0. See
-// adr/0019-what-holds-under-faults.md for what each check means.
+// and the exit status is non-zero unless violations, lost sessions, stuck
+// operations and the queue's last three are 0. A queue on the cluster is
+// worked by `baton queue work` daemons, killed and paused like the others,
+// while tasks are added through the CLI; at the end one worker with no
+// faults drains it. See adr/0019-what-holds-under-faults.md for what each
+// check means.
 package main
 
 import (
@@ -38,6 +42,9 @@ import (
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "writer" {
 		os.Exit(writerMain(os.Args[2:]))
+	}
+	if len(os.Args) > 1 && os.Args[1] == "qtask" {
+		os.Exit(qtaskMain())
 	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
@@ -103,7 +110,9 @@ type harness struct {
 	out        io.Writer
 	cl         *cluster
 	chk        *checker
+	qchk       *queueChecker
 	checkerURL string
+	queueURL   string
 	httpSrv    *http.Server
 	stats      *stats
 
@@ -123,7 +132,7 @@ func newHarness(cfg config, out io.Writer) (*harness, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &harness{cfg: cfg, bin: cfg.bin, self: self, dir: dir, out: out, chk: newChecker(), stats: newStats(),
+	h := &harness{cfg: cfg, bin: cfg.bin, self: self, dir: dir, out: out, chk: newChecker(), qchk: newQueueChecker(), stats: newStats(),
 		daemons: map[*daemon]bool{}, slots: map[string]*slotState{}, rng: rand.New(rand.NewPCG(cfg.seed, 0x5eed))}
 	if err := os.Mkdir(filepath.Join(dir, "clients"), 0o700); err != nil {
 		return nil, err
@@ -190,7 +199,11 @@ func (h *harness) run(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	h.checkerURL = "http://" + l.Addr().String() + "/write"
-	h.httpSrv = &http.Server{Handler: h.chk, ReadHeaderTimeout: 5 * time.Second}
+	h.queueURL = "http://" + l.Addr().String() + "/qevent"
+	mux := http.NewServeMux()
+	mux.Handle("/write", h.chk)
+	mux.Handle("/qevent", h.qchk)
+	h.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = h.httpSrv.Serve(l) }()
 
 	for i := range h.cl.nodes {
@@ -199,6 +212,9 @@ func (h *harness) run(ctx context.Context) (bool, error) {
 		}
 	}
 	if err := h.waitReady(ctx); err != nil {
+		return false, err
+	}
+	if err := h.createQueue(); err != nil {
 		return false, err
 	}
 	fmt.Fprintf(h.out, "batonfault: cluster up in %s; running the workload\n", time.Since(start).Round(time.Millisecond))
@@ -227,6 +243,12 @@ func (h *harness) run(ctx context.Context) (bool, error) {
 		goActor(func(ctx context.Context) { h.skewedSessions(ctx, i, skew) })
 		goActor(func(ctx context.Context) { h.skewedLeases(ctx, i, skew) })
 	}
+	for i := range queueAdders {
+		goActor(func(ctx context.Context) { h.queueAdder(ctx, i) })
+	}
+	for j, host := range hosts {
+		goActor(func(ctx context.Context) { h.queueWorker(ctx, host, j) })
+	}
 	goActor(h.clientFaults)
 	goActor(h.garbage)
 	serverErr := make(chan error, 1)
@@ -234,6 +256,7 @@ func (h *harness) run(ctx context.Context) (bool, error) {
 	go func() { defer wg.Done(); serverErr <- h.serverFaults(wctx) }()
 
 	<-wctx.Done()
+	stopping := time.Now()
 	fmt.Fprintf(h.out, "batonfault: workload done; stopping every client\n")
 	wg.Wait()
 	h.finishAll()
@@ -244,8 +267,14 @@ func (h *harness) run(ctx context.Context) (bool, error) {
 	if ctx.Err() != nil {
 		return false, errors.New("interrupted")
 	}
+	fmt.Fprintf(h.out, "batonfault: every client stopped in %s; draining the queue with one worker, no faults\n", time.Since(stopping).Round(time.Millisecond))
+	drained := time.Now()
+	h.drainQueue(ctx)
+	fmt.Fprintf(h.out, "batonfault: queue drained in %s\n", time.Since(drained).Round(time.Millisecond))
+	var q queueCounts
+	q.done, q.exclusion, q.overCapacity, q.lost = h.checkQueue()
 	accepted, rejected, cv := h.chk.counts()
-	return h.stats.report(h.out, accepted, rejected, cv, time.Since(start)), nil
+	return h.stats.report(h.out, accepted, rejected, cv, q, time.Since(start)), nil
 }
 
 // waitReady waits until the cluster answers a join through the CLI, which

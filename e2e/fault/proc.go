@@ -104,7 +104,7 @@ type daemon struct {
 // spawn starts a long-running baton process for actor on host.
 func (h *harness) spawn(actor, host string, ttl time.Duration, args ...string) (*daemon, error) {
 	cmd := exec.Command(h.bin, args...)
-	cmd.Env = append(h.env(host), "FAULT_ACTOR="+actor, "FAULT_CHECKER="+h.checkerURL)
+	cmd.Env = append(h.env(host), "FAULT_ACTOR="+actor, "FAULT_CHECKER="+h.checkerURL, "FAULT_QUEUE="+h.queueURL)
 	logf, err := os.Create(filepath.Join(h.dir, "clients", actor+".log"))
 	if err != nil {
 		return nil, err

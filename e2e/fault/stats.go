@@ -111,8 +111,11 @@ func quantiles(ds []time.Duration) string {
 	return fmt.Sprintf("median %s, max %s (n=%d)", med.Round(10*time.Millisecond), ds[len(ds)-1].Round(10*time.Millisecond), len(ds))
 }
 
+// queueCounts are the queue workload's outcome.
+type queueCounts struct{ done, exclusion, overCapacity, lost int }
+
 // report prints the figures, then the closing line last.
-func (s *stats) report(w io.Writer, accepted, rejected int, checkerViolations []string, elapsed time.Duration) (ok bool) {
+func (s *stats) report(w io.Writer, accepted, rejected int, checkerViolations []string, q queueCounts, elapsed time.Duration) (ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	violations := append(slices.Clone(s.violations), checkerViolations...)
@@ -161,7 +164,7 @@ func (s *stats) report(w io.Writer, accepted, rejected int, checkerViolations []
 	for _, st := range s.stuck {
 		fmt.Fprintf(w, "STUCK: %s\n", st)
 	}
-	fmt.Fprintf(w, "fault: %d ops, %d faults, %d exclusion violations, %d acknowledged sessions lost, %d stuck operations\n",
-		s.ops, faults, len(violations), len(s.lost), len(s.stuck))
+	fmt.Fprintf(w, "fault: %d ops, %d faults, %d exclusion violations, %d acknowledged sessions lost, %d stuck operations; queue: %d tasks done, %d key exclusion violations, %d over capacity, %d acknowledged tasks lost\n",
+		s.ops, faults, len(violations)-q.exclusion-q.overCapacity, len(s.lost)-q.lost, len(s.stuck), q.done, q.exclusion, q.overCapacity, q.lost)
 	return len(violations) == 0 && len(s.lost) == 0 && len(s.stuck) == 0
 }

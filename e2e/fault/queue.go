@@ -1,0 +1,300 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// The queue workload: a queue on the cluster, tasks added through the CLI
+// by adders on every host, worked by `baton queue work` daemons (which the
+// client faults kill and pause like run and lead).
+var (
+	queueName      = "fq"
+	queueKeys      = []string{"q1", "q2", "q3", "q4", "q5", "q6"}
+	queueMaxActive = 3
+	queueTTL       = 4 * time.Second
+	queueAdders    = 2
+)
+
+// queueChecker records the tasks' commands: when each started and ended, on
+// which key, under which fence, for which worker (the baton process), so
+// that key exclusion and capacity can be judged over time, and which adds
+// were acknowledged.
+type queueChecker struct {
+	mu    sync.Mutex
+	runs  map[int]*taskRun // by the command's pid
+	added map[string]bool  // acknowledged task ids
+}
+
+type taskRun struct {
+	key, task, actor string
+	fence            uint64
+	start, last      time.Time
+	ended            bool
+}
+
+func newQueueChecker() *queueChecker {
+	return &queueChecker{runs: map[int]*taskRun{}, added: map[string]bool{}}
+}
+
+// ServeHTTP takes POST /qevent?event=start|write|end&pid=P&key=K&task=T&fence=F&actor=A.
+func (c *queueChecker) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	pid, err := strconv.Atoi(q.Get("pid"))
+	fence, ferr := strconv.ParseUint(q.Get("fence"), 10, 64)
+	if err != nil || ferr != nil {
+		http.Error(w, "want pid and fence", http.StatusBadRequest)
+		return
+	}
+	now := time.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	run := c.runs[pid]
+	if run == nil {
+		run = &taskRun{key: q.Get("key"), task: q.Get("task"), actor: q.Get("actor"), fence: fence, start: now}
+		c.runs[pid] = run
+	}
+	run.last = now
+	if q.Get("event") == "end" {
+		run.ended = true
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+func (c *queueChecker) acked(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.added[id] = true
+}
+
+// queueAdder adds tasks for random keys through the CLI, each working for
+// 200 ms to 1.5 s; an add that exits 0 is acknowledged.
+func (h *harness) queueAdder(ctx context.Context, i int) {
+	for n := 0; ctx.Err() == nil; n++ {
+		id := fmt.Sprintf("a%d-%d", i, n)
+		key := queueKeys[h.intn(len(queueKeys))]
+		work := h.between(200*time.Millisecond, 1500*time.Millisecond)
+		r := h.cli(hosts[h.intn(len(hosts))], "queue", "add", queueName, "--key", key, "--id", id,
+			"--payload", strconv.Itoa(int(work/time.Millisecond)))
+		if r.code == 0 {
+			h.qchk.acked(id)
+		}
+		sleep(ctx, h.between(500*time.Millisecond, 2*time.Second))
+	}
+}
+
+// queueWorker runs `baton queue work` on host again and again, each for a
+// while, then drains it (SIGTERM).
+func (h *harness) queueWorker(ctx context.Context, host string, j int) {
+	for n := 0; ctx.Err() == nil; n++ {
+		actor := fmt.Sprintf("qw-%s-%d-%d", host, j, n)
+		d, err := h.spawn(actor, host, queueTTL, "queue", "work", queueName, "--concurrency", "2", "--grace", "2s",
+			"--", h.self, "qtask")
+		if err != nil {
+			h.stats.stick("start queue work %s: %v", actor, err)
+			return
+		}
+		h.hold(ctx, d, h.between(10*time.Second, 30*time.Second))
+		sleep(ctx, h.between(200*time.Millisecond, time.Second))
+	}
+}
+
+// createQueue makes the run's queue (its bucket is on three replicas, made
+// by baton up).
+func (h *harness) createQueue() error {
+	r := h.cli("h1", "queue", "create", queueName, "--max-active", strconv.Itoa(queueMaxActive), "--ttl", queueTTL.String(),
+		"--max-attempts", "1000", "--backoff", "0s", "--timeout", "1m")
+	if r.code != 0 {
+		return fmt.Errorf("queue create: exit %d: %s", r.code, r.stderr)
+	}
+	return nil
+}
+
+// drainQueue runs one worker, with no faults, until every acknowledged task
+// has ended, then stops it: what the workload left is worked off.
+func (h *harness) drainQueue(ctx context.Context) {
+	d, err := h.spawn("qw-drain", hosts[0], queueTTL, "queue", "work", queueName, "--concurrency", "3", "--grace", "2s",
+		"--", h.self, "qtask")
+	if err != nil {
+		h.stats.stick("start the draining worker: %v", err)
+		return
+	}
+	deadline := time.Now().Add(90 * time.Second)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		if states, err := h.queueStates(); err == nil && h.allEnded(states) {
+			break
+		}
+		sleep(ctx, time.Second)
+	}
+	if !d.finish() {
+		h.stats.stick("the draining worker did not end within %s of SIGTERM", stuckAfter)
+	}
+	h.untrack(d)
+}
+
+// queueStates reads every task's state with `baton queue status --tasks`.
+func (h *harness) queueStates() (map[string]string, error) {
+	r := h.cli("h1", "queue", "status", queueName, "--tasks", "--json")
+	if r.code != 0 {
+		return nil, fmt.Errorf("queue status: exit %d: %s", r.code, r.stderr)
+	}
+	var doc struct {
+		Tasks []struct {
+			ID    string `json:"id"`
+			State string `json:"state"`
+		} `json:"tasks"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, t := range doc.Tasks {
+		out[t.ID] = t.State
+	}
+	return out, nil
+}
+
+func (h *harness) allEnded(states map[string]string) bool {
+	h.qchk.mu.Lock()
+	defer h.qchk.mu.Unlock()
+	for id := range h.qchk.added {
+		if s := states[id]; s != "done" && s != "dead" && s != "cancelled" {
+			return false
+		}
+	}
+	return true
+}
+
+// checkQueue judges the queue workload once it is drained: every
+// acknowledged task done; no two commands of one key at once and no more
+// than max_active at once, over the time each ran (from its start to its
+// end or last write), leaving out commands whose worker was paused then.
+func (h *harness) checkQueue() (done, exclusion, overCapacity, lost int) {
+	states, err := h.queueStates()
+	if err != nil {
+		h.stats.stick("read the queue's tasks: %v", err)
+	}
+	h.qchk.mu.Lock()
+	defer h.qchk.mu.Unlock()
+	for id := range h.qchk.added {
+		switch states[id] {
+		case "done":
+			done++
+		default:
+			lost++
+			h.stats.lose("queue task %s was acknowledged and is %q at the end", id, states[id])
+		}
+	}
+	h.mu.Lock()
+	paused := map[string][]pauseCheck{}
+	for _, p := range h.pauses {
+		paused[p.actor] = append(paused[p.actor], p)
+	}
+	h.mu.Unlock()
+	type edge struct {
+		at    time.Time
+		delta int
+		run   *taskRun
+	}
+	var edges []edge
+	byKey := map[string][]*taskRun{}
+	for _, run := range h.qchk.runs {
+		if wasPaused(paused[run.actor], run) {
+			continue
+		}
+		edges = append(edges, edge{run.start, 1, run}, edge{run.last, -1, run})
+		byKey[run.key] = append(byKey[run.key], run)
+	}
+	sort.Slice(edges, func(i, j int) bool {
+		if !edges[i].at.Equal(edges[j].at) {
+			return edges[i].at.Before(edges[j].at)
+		}
+		return edges[i].delta < edges[j].delta
+	})
+	running := 0
+	for _, e := range edges {
+		running += e.delta
+		if running > queueMaxActive {
+			overCapacity++
+			h.stats.violation("queue: %d commands at once at %s (max_active %d), among them task %s under fence %d",
+				running, e.at.Format("15:04:05.000"), queueMaxActive, e.run.task, e.run.fence)
+		}
+	}
+	for key, runs := range byKey {
+		sort.Slice(runs, func(i, j int) bool { return runs[i].start.Before(runs[j].start) })
+		for i := 1; i < len(runs); i++ {
+			if prev, cur := runs[i-1], runs[i]; cur.start.Before(prev.last) {
+				exclusion++
+				h.stats.violation("queue key %s: task %s (fence %d) started %s before task %s (fence %d) stopped",
+					key, cur.task, cur.fence, prev.last.Sub(cur.start).Round(time.Millisecond), prev.task, prev.fence)
+			}
+		}
+	}
+	return done, exclusion, overCapacity, lost
+}
+
+// wasPaused reports whether run's worker was SIGSTOPped while run ran: a
+// paused worker cannot stop its command, which may then overlap the next
+// holder's (the fence refuses its writes; checkPauses judges that it stops
+// once resumed).
+func wasPaused(ps []pauseCheck, run *taskRun) bool {
+	for _, p := range ps {
+		if !run.start.After(p.resumed.Add(stopAfterResume)) && !run.last.Before(p.paused) {
+			return true
+		}
+	}
+	return false
+}
+
+// qtaskMain is the command of the queue workers: it works for the number of
+// milliseconds its payload says, writing to the checker under
+// $BATON_FENCE every 50 ms for key queue/$BATON_KEY, and reports its start,
+// its writes and its end to the queue checker.
+func qtaskMain() int {
+	url, qurl, actor := os.Getenv("FAULT_CHECKER"), os.Getenv("FAULT_QUEUE"), os.Getenv("FAULT_ACTOR")
+	key, task, fence := os.Getenv("BATON_KEY"), os.Getenv("BATON_TASK"), os.Getenv("BATON_FENCE")
+	payload, _ := io.ReadAll(os.Stdin)
+	ms, err := strconv.Atoi(strings.TrimSpace(string(payload)))
+	if err != nil || key == "" || fence == "" {
+		fmt.Fprintln(os.Stderr, "qtask: want a payload of milliseconds, BATON_KEY and BATON_FENCE")
+		return 2
+	}
+	pid := strconv.Itoa(os.Getpid())
+	client := &http.Client{Timeout: 2 * time.Second}
+	post := func(u string) {
+		if resp, err := client.Post(u, "", nil); err == nil {
+			resp.Body.Close()
+		}
+	}
+	event := func(kind string) {
+		post(qurl + "?event=" + kind + "&pid=" + pid + "&key=" + key + "&task=" + task + "&fence=" + fence + "&actor=" + actor)
+	}
+	event("start")
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM, os.Interrupt)
+	end := time.After(time.Duration(ms) * time.Millisecond)
+	for {
+		post(url + "?key=queue/" + key + "&fence=" + fence + "&writer=" + actor + "/" + pid)
+		event("write")
+		select {
+		case <-end:
+			event("end")
+			return 0
+		case <-term:
+			event("end")
+			return 143
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
