@@ -1,0 +1,288 @@
+package queue
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/session"
+)
+
+// view is an index fed with entries made up by the test, as the watches
+// would deliver them, with revisions that only grow.
+type view struct {
+	t   *testing.T
+	x   *index
+	rev uint64
+	now time.Time
+}
+
+func newView(t *testing.T, cfg Config) *view {
+	v := &view{t: t, x: newIndex(cfg.Queue, cfg), now: time.Unix(1_000_000, 0)}
+	v.x.myHost, v.x.myPID, v.x.myInstance = "here", 1, "me"
+	v.x.markSynced(0)
+	return v
+}
+
+func (v *view) next() uint64 { v.rev++; return v.rev }
+
+// task delivers task t at a new revision (its first if seq is 0) and
+// returns that revision.
+func (v *view) task(t Task) uint64 {
+	v.t.Helper()
+	t.Queue = v.x.q
+	if t.Priority == "" {
+		t.Priority = Normal
+	}
+	if t.State == "" {
+		t.State = StatePending
+	}
+	data, err := encodeTask(&t)
+	if err != nil {
+		v.t.Fatal(err)
+	}
+	rev := v.next()
+	v.x.applyQueue(kv.Entry{Key: taskKey(v.x.q, t.ID), Value: data, Revision: rev, Created: v.now}, v.now)
+	return rev
+}
+
+func (v *view) add(id, key string, p Priority) uint64 { return v.task(Task{ID: id, Key: key, Priority: p}) }
+
+// lock delivers a live session on slot with fence (0: this revision).
+func (v *view) lock(slot string, fence uint64) uint64 {
+	v.t.Helper()
+	data, _ := json.Marshal(session.Record{Slot: slot, Host: "elsewhere", PID: 9, Fence: fence})
+	rev := v.next()
+	v.x.applySession(kv.Entry{Key: slot, Value: data, Revision: rev, Created: v.now, TTL: 30 * time.Second})
+	return rev
+}
+
+func (v *view) unlock(slot string) {
+	v.x.applySession(kv.Entry{Key: slot, Revision: v.next(), Op: kv.OpDelete, Created: v.now})
+}
+
+// claim picks, then tells the view the claim landed: the task active under
+// a lock whose fence is the revision after, the key served at the claim's
+// revision. It returns the pick.
+func (v *view) claim() (pick, bool) {
+	v.t.Helper()
+	pk, ok := v.x.next()
+	if !ok {
+		return pk, false
+	}
+	fence := v.next()
+	s := &session.Session{Revision: fence}
+	s.Slot, s.Fence = pk.slot, fence
+	var tok *token
+	if pk.token >= 0 {
+		tok = &token{Queue: v.x.q, Index: pk.token, Task: pk.id, rev: v.next()}
+	}
+	claimRev := v.next()
+	v.x.release(pk, &claimed{sess: s, tok: tok, task: &Task{ID: pk.id, Queue: v.x.q, Key: pk.key.name, Priority: Priority([]string{"high", "normal", "low"}[pk.task.prio]),
+		State: StateActive, Attempts: 1, Seq: pk.task.seq, Revision: claimRev,
+		Run: &Run{Slot: pk.slot, Lane: pk.lane, Fence: fence, Token: pk.token, Instance: "me", Claimed: claimRev}}}, v.now)
+	return pk, true
+}
+
+// finish delivers the end of the task run under pk: done, lock gone.
+func (v *view) finish(pk pick) {
+	v.t.Helper()
+	v.task(Task{ID: pk.id, Key: pk.key.name, State: StateDone, Seq: pk.task.seq, Result: &Result{Claimed: pk.key.served}})
+	v.unlock(pk.slot)
+}
+
+// order claims and finishes until nothing can run, and returns the ids.
+func (v *view) order() []string {
+	var ids []string
+	for {
+		pk, ok := v.claim()
+		if !ok {
+			return ids
+		}
+		ids = append(ids, pk.id)
+		v.finish(pk)
+	}
+}
+
+func TestIndex_RoundRobinByLastServiceThenOldestTask(t *testing.T) {
+	v := newView(t, DefaultConfig("q"))
+	for _, k := range []string{"A", "B", "C"} {
+		for i := range 3 {
+			v.add(fmt.Sprintf("%s%d", k, i), k, Normal)
+		}
+	}
+	if got := strings.Join(v.order(), " "); got != "A0 B0 C0 A1 B1 C1 A2 B2 C2" {
+		t.Fatalf("order %s", got)
+	}
+}
+
+func TestIndex_AKeyServedLatelyWaitsBehindOthers(t *testing.T) {
+	v := newView(t, DefaultConfig("q"))
+	v.add("A0", "A", Normal)
+	pk, _ := v.claim()
+	v.finish(pk)
+	// A was served; B is new: B first although A's task is older.
+	v.add("A1", "A", Normal)
+	v.add("B0", "B", Normal)
+	if got := strings.Join(v.order(), " "); got != "B0 A1" {
+		t.Fatalf("order %s, want B (never served) before A", got)
+	}
+}
+
+func TestIndex_PriorityFirstThenRoundRobin(t *testing.T) {
+	v := newView(t, DefaultConfig("q"))
+	v.add("n1", "A", Normal)
+	v.add("l1", "B", Low)
+	v.add("n2", "C", Normal)
+	v.add("h1", "D", High)
+	v.add("h2", "A", High) // a high task of a key with a normal one waiting
+	// High first: D and A never served, D's high task is the older. Then
+	// normal: C (never served) before A (served by h2). Low last.
+	if got := strings.Join(v.order(), " "); got != "h1 h2 n2 n1 l1" {
+		t.Fatalf("order %s", got)
+	}
+}
+
+func TestIndex_AHeldKeyIsSkippedAndComesBackWhenFreed(t *testing.T) {
+	v := newView(t, DefaultConfig("q"))
+	v.add("a", "A", High)
+	v.add("b", "B", Normal)
+	v.lock("A", 0) // baton run holds slot A
+	pk, ok := v.claim()
+	if !ok || pk.id != "b" {
+		t.Fatalf("picked %v %v, want b: A is held", pk.id, ok)
+	}
+	if _, ok := v.claim(); ok {
+		t.Fatal("picked while the only key left is held")
+	}
+	v.unlock("A")
+	if pk, ok := v.claim(); !ok || pk.id != "a" {
+		t.Fatalf("picked %v %v once A was freed, want a", pk.id, ok)
+	}
+}
+
+func TestIndex_LanesOfPerKeyAndSlotNames(t *testing.T) {
+	cfg := DefaultConfig("q")
+	cfg.PerKey, cfg.SlotPrefix = 2, "p-"
+	v := newView(t, cfg)
+	for i := range 3 {
+		v.add(fmt.Sprintf("t%d", i), "K", Normal)
+	}
+	a, _ := v.claim()
+	b, _ := v.claim()
+	if a.slot != "p-K" || b.slot != "p-K.1" {
+		t.Fatalf("slots %s and %s, want p-K and p-K.1", a.slot, b.slot)
+	}
+	if _, ok := v.claim(); ok {
+		t.Fatal("a third task of K ran with per_key 2")
+	}
+	// Lane 1 of K is lane 0 of key "K.1" too: K.1 runs on its own lane 1
+	// while that slot is held (over-exclusion, never under).
+	v.add("other", "K.1", Normal)
+	if pk, ok := v.claim(); !ok || pk.slot != "p-K.1.1" {
+		t.Fatalf("key K.1: picked %v on slot %q, want its lane 1 (p-K.1.1)", ok, pk.slot)
+	}
+	v.finish(b)
+	if pk, ok := v.claim(); !ok || pk.slot != "p-K.1" || pk.id != "t2" {
+		t.Fatalf("picked %s on %q once lane 1 of K was freed, want t2 on p-K.1", pk.id, pk.slot)
+	}
+}
+
+func TestIndex_CapacityAndTokens(t *testing.T) {
+	cfg := DefaultConfig("q")
+	cfg.MaxActive = 2
+	v := newView(t, cfg)
+	for i := range 4 {
+		v.add(fmt.Sprintf("t%d", i), fmt.Sprintf("k%d", i), Normal)
+	}
+	a, _ := v.claim()
+	b, _ := v.claim()
+	if a.token == b.token || a.token < 0 || b.token < 0 || a.token > 1 || b.token > 1 {
+		t.Fatalf("tokens %d and %d, want 0 and 1", a.token, b.token)
+	}
+	if _, ok := v.x.next(); ok {
+		t.Fatal("a third task was picked with max_active 2")
+	}
+	v.x.applyQueue(kv.Entry{Key: tokenKey("q", a.token), Op: kv.OpExpire, Revision: v.next()}, v.now)
+	v.finish(a)
+	pk, ok := v.x.next()
+	if !ok || pk.token != a.token {
+		t.Fatalf("picked %v with token %d, want the freed token %d", ok, pk.token, a.token)
+	}
+	v.x.release(pk, nil, v.now)
+	// max_active was 6 and is 2 now: a token a worker still holds above the
+	// new max counts, so nothing more starts until fewer run.
+	data, _ := json.Marshal(token{Queue: "q", Index: 5, Task: "x", Instance: "other"})
+	v.x.applyQueue(kv.Entry{Key: tokenKey("q", 5), Value: data, Revision: v.next()}, v.now)
+	if pk, ok := v.x.next(); ok {
+		t.Fatalf("picked %s with token %d while a token above max_active is held", pk.id, pk.token)
+	}
+}
+
+func TestIndex_AFailedTaskWaitsItsBackoff(t *testing.T) {
+	v := newView(t, DefaultConfig("q"))
+	v.task(Task{ID: "f", Key: "K", State: StateFailed, Attempts: 1, RetryAfter: Duration(time.Minute)})
+	if _, ok := v.x.next(); ok {
+		t.Fatal("a failed task ran before its backoff")
+	}
+	if due := v.x.nextDue(); !due.Equal(v.now.Add(time.Minute)) {
+		t.Fatalf("due %v, want a minute after its write", due)
+	}
+	v.x.advance(v.now.Add(time.Minute))
+	if pk, ok := v.x.next(); !ok || pk.id != "f" {
+		t.Fatal("the failed task did not run after its backoff")
+	}
+}
+
+// A task is put back only once the lock it ran under is provably gone: the
+// sessions watch has delivered a revision at or past the lock's fence and
+// the slot holds no live session with that fence.
+func TestIndex_OrphansOnlyOnceTheLockIsProvablyGone(t *testing.T) {
+	v := newView(t, DefaultConfig("q"))
+	fence := v.next() + 10 // a lock whose creation the sessions watch has not delivered
+	v.task(Task{ID: "t", Key: "K", State: StateActive, Attempts: 1, Run: &Run{Slot: "K", Fence: fence}})
+	if o := v.x.orphans(); len(o) != 0 {
+		t.Fatalf("orphans %v before the lock's creation was delivered", o)
+	}
+	v.rev = fence - 1
+	v.lock("K", 0) // creation, fence == revision
+	if o := v.x.orphans(); len(o) != 0 {
+		t.Fatalf("orphans %v while the lock lives", o)
+	}
+	v.unlock("K")
+	if o := v.x.orphans(); len(o) != 1 || o[0].id != "t" || o[0].fence != fence {
+		t.Fatalf("orphans %v once the lock was deleted", o)
+	}
+	// Another holder's lock with another fence proves it gone too.
+	v.task(Task{ID: "u", Key: "L", State: StateActive, Attempts: 1, Run: &Run{Slot: "L", Fence: v.next()}})
+	v.lock("L", 0)
+	if o := v.x.orphans(); len(o) != 1 || o[0].id != "u" {
+		t.Fatalf("orphans %v when slot L holds a lock of a later fence", o)
+	}
+}
+
+func TestIndex_ContendedWorkersSpreadLoneWorkerKeepsTheOrder(t *testing.T) {
+	v := newView(t, DefaultConfig("q"))
+	for i := range 20 {
+		v.add(fmt.Sprintf("t%02d", i), fmt.Sprintf("k%02d", i), Normal)
+	}
+	if pk, _ := v.x.next(); pk.id != "t00" {
+		t.Fatalf("alone: picked %s, want the first in order", pk.id)
+	}
+	// Three others seen claiming: picks fall to this worker's share of the
+	// first keys, by hash.
+	for _, other := range []string{"a", "b", "z"} {
+		v.x.claimers[other] = time.Now()
+	}
+	rank, n := v.x.contenders(time.Now())
+	if n != 4 || rank != 2 {
+		t.Fatalf("rank %d of %d, want 2 of 4 (me after a, b; before z)", rank, n)
+	}
+	pk, _ := v.x.next()
+	if int(hashOf(pk.key.name)%4) != 2 {
+		t.Fatalf("picked key %s, not of this worker's share", pk.key.name)
+	}
+}

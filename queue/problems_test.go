@@ -1,0 +1,154 @@
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/batonhq/baton/hostlocal"
+	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/kv/kvtest"
+	"github.com/batonhq/baton/session"
+)
+
+// problemsEnv is a server with the buckets and a queue q (TTL 2s), and a
+// handle of host h on it.
+func problemsEnv(t *testing.T) (*Queues, Config) {
+	t.Helper()
+	srv := kvtest.StartServer(t)
+	c := kvtest.Connect(t, srv.ClientURL())
+	sd, err := hostlocal.OpenStateDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := session.NewManager(c, session.WithHostID("h"), session.WithStateDir(sd))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := m.Ensure(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	qs, err := New(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := qs.Ensure(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig("q")
+	cfg.TTL, cfg.MaxActive = Duration(2*time.Second), 4
+	if cfg, _, err = qs.Create(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	return qs, cfg
+}
+
+func kinds(ps []Problem) map[string]Problem {
+	out := map[string]Problem{}
+	for _, p := range ps {
+		out[p.Kind+"/"+p.Task] = p
+	}
+	return out
+}
+
+func TestProblems_LostTaskOrphanTokenStaleLockAndTheirFixes(t *testing.T) {
+	qs, cfg := problemsEnv(t)
+	ctx := context.Background()
+	// Task "lost": active under a lock that does not exist, with a token.
+	lost := &Task{ID: "lost", Queue: "q", Key: "a", Priority: Normal, State: StateActive, Attempts: 1,
+		Run: &Run{Attempt: 1, Slot: "a", Fence: 1_000_000, Token: 1, Host: "elsewhere", PID: 1, Instance: "gone"}}
+	data, _ := encodeTask(lost)
+	if _, err := qs.bucket.Create(ctx, taskKey("q", "lost"), data, 0); err != nil {
+		t.Fatal(err)
+	}
+	tok, _ := json.Marshal(token{Queue: "q", Index: 1, Task: "lost", Key: "a", Slot: "a", Fence: 1_000_000, Host: "elsewhere", Instance: "gone"})
+	if _, err := qs.bucket.Create(ctx, tokenKey("q", 1), tok, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	// Task "stale": active under a live lock that nobody renews.
+	s, err := qs.m.Create(ctx, session.Record{Slot: "b", TaskID: "stale", Host: "elsewhere", PID: 1,
+		Meta: map[string]string{"queue": "q", "task": "stale", "attempt": "1"}}, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := &Task{ID: "stale", Queue: "q", Key: "b", Priority: Normal, State: StateActive, Attempts: 1,
+		Run: &Run{Attempt: 1, Slot: "b", Fence: s.Fence, Token: -1, Host: "elsewhere", PID: 1, Instance: "gone"}}
+	data, _ = encodeTask(stale)
+	if _, err := qs.bucket.Create(ctx, taskKey("q", "stale"), data, 0); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1200 * time.Millisecond) // past half the TTL: the lock is stale, the token old
+
+	l, err := qs.m.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps, err := qs.Problems(ctx, "q", l, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := kinds(ps)
+	for _, want := range []string{ProblemLostTask + "/lost", ProblemOrphanToken + "/lost", ProblemStaleLock + "/stale"} {
+		if p, ok := got[want]; !ok || p.Fix == nil {
+			t.Errorf("no fixable %s among %v", want, ps)
+		}
+	}
+	if len(ps) != 3 {
+		t.Errorf("%d problems, want 3: %v", len(ps), ps)
+	}
+	for _, p := range ps {
+		if err := p.Fix(ctx); err != nil && !IsConflict(err) {
+			t.Errorf("fix %s: %v", p.Kind, err)
+		}
+	}
+	for _, id := range []string{"lost", "stale"} {
+		task, err := qs.Get(ctx, "q", id)
+		if err != nil || task.State != StatePending || task.Result.Reason != ReasonLost {
+			t.Errorf("task %s after the fixes: %+v, %v; want pending, reason lost", id, task, err)
+		}
+	}
+	if _, err := qs.bucket.Get(ctx, tokenKey("q", 1)); !errors.Is(err, kv.ErrNotFound) {
+		t.Errorf("the orphan token is still there: %v", err)
+	}
+	if _, err := qs.m.Get(ctx, "b"); !errors.Is(err, session.ErrNotFound) {
+		t.Errorf("the stale lock is still there: %v", err)
+	}
+	l, _ = qs.m.List(ctx)
+	if ps, err := qs.Problems(ctx, "q", l, 0); err != nil || len(ps) != 0 {
+		t.Errorf("after the fixes: %v, %v", ps, err)
+	}
+	_ = cfg
+}
+
+// A fix checks again what it fixes: a task whose lock is back (a claim that
+// raced the check) is left alone.
+func TestProblems_AFixLeavesATaskWhoseLockLives(t *testing.T) {
+	qs, cfg := problemsEnv(t)
+	ctx := context.Background()
+	s, err := qs.m.Create(ctx, session.Record{Slot: "a", TaskID: "t", Host: "h", PID: 1,
+		Meta: map[string]string{"queue": "q", "task": "t"}}, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := &Task{ID: "t", Queue: "q", Key: "a", Priority: Normal, State: StateActive, Attempts: 1,
+		Run: &Run{Attempt: 1, Slot: "a", Fence: s.Fence, Token: -1}}
+	data, _ := encodeTask(task)
+	if _, err := qs.bucket.Create(ctx, taskKey("q", "t"), data, 0); err != nil {
+		t.Fatal(err)
+	}
+	// As if the check had read the sessions before the lock was created.
+	ps, err := qs.Problems(ctx, "q", &session.Listing{ServerTime: time.Now()}, 0)
+	if err != nil || len(ps) != 1 || ps[0].Kind != ProblemLostTask {
+		t.Fatalf("problems %v, %v", ps, err)
+	}
+	if err := ps[0].Fix(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := qs.Get(ctx, "q", "t"); got.State != StateActive {
+		t.Fatalf("the fix put back a task whose lock lives: %+v", got)
+	}
+	_ = cfg
+}
