@@ -49,7 +49,9 @@ func (v *view) task(t Task) uint64 {
 	return rev
 }
 
-func (v *view) add(id, key string, p Priority) uint64 { return v.task(Task{ID: id, Key: key, Priority: p}) }
+func (v *view) add(id, key string, p Priority) uint64 {
+	return v.task(Task{ID: id, Key: key, Priority: p})
+}
 
 // lock delivers a live session on slot with fence (0: this revision).
 func (v *view) lock(slot string, fence uint64) uint64 {
