@@ -82,6 +82,12 @@ func StartGroup(cmd *exec.Cmd, opts ...GroupOption) (*Group, error) {
 	if cfg.tty >= 0 {
 		cmd.SysProcAttr.Foreground, cmd.SysProcAttr.Ctty = true, cfg.tty
 	}
+	return startGroup(cmd, cfg.tty)
+}
+
+// startGroup starts cmd, its attributes set, and waits for it in a
+// goroutine of its own.
+func startGroup(cmd *exec.Cmd, tty int) (*Group, error) {
 	g := &Group{done: make(chan struct{})}
 	started := make(chan error, 1)
 	go func() {
@@ -97,8 +103,8 @@ func StartGroup(cmd *exec.Cmd, opts ...GroupOption) (*Group, error) {
 		g.pid = cmd.Process.Pid
 		started <- nil
 		g.code, g.err = exitStatus(cmd.Wait())
-		if cfg.tty >= 0 {
-			takeForeground(cfg.tty)
+		if tty >= 0 {
+			takeForeground(tty)
 		}
 		close(g.done)
 	}()

@@ -47,3 +47,18 @@ func InForeground(int) bool { return false }
 
 // GroupRunning is false on this platform.
 func GroupRunning(int) bool { return false }
+
+// Standby is not supported on this platform.
+type Standby struct{}
+
+// StartStandby returns ErrUnsupported on this platform.
+func StartStandby(io.Writer, io.Writer, ...string) (*Standby, error) { return nil, ErrUnsupported }
+
+// PID is 0 on this platform.
+func (s *Standby) PID() int { return 0 }
+
+// Start returns ErrUnsupported on this platform.
+func (s *Standby) Start(*exec.Cmd, []byte) (*Group, error) { return nil, ErrUnsupported }
+
+// Close does nothing on this platform.
+func (s *Standby) Close() error { return nil }

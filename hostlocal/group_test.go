@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -29,11 +30,28 @@ func TestGroupHelper(t *testing.T) {
 	case "supervise":
 		i := slices.Index(os.Args, "--")
 		os.Exit(SuperviseMain(os.Args[i+1:], os.Stderr))
-	case "parent":
+	case "parent", "standby-parent":
 		cmd := exec.Command("sh", "-c", "sleep 300 & echo $!; wait")
 		cmd.Env = supervisedEnv()
-		out, _ := cmd.StdoutPipe()
-		g, err := StartGroup(cmd, WithSupervisor(supervisorArgv()...))
+		pipe, _ := cmd.StdoutPipe()
+		var out io.Reader = pipe
+		var g *Group
+		var err error
+		if os.Getenv(envGroupHelper) == "parent" {
+			g, err = StartGroup(cmd, WithSupervisor(supervisorArgv()...))
+		} else {
+			// The standby's own output is this process's; the command's
+			// stdout is a pipe here, so start it through a file.
+			os.Setenv(envGroupHelper, "supervise")
+			var s *Standby
+			if s, err = StartStandby(os.Stdout, os.Stderr, supervisorArgv()...); err == nil {
+				cmd = exec.Command("sh", "-c", "sleep 300 & echo $! > "+os.Getenv("HOSTLOCAL_PIDFILE")+"; wait")
+				g, err = s.Start(cmd, nil)
+			}
+			if err == nil {
+				out = pidFileReader(os.Getenv("HOSTLOCAL_PIDFILE"))
+			}
+		}
 		if err != nil {
 			fmt.Println("error:", err)
 			os.Exit(2)
@@ -68,6 +86,17 @@ func ttyHelper() int {
 		fmt.Println("restored")
 	}
 	return 0
+}
+
+// pidFileReader reads a pid line once a process has written it to path.
+func pidFileReader(path string) io.Reader {
+	for range 500 {
+		if b, err := os.ReadFile(path); err == nil && strings.HasSuffix(string(b), "\n") {
+			return strings.NewReader(string(b))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return strings.NewReader("")
 }
 
 func supervisorArgv() []string {
@@ -203,6 +232,86 @@ func TestGroup_SupervisedGroupDiesWithItsParent(t *testing.T) {
 	_ = parent.Wait()
 	waitGone(t, sleeper, 5*time.Second)
 	waitGone(t, leader, 5*time.Second)
+}
+
+func TestStandby_RunsItsCommandWithItsInputAndEnvironment(t *testing.T) {
+	t.Setenv(envGroupHelper, "supervise") // the standby is this binary's helper
+	var out, errb strings.Builder
+	s, err := StartStandby(&lockedBuilder{b: &out}, &lockedBuilder{b: &errb}, supervisorArgv()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("sh", "-c", `read x; echo "$x $FOO"; exit 3`)
+	cmd.Env = append(os.Environ(), "FOO=bar")
+	g, err := s.Start(cmd, []byte("hello\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.PID() != s.PID() {
+		t.Errorf("group %d, standby %d: the standby leads the group", g.PID(), s.PID())
+	}
+	if code, err := g.Wait(); code != 3 || err != nil {
+		t.Fatalf("exit %d, %v; want 3; stderr %q", code, err, errb.String())
+	}
+	if got := out.String(); got != "hello bar\n" {
+		t.Errorf("output %q, want the input and the environment", got)
+	}
+	if _, err := s.Start(cmd, nil); err == nil {
+		t.Error("a standby started twice")
+	}
+}
+
+func TestStandby_CloseEndsAnUnusedOne(t *testing.T) {
+	t.Setenv(envGroupHelper, "supervise")
+	t.Setenv("GORACE", "atexit_sleep_ms=0")
+	s, err := StartStandby(io.Discard, io.Discard, supervisorArgv()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := s.PID()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, pid, 5*time.Second)
+	if err := s.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+}
+
+func TestStandby_ItsGroupDiesWithItsParent(t *testing.T) {
+	parent := exec.Command(os.Args[0], "-test.run=^TestGroupHelper$")
+	parent.Env = append(os.Environ(), envGroupHelper+"=standby-parent", "HOSTLOCAL_PIDFILE="+t.TempDir()+"/pid")
+	parent.Stderr = os.Stderr
+	stdin, _ := parent.StdinPipe()
+	defer stdin.Close()
+	out, _ := parent.StdoutPipe()
+	if err := parent.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pids := readPIDs(t, out)
+	sleeper, leader := pids[0], pids[1]
+	if !(Process{PID: sleeper}).Alive() || !(Process{PID: leader}).Alive() {
+		t.Fatal("group not running")
+	}
+	if err := parent.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = parent.Wait()
+	waitGone(t, sleeper, 5*time.Second)
+	waitGone(t, leader, 5*time.Second)
+}
+
+// lockedBuilder is a strings.Builder a process's output copier can write
+// to while a test reads it.
+type lockedBuilder struct {
+	mu sync.Mutex
+	b  *strings.Builder
+}
+
+func (l *lockedBuilder) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
 }
 
 func TestSuperviseMain_RejectsBadArguments(t *testing.T) {

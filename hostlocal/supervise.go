@@ -3,6 +3,7 @@
 package hostlocal
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -20,7 +21,10 @@ const parentPoll = 250 * time.Millisecond
 
 // SuperviseMain is the body of a supervisor (see WithSupervisor); a program
 // calls it from a hidden verb with the arguments StartGroup appended:
-// "--parent PID -- PROGRAM ARGS...". It runs PROGRAM in its own process
+// "--parent PID -- PROGRAM ARGS...", or, for a supervisor started ahead
+// (StartStandby), "--parent PID --await", which reads the program, its
+// arguments and environment from fd 3 (and ends, exit 0, if none comes).
+// It runs PROGRAM in its own process
 // group with the same I/O and environment, returns PROGRAM's exit code (128+N
 // when signal N killed it), and kills the whole group with SIGKILL as soon
 // as PID is no longer its parent. Signals sent to the group reach PROGRAM
@@ -42,7 +46,22 @@ func SuperviseMain(args []string, stderr io.Writer) int {
 	if os.Getppid() != parent {
 		return 1 // the parent died before we could watch it
 	}
-	cmd := exec.Command(argv[0], argv[1:]...)
+	var cmd *exec.Cmd
+	if argv == nil {
+		// A standby: the command comes on fd 3 (nothing when the parent
+		// closed it, or died).
+		spec := os.NewFile(3, "spec")
+		var sp standbySpec
+		err := json.NewDecoder(spec).Decode(&sp)
+		spec.Close()
+		if err != nil || len(sp.Args) == 0 {
+			return 0
+		}
+		cmd = exec.Command(sp.Path, sp.Args[1:]...)
+		cmd.Args[0], cmd.Env = sp.Args[0], sp.Env
+	} else {
+		cmd = exec.Command(argv[0], argv[1:]...)
+	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, stderr
 	// If the supervisor itself is killed, its command goes with it (the
 	// rest of the group is what a same-host follower waits for).
@@ -71,13 +90,19 @@ func SuperviseMain(args []string, stderr io.Writer) int {
 	}
 }
 
+// parseSuperviseArgs returns the parent's pid and the program to run, or a
+// nil program for a standby (--await).
 func parseSuperviseArgs(args []string) (int, []string, error) {
-	if len(args) < 4 || args[0] != "--parent" || args[2] != "--" {
-		return 0, nil, fmt.Errorf("usage: --parent PID -- PROGRAM [ARGS...]")
+	standby := len(args) == 3 && args[0] == "--parent" && args[2] == "--await"
+	if !standby && (len(args) < 4 || args[0] != "--parent" || args[2] != "--") {
+		return 0, nil, fmt.Errorf("usage: --parent PID -- PROGRAM [ARGS...], or --parent PID --await")
 	}
 	pid, err := strconv.Atoi(args[1])
 	if err != nil || pid <= 0 {
 		return 0, nil, fmt.Errorf("bad parent pid %q", args[1])
+	}
+	if standby {
+		return pid, nil, nil
 	}
 	return pid, args[3:], nil
 }

@@ -2,7 +2,6 @@ package cmdutil
 
 import (
 	"context"
-	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -53,15 +52,20 @@ func (c *Command) Start(env ...string) (*hostlocal.Group, error) {
 	return hostlocal.StartGroup(cmd, opts...)
 }
 
-// StartWithInput runs the command as Start does, but with stdin as its
-// standard input and never in the terminal's foreground: for work that is
-// not interactive, such as a queue's tasks, several at once.
-func (c *Command) StartWithInput(stdin io.Reader, env ...string) (*hostlocal.Group, error) {
+// Standby starts a supervisor ahead of a command it will run with
+// StartOn: for work that must start fast, such as a queue's tasks.
+func (c *Command) Standby() (*hostlocal.Standby, error) {
+	return hostlocal.StartStandby(os.Stdout, os.Stderr, c.exe, SuperviseVerb)
+}
+
+// StartOn runs the command under the standby supervisor s, with stdin as
+// its standard input and the extra environment, never in the terminal's
+// foreground: for work that is not interactive, several at once.
+func (c *Command) StartOn(s *hostlocal.Standby, stdin []byte, env ...string) (*hostlocal.Group, error) {
 	cmd := exec.Command(c.path, c.argv[1:]...)
 	cmd.Args[0] = c.argv[0]
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, os.Stdout, os.Stderr
 	cmd.Env = append(os.Environ(), env...)
-	return hostlocal.StartGroup(cmd, hostlocal.WithSupervisor(c.exe, SuperviseVerb))
+	return s.Start(cmd, stdin)
 }
 
 // Signals relays SIGINT, SIGTERM and SIGHUP sent to baton: while no command

@@ -1,7 +1,6 @@
 package queuecmd
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -111,7 +110,10 @@ func workRun(ctx context.Context, o *WorkOptions) error {
 	if o.Once {
 		opts = append(opts, queue.WithMaxTasks(1), queue.WithIdleTimeout(o.Wait.D))
 	}
-	w, err := qs.NewWorker(o.Queue, &execHandler{cmd: command, q: o.Queue}, opts...)
+	handler := &execHandler{cmd: command, q: o.Queue}
+	handler.refill()
+	defer handler.close()
+	w, err := qs.NewWorker(o.Queue, handler, opts...)
 	if err != nil {
 		return err
 	}
@@ -153,10 +155,65 @@ func workRun(ctx context.Context, o *WorkOptions) error {
 }
 
 // execHandler runs a task's command as a process group, with the payload
-// on stdin.
+// on stdin. It keeps one supervisor started ahead (a standby), so that a
+// task's command starts without waiting for the supervisor's own start-up.
 type execHandler struct {
 	cmd *cmdutil.Command
 	q   string
+
+	mu    sync.Mutex
+	ready *hostlocal.Standby
+	bg    sync.WaitGroup
+	done  bool
+}
+
+// standby takes the supervisor started ahead, if there is one, and starts
+// the next in the background.
+func (h *execHandler) standby() (*hostlocal.Standby, error) {
+	h.mu.Lock()
+	s := h.ready
+	h.ready = nil
+	h.mu.Unlock()
+	h.refill()
+	if s != nil {
+		return s, nil
+	}
+	return h.cmd.Standby()
+}
+
+// refill starts a standby unless one is ready or the worker has stopped.
+func (h *execHandler) refill() {
+	h.bg.Add(1)
+	go func() {
+		defer h.bg.Done()
+		s, err := h.cmd.Standby()
+		if err != nil {
+			return // the next task starts its own
+		}
+		h.mu.Lock()
+		if h.ready == nil && !h.done {
+			h.ready, s = s, nil
+		}
+		h.mu.Unlock()
+		if s != nil {
+			_ = s.Close()
+		}
+	}()
+}
+
+// close ends the standby left, once the worker has stopped.
+func (h *execHandler) close() {
+	h.mu.Lock()
+	h.done = true
+	h.mu.Unlock()
+	h.bg.Wait()
+	h.mu.Lock()
+	s := h.ready
+	h.ready = nil
+	h.mu.Unlock()
+	if s != nil {
+		_ = s.Close()
+	}
 }
 
 // exitError is a command's non-zero exit.
@@ -166,13 +223,25 @@ func (e *exitError) Error() string { return "exit status " + strconv.Itoa(e.code
 func (e *exitError) ExitCode() int { return e.code }
 
 func (h *execHandler) Work(ctx context.Context, t *queue.Task) error {
-	g, err := h.cmd.StartWithInput(bytes.NewReader(t.Payload),
-		"BATON_QUEUE="+h.q,
-		"BATON_TASK="+t.ID,
-		"BATON_KEY="+t.Key,
-		"BATON_FENCE="+strconv.FormatUint(t.Run.Fence, 10),
-		"BATON_ATTEMPT="+strconv.Itoa(t.Run.Attempt),
-		"BATON_SLOT="+t.Run.Slot)
+	env := []string{
+		"BATON_QUEUE=" + h.q,
+		"BATON_TASK=" + t.ID,
+		"BATON_KEY=" + t.Key,
+		"BATON_FENCE=" + strconv.FormatUint(t.Run.Fence, 10),
+		"BATON_ATTEMPT=" + strconv.Itoa(t.Run.Attempt),
+		"BATON_SLOT=" + t.Run.Slot,
+	}
+	s, err := h.standby()
+	var g *hostlocal.Group
+	if err == nil {
+		if g, err = h.cmd.StartOn(s, t.Payload, env...); err != nil {
+			// The standby died while it waited: start one now.
+			_ = s.Close()
+			if s, err = h.cmd.Standby(); err == nil {
+				g, err = h.cmd.StartOn(s, t.Payload, env...)
+			}
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("%w: %w", queue.ErrStartFailed, err)
 	}
