@@ -210,9 +210,14 @@ func TestGroup_StopEscalatesToKillAfterGrace(t *testing.T) {
 	}
 }
 
-func TestGroup_SupervisedGroupDiesWithItsParent(t *testing.T) {
+func TestGroup_SupervisedGroupDiesWithItsParent(t *testing.T) { groupDiesWithParent(t, "parent") }
+
+// groupDiesWithParent runs the helper mode (parent or standby-parent) that
+// starts a supervised group, SIGKILLs it, and checks that the group dies.
+func groupDiesWithParent(t *testing.T, mode string) {
+	t.Helper()
 	parent := exec.Command(os.Args[0], "-test.run=^TestGroupHelper$")
-	parent.Env = append(os.Environ(), envGroupHelper+"=parent")
+	parent.Env = append(os.Environ(), envGroupHelper+"="+mode, "HOSTLOCAL_PIDFILE="+t.TempDir()+"/pid")
 	parent.Stderr = os.Stderr
 	stdin, _ := parent.StdinPipe()
 	defer stdin.Close()
@@ -278,28 +283,7 @@ func TestStandby_CloseEndsAnUnusedOne(t *testing.T) {
 	}
 }
 
-func TestStandby_ItsGroupDiesWithItsParent(t *testing.T) {
-	parent := exec.Command(os.Args[0], "-test.run=^TestGroupHelper$")
-	parent.Env = append(os.Environ(), envGroupHelper+"=standby-parent", "HOSTLOCAL_PIDFILE="+t.TempDir()+"/pid")
-	parent.Stderr = os.Stderr
-	stdin, _ := parent.StdinPipe()
-	defer stdin.Close()
-	out, _ := parent.StdoutPipe()
-	if err := parent.Start(); err != nil {
-		t.Fatal(err)
-	}
-	pids := readPIDs(t, out)
-	sleeper, leader := pids[0], pids[1]
-	if !(Process{PID: sleeper}).Alive() || !(Process{PID: leader}).Alive() {
-		t.Fatal("group not running")
-	}
-	if err := parent.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	_ = parent.Wait()
-	waitGone(t, sleeper, 5*time.Second)
-	waitGone(t, leader, 5*time.Second)
-}
+func TestStandby_ItsGroupDiesWithItsParent(t *testing.T) { groupDiesWithParent(t, "standby-parent") }
 
 // lockedBuilder is a strings.Builder a process's output copier can write
 // to while a test reads it.

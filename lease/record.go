@@ -1,7 +1,6 @@
 package lease
 
 import (
-	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -48,27 +47,9 @@ type Record struct {
 	unknown jsonrec.Unknown
 }
 
-// Duration is a time.Duration written as "10s".
-type Duration time.Duration
-
-// MarshalJSON writes d like "10s".
-func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
-
-// UnmarshalJSON reads "10s", or a number of nanoseconds.
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	var s string
-	if err := json.Unmarshal(b, &s); err == nil {
-		v, err := time.ParseDuration(s)
-		*d = Duration(v)
-		return err
-	}
-	var n int64
-	if err := json.Unmarshal(b, &n); err != nil {
-		return fmt.Errorf("ttl: %w", err)
-	}
-	*d = Duration(n)
-	return nil
-}
+// Duration is a time.Duration written as "10s" (it reads a number of
+// nanoseconds too).
+type Duration = jsonrec.Duration
 
 type recordFields Record
 

@@ -259,17 +259,5 @@ func storeEtcd(ctx context.Context, ec *clientv3.Client, from, to int) error {
 // watchAllCount lists every value of the bucket the way nats.go does
 // (WatchAll, deletes skipped) and counts them.
 func watchAllCount(ctx context.Context, kvb jetstream.KeyValue) (int, error) {
-	w, err := kvb.WatchAll(ctx, jetstream.IgnoreDeletes())
-	if err != nil {
-		return 0, err
-	}
-	defer w.Stop()
-	n := 0
-	for e := range w.Updates() {
-		if e == nil {
-			return n, nil
-		}
-		n++
-	}
-	return n, fmt.Errorf("watch ended after %d entries", n)
+	return watchCount(ctx, kvb, ">")
 }
