@@ -1,0 +1,144 @@
+package queue
+
+import (
+	"math"
+	"math/rand/v2"
+	"time"
+)
+
+type fifoItem struct {
+	t   *itask
+	gen int
+}
+
+// taskHeap orders a key's tasks of one priority by the revision that
+// added them.
+type taskHeap []fifoItem
+
+func (h taskHeap) Len() int           { return len(h) }
+func (h taskHeap) Less(i, j int) bool { return h[i].t.seq < h[j].t.seq }
+func (h taskHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *taskHeap) Push(v any)        { *h = append(*h, v.(fifoItem)) }
+func (h *taskHeap) Pop() any {
+	old := *h
+	v := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return v
+}
+
+// keyHeap orders the ready keys of one priority: least recently served
+// first (a claim in flight counts as the most recent), then by their
+// oldest task.
+type keyHeap struct {
+	keys  []*ikey
+	level int
+}
+
+func (h *keyHeap) Len() int { return len(h.keys) }
+func (h *keyHeap) Less(i, j int) bool {
+	a, b := h.keys[i], h.keys[j]
+	sa, sb := a.order(), b.order()
+	if sa != sb {
+		return sa < sb
+	}
+	return a.head[h.level] < b.head[h.level]
+}
+func (h *keyHeap) Swap(i, j int) {
+	h.keys[i], h.keys[j] = h.keys[j], h.keys[i]
+	h.keys[i].pos[h.level] = i
+	h.keys[j].pos[h.level] = j
+}
+func (h *keyHeap) Push(v any) {
+	k := v.(*ikey)
+	k.pos[h.level] = len(h.keys)
+	h.keys = append(h.keys, k)
+}
+func (h *keyHeap) Pop() any {
+	old := h.keys
+	k := old[len(old)-1]
+	h.keys = old[:len(old)-1]
+	k.pos[h.level] = -1
+	return k
+}
+
+// order is the key's place in the round robin.
+func (k *ikey) order() uint64 {
+	if k.local > 0 {
+		return math.MaxUint64
+	}
+	return k.served
+}
+
+type dueItem struct {
+	at   time.Time
+	task *itask
+	gen  int
+}
+
+type dueHeap []dueItem
+
+func (h dueHeap) Len() int           { return len(h) }
+func (h dueHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h dueHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *dueHeap) Push(v any)        { *h = append(*h, v.(dueItem)) }
+func (h *dueHeap) Pop() any {
+	old := *h
+	v := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return v
+}
+
+// intSet is a set of ints with O(1) add, remove and random member.
+type intSet struct {
+	items []int
+	pos   map[int]int
+}
+
+func (s *intSet) len() int { return len(s.items) }
+
+func (s *intSet) add(i int) {
+	if s.pos == nil {
+		s.pos = map[int]int{}
+	}
+	if _, ok := s.pos[i]; ok {
+		return
+	}
+	s.pos[i] = len(s.items)
+	s.items = append(s.items, i)
+}
+
+func (s *intSet) remove(i int) {
+	p, ok := s.pos[i]
+	if !ok {
+		return
+	}
+	last := s.items[len(s.items)-1]
+	s.items[p] = last
+	s.pos[last] = p
+	s.items = s.items[:len(s.items)-1]
+	delete(s.pos, i)
+}
+
+// random is a member chosen at random, so that workers taking tokens at
+// once rarely pick the same one.
+func (s *intSet) random() int { return s.items[rand.IntN(len(s.items))] }
+
+// prefer is a member i with i%n == rank if there is one (looking at a few
+// at random), else a random one: n workers taking tokens at once then
+// rarely pick the same.
+func (s *intSet) prefer(rank, n int) int {
+	if len(s.items) <= 64 {
+		for _, i := range s.items {
+			if i%n == rank {
+				return i
+			}
+		}
+		return s.random()
+	}
+	for range 8 {
+		if i := s.random(); i%n == rank {
+			return i
+		}
+	}
+	return s.random()
+}

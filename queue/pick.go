@@ -1,0 +1,223 @@
+package queue
+
+import (
+	"container/heap"
+	"time"
+
+	"github.com/batonhq/baton/session"
+)
+
+// pick is a claim this worker is about to make.
+type pick struct {
+	// id and rev are the task's, copied: the loop changes task meanwhile.
+	id    string
+	rev   uint64
+	task  *itask
+	key   *ikey
+	lane  int
+	slot  string
+	token int // -1: the queue has no max_active
+	body  []byte
+}
+
+// used is how much of max_active this worker sees taken.
+func (x *index) used() int {
+	held := len(x.tokens) + len(x.reserved)
+	for i := range x.reserved {
+		if x.tokens[i] != nil {
+			held--
+		}
+	}
+	return max(held, x.nActive+x.inflight)
+}
+
+// next picks the task to claim: the highest priority with a task whose key
+// has a free lane; among keys of that priority the one served least
+// recently (never served first, then by its oldest task); the oldest task
+// of that key. It marks the pick in flight (undo with release). It
+// returns false when nothing can run: capacity used up, no task waiting
+// whose key has a free lane, or the view not complete yet.
+func (x *index) next() (pick, bool) {
+	if !x.synced {
+		return pick{}, false
+	}
+	tok := -1
+	if x.cfg.MaxActive > 0 {
+		if x.used() >= x.cfg.MaxActive || x.free.len() == 0 {
+			return pick{}, false
+		}
+		tok = x.free.random()
+	}
+	rank, n := x.contenders(time.Now())
+	for p := range x.ready {
+		h := &x.ready[p]
+		// Alone, the first key in the order. With n workers claiming, the
+		// first of the next few whose hash falls to this worker's rank, else
+		// the first: workers picking at once from one view then rarely
+		// pick the same key, and the order still holds within a few keys.
+		look := 1
+		if n > 1 {
+			look = 4 * n
+		}
+		var top []*ikey
+		for h.Len() > 0 && len(top) < look {
+			k := h.keys[0]
+			t := k.peek(p)
+			if t == nil || x.freeLane(k) < 0 {
+				x.refresh(k) // takes it out of the heaps where it cannot run
+				continue
+			}
+			top = append(top, heap.Pop(h).(*ikey))
+		}
+		if len(top) == 0 {
+			continue
+		}
+		k := top[0]
+		for _, c := range top {
+			if n > 1 && int(hashOf(c.name)%uint32(n)) == rank {
+				k = c
+				break
+			}
+		}
+		for _, o := range top {
+			heap.Push(h, o)
+		}
+		if tok >= 0 && n > 1 {
+			tok = x.free.prefer(rank, n)
+		}
+		t := k.peek(p)
+		lane := x.freeLane(k)
+		pk := pick{id: t.id, rev: t.rev, task: t, key: k, lane: lane, slot: x.cfg.Slot(k.name, lane), token: tok, body: t.body}
+		x.hold(pk)
+		return pk, true
+	}
+	return pick{}, false
+}
+
+func hashOf(s string) uint32 {
+	h := uint32(2166136261)
+	for i := 0; i < len(s); i++ {
+		h = (h ^ uint32(s[i])) * 16777619
+	}
+	return h
+}
+
+// claimWindow is how long a worker counts another as claiming after it
+// saw that one's last claim.
+const claimWindow = 2 * time.Second
+
+// contenders is this worker's rank among the workers seen claiming lately
+// (itself included, ordered by instance id), and how many they are.
+func (x *index) contenders(now time.Time) (rank, n int) {
+	for inst, at := range x.claimers {
+		if now.Sub(at) > claimWindow {
+			delete(x.claimers, inst)
+			continue
+		}
+		n++
+		if inst < x.myInstance {
+			rank++
+		}
+	}
+	return rank, n + 1
+}
+
+// hold marks a pick in flight.
+func (x *index) hold(pk pick) {
+	t, k := pk.task, pk.key
+	x.dequeue(t)
+	t.claiming = true
+	if k.claiming == nil {
+		k.claiming = map[int]bool{}
+	}
+	k.claiming[pk.lane] = true
+	k.local++
+	if pk.token >= 0 {
+		x.reserved[pk.token] = true
+		x.free.remove(pk.token)
+	}
+	x.inflight++
+	x.refresh(k)
+}
+
+// claimed is what a claim that landed wrote: the task's new version, the
+// key lock's session and the capacity token (nil without max_active).
+type claimed struct {
+	// sent is when the claim's key lock was sent: its keepalive counts
+	// from there.
+	sent  time.Time
+	task  *Task
+	value []byte
+	sess  *session.Session
+	tok   *token
+}
+
+// release ends a pick in flight. A claim that landed (c not nil) tells the
+// view what the watches will soon say, so that the worker does not pick
+// the same task or lane again meanwhile; what a watch delivered already is
+// not overwritten. A claim that did not land puts the task back if it
+// still waits.
+func (x *index) release(pk pick, c *claimed, now time.Time) {
+	t, k := pk.task, pk.key
+	t.claiming = false
+	delete(k.claiming, pk.lane)
+	k.local--
+	x.inflight--
+	if pk.token >= 0 {
+		delete(x.reserved, pk.token)
+	}
+	if c != nil {
+		if c.tok != nil && c.tok.rev > x.qSeq {
+			x.tokens[pk.token] = c.tok
+			x.free.remove(pk.token)
+		}
+		if c.sess != nil && c.sess.Revision > x.sessSeq {
+			x.setSlot(pk.slot, c.sess)
+		}
+		if c.task != nil && c.task.Revision > x.qSeq {
+			x.applyRecord(c.task, c.value, now)
+		}
+	}
+	if pk.token >= 0 && x.tokens[pk.token] == nil && pk.token < x.cfg.MaxActive {
+		x.free.add(pk.token)
+	}
+	if x.tasks[t.id] == t && (t.state == StatePending || t.state == StateFailed && !t.due.After(now)) {
+		x.enqueue(t)
+	}
+	x.refresh(k)
+}
+
+// freed tells the view that this worker removed its lock on slot (the
+// session at revision srev) and its token (at trev; tok -1: none), before
+// the watches say so. A view that has seen another revision since keeps it.
+func (x *index) freed(slot string, srev uint64, tok int, trev uint64) {
+	if s := x.slots[slot]; s != nil && s.Revision == srev {
+		x.setSlot(slot, nil)
+	}
+	if t := x.tokens[tok]; tok >= 0 && t != nil && t.rev == trev {
+		delete(x.tokens, tok)
+		delete(x.sameHost, tokenKey(x.q, tok))
+		if tok < x.cfg.MaxActive && !x.reserved[tok] {
+			x.free.add(tok)
+		}
+	}
+}
+
+// nextDue is when a failed task waiting its backoff can next run (zero:
+// none).
+func (x *index) nextDue() time.Time {
+	if x.due.Len() == 0 {
+		return time.Time{}
+	}
+	return x.due[0].at
+}
+
+// advance makes what was due by now runnable.
+func (x *index) advance(now time.Time) {
+	for x.due.Len() > 0 && !x.due[0].at.After(now) {
+		it := heap.Pop(&x.due).(dueItem)
+		if it.task.gen == it.gen && x.tasks[it.task.id] == it.task && it.task.state == StateFailed {
+			x.enqueue(it.task)
+		}
+	}
+}
