@@ -21,6 +21,9 @@ var (
 	errLockHeld    = errors.New("queue: the key lock is held")
 	errTokenTaken  = errors.New("queue: the capacity token was taken")
 	errTaskChanged = errors.New("queue: the task changed")
+	// errTaskGarbage: the record the view indexed does not decode in full
+	// (a payload of the wrong type, say): it is never run.
+	errTaskGarbage = errors.New("queue: the task's record does not decode")
 	errTokenLost   = errors.New("queue: capacity token lost")
 )
 
@@ -146,7 +149,7 @@ func (qs *Queues) pickedTask(ctx context.Context, q string, pk pick) (*Task, err
 	}
 	t, err := decodeTask(q, e)
 	if err != nil {
-		return nil, &claimError{err: fmt.Errorf("%w: %w", errTaskChanged, err)}
+		return nil, &claimError{err: fmt.Errorf("%w: %w", errTaskGarbage, err)}
 	}
 	if t.State != StatePending && t.State != StateFailed {
 		return nil, &claimError{err: fmt.Errorf("%w: it is %s", errTaskChanged, t.State)}

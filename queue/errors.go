@@ -32,7 +32,8 @@ var (
 	ErrHeld = errors.New("queue: key lock is held")
 
 	// ErrUndecodable means a record does not decode. A task record that does
-	// not decode is never run; a config that does not decode stops workers.
+	// not decode is never run; a config that does not decode keeps a worker
+	// from starting (a running one keeps the last config that decoded).
 	ErrUndecodable = errors.New("queue: record does not decode")
 
 	// ErrNoTask means a worker limited to one task (WithMaxTasks) found none

@@ -34,8 +34,14 @@ type index struct {
 	ready [3]keyHeap
 	due   dueHeap
 
-	active  map[string]*itask // by slot: the run holding it
+	// active are the active tasks by the slot they ran under (two at once
+	// when an orphan is not settled yet and the next task of the key runs);
+	// nActive counts them.
+	active  map[string]map[string]*itask
 	nActive int
+	// ahead are tasks this worker settled (final) before the watch said
+	// so, with that revision: older entries of them are not applied.
+	ahead map[string]uint64
 
 	// Sessions: the live ones by slot, and the highest revision delivered;
 	// qSeq is the highest revision of the queue's watch.
@@ -119,7 +125,7 @@ type ikey struct {
 func newIndex(q string, cfg Config) *index {
 	x := &index{
 		q: q, cfg: cfg,
-		tasks: map[string]*itask{}, keys: map[string]*ikey{}, active: map[string]*itask{},
+		tasks: map[string]*itask{}, keys: map[string]*ikey{}, active: map[string]map[string]*itask{}, ahead: map[string]uint64{},
 		slots: map[string]*session.Session{}, tokens: map[int]*token{}, reserved: map[int]bool{},
 		suspects: map[string]*itask{}, sameHost: map[string]holder{}, undecodable: map[string]uint64{},
 		claimers: map[string]time.Time{},
@@ -162,6 +168,8 @@ func (x *index) applyQueue(e kv.Entry, now time.Time) {
 	case isTaskKey(x.q, e.Key):
 		x.applyTask(e, now)
 	case isConfigKey(x.q, e.Key):
+		// A config that does not decode is left for doctor; the last good
+		// one stays.
 		if e.Live() {
 			if c, err := decodeConfig(e); err == nil {
 				x.setConfig(c)
@@ -178,6 +186,12 @@ func (x *index) applyTask(e kv.Entry, now time.Time) {
 	id := taskIDOf(x.q, e.Key)
 	if t := x.tasks[id]; t != nil && e.Revision < t.rev {
 		return // older than what a claim already told
+	}
+	if rev, ok := x.ahead[id]; ok {
+		if e.Revision < rev {
+			return // older than what this worker wrote at its end
+		}
+		delete(x.ahead, id)
 	}
 	if !e.Live() {
 		delete(x.undecodable, id)
@@ -254,6 +268,9 @@ func (x *index) applyRecord(d *Task, value []byte, now time.Time) {
 		x.refresh(k)
 	}
 	if d.State.Final() {
+		if d.Revision > x.qSeq {
+			x.ahead[d.ID] = d.Revision
+		}
 		x.drop(t)
 		return
 	}
@@ -273,7 +290,10 @@ func (x *index) applyRecord(d *Task, value []byte, now time.Time) {
 			x.claimers[d.Run.Instance] = now
 		}
 		if t.run == nil {
-			x.active[d.Run.Slot] = t
+			if x.active[d.Run.Slot] == nil {
+				x.active[d.Run.Slot] = map[string]*itask{}
+			}
+			x.active[d.Run.Slot][t.id] = t
 			x.nActive++
 		}
 		t.run = d.Run
@@ -297,6 +317,15 @@ func (x *index) applyRecord(d *Task, value []byte, now time.Time) {
 	}
 }
 
+// garbage marks the task at rev as a record that does not decode: it is
+// never picked again until a newer revision comes.
+func (x *index) garbage(id string, rev uint64) {
+	if t := x.tasks[id]; t != nil && t.rev == rev {
+		x.undecodable[id] = rev
+		x.drop(t)
+	}
+}
+
 // drop forgets a task that is final, deleted or undecodable.
 func (x *index) drop(t *itask) {
 	if t == nil {
@@ -316,9 +345,14 @@ func (x *index) drop(t *itask) {
 }
 
 func (x *index) unsetActive(t *itask) {
-	if t.run != nil && x.active[t.run.Slot] == t {
-		delete(x.active, t.run.Slot)
-		x.nActive--
+	if t.run != nil {
+		if on := x.active[t.run.Slot]; on[t.id] == t {
+			delete(on, t.id)
+			x.nActive--
+			if len(on) == 0 {
+				delete(x.active, t.run.Slot)
+			}
+		}
 	}
 	delete(x.suspects, t.id)
 	t.run = nil
@@ -414,7 +448,7 @@ func (x *index) setSlot(slot string, s *session.Session) {
 			delete(x.sameHost, slot)
 		}
 	}
-	if t := x.active[slot]; t != nil {
+	for _, t := range x.active[slot] {
 		x.suspects[t.id] = t
 	}
 	for _, k := range x.keysOfSlot(slot) {
@@ -554,7 +588,8 @@ type orphan struct {
 // orphans returns the suspects whose lock is gone. A lock is gone when the
 // sessions watch has delivered a revision at or past the lock's fence and
 // the slot holds no live session with that fence: revisions only grow, so
-// the fence's own creation was delivered (or superseded) by then.
+// the fence's own creation was delivered (or superseded) by then. They
+// stay suspects until settled (see settling).
 func (x *index) orphans() []orphan {
 	if !x.synced || len(x.suspects) == 0 {
 		return nil
@@ -573,8 +608,18 @@ func (x *index) orphans() []orphan {
 		if x.sessSeq < t.run.Fence {
 			continue // the lock's creation is not delivered yet
 		}
-		delete(x.suspects, id)
 		out = append(out, orphan{id: id, rev: t.rev, body: t.body, fence: t.run.Fence, slot: t.run.Slot})
 	}
 	return out
+}
+
+// settling says a worker is putting the orphan id back: it is no suspect
+// until that ends (suspect again if it fails).
+func (x *index) settling(id string) { delete(x.suspects, id) }
+
+// suspect makes the active task id a suspect again.
+func (x *index) suspect(id string) {
+	if t := x.tasks[id]; t != nil && t.state == StateActive {
+		x.suspects[id] = t
+	}
 }

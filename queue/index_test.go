@@ -89,11 +89,15 @@ func (v *view) claim() (pick, bool) {
 	return pk, true
 }
 
-// finish delivers the end of the task run under pk: done, lock gone.
+// finish delivers the end of the task run under pk: done, lock and token
+// gone.
 func (v *view) finish(pk pick) {
 	v.t.Helper()
 	v.task(Task{ID: pk.id, Key: pk.key.name, State: StateDone, Seq: pk.task.seq, Result: &Result{Claimed: pk.key.served}})
 	v.unlock(pk.slot)
+	if pk.token >= 0 {
+		v.x.applyQueue(kv.Entry{Key: tokenKey(v.x.q, pk.token), Op: kv.OpDelete, Revision: v.next()}, v.now)
+	}
 }
 
 // order claims and finishes until nothing can run, and returns the ids.
@@ -208,7 +212,6 @@ func TestIndex_CapacityAndTokens(t *testing.T) {
 	if _, ok := v.x.next(); ok {
 		t.Fatal("a third task was picked with max_active 2")
 	}
-	v.x.applyQueue(kv.Entry{Key: tokenKey("q", a.token), Op: kv.OpExpire, Revision: v.next()}, v.now)
 	v.finish(a)
 	pk, ok := v.x.next()
 	if !ok || pk.token != a.token {
@@ -258,6 +261,11 @@ func TestIndex_OrphansOnlyOnceTheLockIsProvablyGone(t *testing.T) {
 	if o := v.x.orphans(); len(o) != 1 || o[0].id != "t" || o[0].fence != fence {
 		t.Fatalf("orphans %v once the lock was deleted", o)
 	}
+	// It stays a suspect until a worker starts putting it back.
+	if o := v.x.orphans(); len(o) != 1 {
+		t.Fatalf("orphans %v on a second look, want it still", o)
+	}
+	v.x.settling("t")
 	// Another holder's lock with another fence proves it gone too.
 	v.task(Task{ID: "u", Key: "L", State: StateActive, Attempts: 1, Run: &Run{Slot: "L", Fence: v.next()}})
 	v.lock("L", 0)
@@ -286,5 +294,62 @@ func TestIndex_ContendedWorkersSpreadLoneWorkerKeepsTheOrder(t *testing.T) {
 	pk, _ := v.x.next()
 	if int(hashOf(pk.key.name)%4) != 2 {
 		t.Fatalf("picked key %s, not of this worker's share", pk.key.name)
+	}
+}
+
+// An orphan not settled yet and the next task of its key active on the same
+// slot are both counted, and both uncounted when they end: capacity never
+// leaks (every worker would leak alike, and the queue would stall).
+func TestIndex_TwoActiveOnOneSlotCountOnce(t *testing.T) {
+	cfg := DefaultConfig("q")
+	cfg.MaxActive = 2
+	v := newView(t, cfg)
+	v.add("a", "K", Normal)
+	v.add("b", "K", Normal)
+	pa, _ := v.claim()
+	v.unlock("K") // a's lock expires: a is an orphan, not settled yet
+	pb, ok := v.claim()
+	if !ok || pb.id != "b" || pb.slot != pa.slot {
+		t.Fatalf("picked %v %v, want b on a's slot", pb.id, ok)
+	}
+	if v.x.nActive != 2 {
+		t.Fatalf("%d active, want 2", v.x.nActive)
+	}
+	v.task(Task{ID: "a", Key: "K", State: StatePending, Attempts: 1, Seq: pa.task.seq})
+	v.x.applyQueue(kv.Entry{Key: tokenKey("q", pa.token), Op: kv.OpExpire, Revision: v.next()}, v.now)
+	v.finish(pb)
+	if v.x.nActive != 0 || len(v.x.active) != 0 {
+		t.Fatalf("%d active (%v) once both ended, want none", v.x.nActive, v.x.active)
+	}
+	if pk, ok := v.x.next(); !ok || pk.id != "a" {
+		t.Fatalf("picked %v %v, want a again", pk.id, ok)
+	}
+}
+
+// A task this worker ended ahead of the watch is not brought back by the
+// watch's older entries of it.
+func TestIndex_AnEndAheadOfTheWatchIsNotUndone(t *testing.T) {
+	v := newView(t, DefaultConfig("q"))
+	v.add("a", "K", Normal)
+	pk, _ := v.claim()
+	v.x.applyRecord(&Task{ID: "a", Queue: "q", Key: "K", State: StateDone, Revision: v.rev + 10}, nil, v.now)
+	// The watch now delivers the claim (older) it had not delivered yet.
+	v.task(Task{ID: "a", Key: "K", State: StateActive, Attempts: 1, Seq: pk.task.seq,
+		Run: &Run{Slot: "K", Fence: 2, Instance: "me"}})
+	if v.x.tasks["a"] != nil || v.x.nActive != 0 {
+		t.Fatalf("the ended task came back: %+v, %d active", v.x.tasks["a"], v.x.nActive)
+	}
+}
+
+// A record the view took but the claim's full decoding refuses is never
+// picked again (until a newer revision).
+func TestIndex_AGarbageRecordIsNotPickedAgain(t *testing.T) {
+	v := newView(t, DefaultConfig("q"))
+	v.add("g", "K", Normal)
+	pk, _ := v.x.next()
+	v.x.release(pk, nil, v.now)
+	v.x.garbage("g", pk.rev)
+	if pk, ok := v.x.next(); ok {
+		t.Fatalf("picked %s again", pk.id)
 	}
 }

@@ -290,6 +290,9 @@ func (l *loop) finish(r *runState, err error, took time.Duration) {
 		if out != nil && out.Revision > l.x.qSeq {
 			l.x.applyRecord(out, nil, time.Now())
 		}
+		if werr != nil {
+			l.x.suspect(r.id) // not settled: put back once its lock is gone
+		}
 		var srev, trev uint64
 		tokIdx := -1
 		if closed {

@@ -198,6 +198,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		w: w, x: x, qw: qw, sw: sw, head: head,
 		results: make(chan func(), 64), running: map[string]*runState{},
 		bySlot: map[string]*runState{}, byToken: map[int]*runState{}, recovering: map[string]bool{},
+		quit: make(chan struct{}),
 	}
 	return l.run(ctx)
 }
@@ -220,11 +221,14 @@ type loop struct {
 	started    int
 	recovering map[string]bool
 	bg         sync.WaitGroup
+	// quit is closed when run returns: goroutines waiting to retry give up.
+	quit chan struct{}
 
-	draining bool
-	fatal    error
-	pause    time.Duration // after a claim failed unexpectedly
-	paused   time.Time
+	draining    bool
+	interrupted bool // Interrupt was called: a drain stops tasks at once
+	fatal       error
+	pause       time.Duration // after a claim failed unexpectedly
+	paused      time.Time
 }
 
 func (l *loop) run(ctx context.Context) error {
@@ -236,6 +240,7 @@ func (l *loop) run(ctx context.Context) error {
 	poll := time.NewTicker(samehostPoll)
 	defer poll.Stop()
 	defer l.bg.Wait()
+	defer close(l.quit)
 	for {
 		now := time.Now()
 		l.x.advance(now)
@@ -270,14 +275,16 @@ func (l *loop) run(ctx context.Context) error {
 		case <-done:
 			done = nil
 			l.draining = true
-			if len(l.running) > 0 {
+			if l.interrupted {
+				l.stopAll(ErrDraining, min(l.w.grace, time.Second))
+			} else if len(l.running) > 0 {
 				graceC = time.After(l.w.grace)
 			}
 		case <-graceC:
 			graceC = nil
 			l.stopAll(ErrDraining, l.w.grace)
 		case <-interrupt:
-			interrupt = nil
+			interrupt, l.interrupted = nil, true
 			if l.draining {
 				l.stopAll(ErrDraining, min(l.w.grace, time.Second))
 			}
@@ -305,11 +312,11 @@ func (l *loop) wake(now time.Time) time.Duration {
 	if at := l.x.nextDue(); !at.IsZero() {
 		d = min(d, at.Sub(now))
 	}
-	if !l.paused.IsZero() {
+	if l.paused.After(now) {
 		d = min(d, l.paused.Sub(now))
 	}
-	if l.w.maxTasks > 0 && l.w.idle >= 0 && !l.syncedAt.IsZero() {
-		d = min(d, l.syncedAt.Add(l.w.idle).Sub(now))
+	if at := l.syncedAt.Add(l.w.idle); l.w.maxTasks > 0 && l.w.idle >= 0 && l.started == 0 && !l.syncedAt.IsZero() && at.After(now) {
+		d = min(d, at.Sub(now))
 	}
 	return max(d, time.Millisecond)
 }
@@ -317,6 +324,7 @@ func (l *loop) wake(now time.Time) time.Duration {
 // lost ends the loop when a watch ended: running tasks are stopped, their
 // locks left to expire if the server cannot be reached.
 func (l *loop) lost(err error) error {
+	l.draining = true // a claim that lands now is given back, not started
 	l.stopAll(ErrLockLost, l.w.grace)
 	l.waitIdle()
 	return err
@@ -409,6 +417,9 @@ func (l *loop) claimed(pk pick, cfg Config, c *claimed, err error) {
 		l.started--
 		var ce *claimError
 		switch {
+		case errors.Is(err, errTaskGarbage):
+			l.x.garbage(pk.id, pk.rev)
+			l.w.emit(Event{Kind: EventError, Err: fmt.Errorf("task %s is never run: %w", pk.id, err)})
 		case errors.As(err, &ce):
 			if ce.sess != nil && ce.sess.Revision > l.x.sessSeq {
 				l.x.setSlot(pk.slot, ce.sess)
@@ -442,6 +453,29 @@ func (l *loop) claimed(pk pick, cfg Config, c *claimed, err error) {
 	l.bg.Add(2)
 	go func() { defer l.bg.Done(); r.keep() }()
 	go func() { defer l.bg.Done(); l.work(r) }()
+	l.checkRun(r)
+}
+
+// checkRun stops r if the watches delivered, before r was tracked, that its
+// lock, token or task changed (a cancel request among them).
+func (l *loop) checkRun(r *runState) {
+	x := l.x
+	if s := x.slots[r.slot]; s == nil && x.sessSeq >= r.fence || s != nil && s.Fence != r.fence {
+		r.stop(ErrLockLost, l.w.grace)
+		return
+	}
+	if r.token >= 0 {
+		if tok := x.tokens[r.token]; tok == nil || tok.Task != r.id {
+			r.stop(ErrLockLost, l.w.grace)
+			return
+		}
+	}
+	switch t := x.tasks[r.id]; {
+	case t == nil || t.state != StateActive || t.run == nil || t.run.Fence != r.fence:
+		r.stop(ErrLockLost, l.w.grace)
+	case t.cancel:
+		r.stop(ErrCancelled, l.w.grace)
+	}
 }
 
 func (l *loop) track(r *runState) {
@@ -470,34 +504,40 @@ func (l *loop) stopAll(cause error, within time.Duration) {
 }
 
 // recover settles the attempts whose lock is gone (their worker died or
-// lost it), unless this worker runs them (it settles its own).
+// lost it), unless this worker runs them (it settles its own; should that
+// fail, they are suspects still once its run is over).
 func (l *loop) recover() {
 	for _, o := range l.x.orphans() {
-		if r := l.running[o.id]; r != nil && r.fence == o.fence {
+		key := "task:" + o.id
+		if r := l.running[o.id]; r != nil && r.fence == o.fence || l.recovering[key] {
 			continue
 		}
-		if l.recovering[o.id] {
-			continue
-		}
-		l.recovering[o.id] = true
+		l.recovering[key] = true
+		l.x.settling(o.id)
 		cfg := l.x.cfg
 		l.bg.Add(1)
 		go func() {
 			defer l.bg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), 2*l.w.qs.bucket.Client().Timeout())
-			defer cancel()
 			t, err := l.w.qs.settleOrphan(ctx, cfg, o.id, o.fence, ReasonLost)
-			l.results <- func() {
-				delete(l.recovering, o.id)
-				if err != nil {
-					l.w.emit(Event{Kind: EventError, Err: fmt.Errorf("put back task %s of a lost lock: %w", o.id, err)})
-					l.x.suspects[o.id] = l.x.tasks[o.id]
-					if l.x.suspects[o.id] == nil {
-						delete(l.x.suspects, o.id)
-					}
-					return
+			cancel()
+			if err != nil && !errors.Is(err, ErrUndecodable) {
+				// Try again later, not at once: the server may be away.
+				select {
+				case <-time.After(time.Second):
+				case <-l.quit:
 				}
-				if t != nil && t.Revision > l.x.qSeq {
+			}
+			l.results <- func() {
+				delete(l.recovering, key)
+				switch {
+				case errors.Is(err, ErrUndecodable):
+					l.x.garbage(o.id, o.rev)
+					l.w.emit(Event{Kind: EventError, Err: fmt.Errorf("put back task %s of a lost lock: %w", o.id, err)})
+				case err != nil:
+					l.x.suspect(o.id)
+					l.w.emit(Event{Kind: EventError, Err: fmt.Errorf("put back task %s of a lost lock: %w", o.id, err)})
+				case t != nil && t.Revision > l.x.qSeq:
 					l.x.applyRecord(t, nil, time.Now())
 				}
 			}
@@ -510,7 +550,8 @@ func (l *loop) recover() {
 // revision seen: a holder that renewed meanwhile keeps them.
 func (l *loop) checkSameHost() {
 	for k, h := range l.x.sameHost {
-		if l.recovering[k] {
+		rk := "holder:" + k
+		if l.recovering[rk] {
 			continue
 		}
 		if h.Token >= 0 {
@@ -521,7 +562,7 @@ func (l *loop) checkSameHost() {
 				continue
 			}
 		}
-		l.recovering[k] = true
+		l.recovering[rk] = true
 		l.bg.Add(1)
 		go func() {
 			defer l.bg.Done()
@@ -536,7 +577,7 @@ func (l *loop) checkSameHost() {
 				cancel()
 			}
 			l.results <- func() {
-				delete(l.recovering, k)
+				delete(l.recovering, rk)
 				if err != nil && !errors.Is(err, kv.ErrConflict) {
 					l.w.emit(Event{Kind: EventError, Err: fmt.Errorf("free %s of a dead process: %w", k, err)})
 				}
