@@ -178,34 +178,42 @@ func (b *Bucket) Update(ctx context.Context, key string, value []byte, ttl time.
 // key changed, was deleted or expired since rev. A delete whose answer was
 // lost is recognised by its note, which should therefore be unique.
 func (b *Bucket) Delete(ctx context.Context, key string, rev uint64, note []byte) error {
+	_, err := b.DeleteRevision(ctx, key, rev, note)
+	return err
+}
+
+// DeleteRevision is Delete that returns the tombstone's revision, so that
+// the caller can create the key again over it in one round trip
+// (CreateAfter).
+func (b *Bucket) DeleteRevision(ctx context.Context, key string, rev uint64, note []byte) (uint64, error) {
 	if err := validStoredKey(key); err != nil {
-		return err
+		return 0, err
 	}
 	if rev == 0 {
-		return fmt.Errorf("%w: delete of %q needs the revision it removes", ErrInvalidConfig, key)
+		return 0, fmt.Errorf("%w: delete of %q needs the revision it removes", ErrInvalidConfig, key)
 	}
 	ctx, cancel := b.c.callCtx(ctx)
 	defer cancel()
 	var w casWrite
 	for attempt := 1; ; attempt++ {
-		_, err := w.try(b.publish(ctx, b.deleteMsg(key, note, rev)))
+		tomb, err := w.try(b.publish(ctx, b.deleteMsg(key, note, rev)))
 		if !w.undecided(err) {
-			return err
+			return tomb, err
 		}
 		cur, rerr := b.latest(ctx, key)
 		switch {
 		case errors.Is(rerr, ErrNotFound):
-			return &ConflictError{Key: key, Expected: rev, Err: err}
+			return 0, &ConflictError{Key: key, Expected: rev, Err: err}
 		case rerr != nil:
-			return w.unknown(rerr)
+			return 0, w.unknown(rerr)
 		case cur.Op == OpDelete && len(note) > 0 && w.landed(cur, rev, note):
-			return nil
+			return cur.Revision, nil
 		case cur.Live() && cur.Revision == rev:
 			if attempt >= maxCASAttempts {
-				return b.gaveUp(key, rev, err, nil, cur)
+				return 0, b.gaveUp(key, rev, err, nil, cur)
 			}
 		default:
-			return &ConflictError{Key: key, Expected: rev, Current: &cur, Err: err}
+			return 0, &ConflictError{Key: key, Expected: rev, Current: &cur, Err: err}
 		}
 	}
 }

@@ -61,11 +61,11 @@ func (qs *Queues) claim(ctx context.Context, cfg Config, pk pick, started time.T
 	// starts after two more writes, outside any gate, and the create alone
 	// decides between workers (and against baton run and join).
 	sent := time.Now()
-	s, err := qs.m.Create(ctx, session.Record{
+	s, err := qs.m.CreateAfter(ctx, session.Record{
 		Slot: pk.slot, TaskID: t.ID, AgentID: "queue " + cfg.Queue, Host: qs.m.Host(),
 		PID: qs.proc.PID, PIDStart: qs.proc.Start, Instance: qs.m.Instance(), StartedAt: now, RenewedAt: now,
 		Meta: map[string]string{"queue": cfg.Queue, "task": t.ID, "attempt": strconv.Itoa(attempt)},
-	}, time.Duration(cfg.TTL))
+	}, time.Duration(cfg.TTL), pk.slotLast)
 	var ce *kv.ConflictError
 	switch {
 	case errors.As(err, &ce):
@@ -90,7 +90,7 @@ func (qs *Queues) claim(ctx context.Context, cfg Config, pk pick, started time.T
 			undoLock()
 			return nil, err
 		}
-		rev, err := qs.bucket.Create(ctx, tokenKey(cfg.Queue, pk.token), data, time.Duration(cfg.TTL))
+		rev, err := qs.bucket.CreateAfter(ctx, tokenKey(cfg.Queue, pk.token), data, time.Duration(cfg.TTL), pk.tokenLast)
 		var ce *kv.ConflictError
 		switch {
 		case errors.As(err, &ce):

@@ -50,6 +50,12 @@ type index struct {
 	qSeq    uint64
 	synced  bool // both watches have delivered their initial values
 
+	// The revisions at which slots of the queue's keys and tokens were last
+	// removed (deleted, expired): a claim creates over them in one round
+	// trip, where a create over a tombstone it does not know costs three.
+	slotGone  map[string]uint64
+	tokenGone map[int]uint64
+
 	// Tokens: the live ones by index, those this worker is claiming, and
 	// the free ones below max_active.
 	tokens   map[int]*token
@@ -128,7 +134,7 @@ func newIndex(q string, cfg Config) *index {
 		tasks: map[string]*itask{}, keys: map[string]*ikey{}, active: map[string]map[string]*itask{}, ahead: map[string]uint64{},
 		slots: map[string]*session.Session{}, tokens: map[int]*token{}, reserved: map[int]bool{},
 		suspects: map[string]*itask{}, sameHost: map[string]holder{}, undecodable: map[string]uint64{},
-		claimers: map[string]time.Time{},
+		claimers: map[string]time.Time{}, slotGone: map[string]uint64{}, tokenGone: map[int]uint64{},
 	}
 	for p := range x.ready {
 		x.ready[p].level = p
@@ -379,6 +385,7 @@ func (x *index) applyToken(i int, e kv.Entry) {
 	if tok == nil {
 		delete(x.tokens, i)
 		delete(x.sameHost, e.Key)
+		x.tokenGone[i] = e.Revision
 		if i < x.cfg.MaxActive && !x.reserved[i] {
 			x.free.add(i)
 		}
@@ -386,6 +393,7 @@ func (x *index) applyToken(i int, e kv.Entry) {
 	}
 	tok.rev = e.Revision
 	x.tokens[i] = tok
+	delete(x.tokenGone, i)
 	x.free.remove(i)
 	if x.isSameHost(tok.Host, tok.PID, tok.PIDStart) {
 		x.sameHost[e.Key] = holder{PID: tok.PID, PIDStart: tok.PIDStart, Token: i, Rev: e.Revision}
@@ -403,6 +411,9 @@ func (x *index) applySession(e kv.Entry) {
 	var s *session.Session
 	if e.Live() {
 		s = lockView(e)
+		delete(x.slotGone, e.Key)
+	} else if len(x.keysOfSlot(e.Key)) > 0 {
+		x.slotGone[e.Key] = e.Revision
 	}
 	x.setSlot(e.Key, s)
 }

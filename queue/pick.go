@@ -18,6 +18,9 @@ type pick struct {
 	slot  string
 	token int // -1: the queue has no max_active
 	body  []byte
+	// slotLast and tokenLast are the revisions at which the slot and the
+	// token were last removed, as the view saw it (0: unknown).
+	slotLast, tokenLast uint64
 }
 
 // used is how much of max_active this worker sees taken.
@@ -87,7 +90,11 @@ func (x *index) next() (pick, bool) {
 		}
 		t := k.peek(p)
 		lane := x.freeLane(k)
-		pk := pick{id: t.id, rev: t.rev, task: t, key: k, lane: lane, slot: x.cfg.Slot(k.name, lane), token: tok, body: t.body}
+		slot := x.cfg.Slot(k.name, lane)
+		pk := pick{id: t.id, rev: t.rev, task: t, key: k, lane: lane, slot: slot, token: tok, body: t.body, slotLast: x.slotGone[slot]}
+		if tok >= 0 {
+			pk.tokenLast = x.tokenGone[tok]
+		}
 		x.hold(pk)
 		return pk, true
 	}
@@ -188,15 +195,22 @@ func (x *index) release(pk pick, c *claimed, now time.Time) {
 }
 
 // freed tells the view that this worker removed its lock on slot (the
-// session at revision srev) and its token (at trev; tok -1: none), before
-// the watches say so. A view that has seen another revision since keeps it.
-func (x *index) freed(slot string, srev uint64, tok int, trev uint64) {
-	if s := x.slots[slot]; s != nil && s.Revision == srev {
+// session at revision srev, its tombstone at stomb) or its token (at trev,
+// the tombstone at ttomb; tok -1: none), before the watches say so. A view
+// that has seen another revision since keeps it.
+func (x *index) freed(slot string, srev, stomb uint64, tok int, trev, ttomb uint64) {
+	if s := x.slots[slot]; slot != "" && s != nil && s.Revision == srev {
 		x.setSlot(slot, nil)
+		if stomb > x.sessSeq {
+			x.slotGone[slot] = stomb
+		}
 	}
 	if t := x.tokens[tok]; tok >= 0 && t != nil && t.rev == trev {
 		delete(x.tokens, tok)
 		delete(x.sameHost, tokenKey(x.q, tok))
+		if ttomb > x.qSeq {
+			x.tokenGone[tok] = ttomb
+		}
 		if tok < x.cfg.MaxActive && !x.reserved[tok] {
 			x.free.add(tok)
 		}

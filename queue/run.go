@@ -273,12 +273,18 @@ func (l *loop) finish(r *runState, err error, took time.Duration) {
 	// Both are compare-and-sets on what this run wrote last: a lock or
 	// token that was lost (taken, expired) is left alone, one given up at
 	// the local deadline is freed if the server can be reached now.
-	result := session.ResultSuccess
+	note := sess.Record
+	note.Result = session.ResultSuccess
 	if o.reason != ReasonExit || o.exitCode == nil || *o.exitCode != 0 {
-		result = session.ResultFail
+		note.Result = session.ResultFail
 	}
-	closed := l.w.qs.m.Close(ctx, sess, result) == nil
-	tokFreed := tok != nil && l.w.qs.bucket.Delete(ctx, tokenKey(r.cfg.Queue, r.token), tok.rev, nil) == nil
+	note.RenewedAt = l.stampNow()
+	lockTomb, lerr := l.w.qs.m.DeleteRevision(ctx, sess.Slot, sess.Revision, &note)
+	var tokTomb uint64
+	tokErr := errors.New("no token")
+	if tok != nil {
+		tokTomb, tokErr = l.w.qs.bucket.DeleteRevision(ctx, tokenKey(r.cfg.Queue, r.token), tok.rev, nil)
+	}
 	ev := Event{Kind: EventEnded, Task: out, Attempt: r.attempt, Fence: r.fence, Slot: r.slot, Reason: o.reason, ExitCode: o.exitCode, Took: took}
 	if werr != nil {
 		ev.Err = werr
@@ -293,15 +299,12 @@ func (l *loop) finish(r *runState, err error, took time.Duration) {
 		if werr != nil {
 			l.x.suspect(r.id) // not settled: put back once its lock is gone
 		}
-		var srev, trev uint64
-		tokIdx := -1
-		if closed {
-			srev = sess.Revision
+		if lerr == nil {
+			l.x.freed(r.slot, sess.Revision, lockTomb, -1, 0, 0)
 		}
-		if tokFreed {
-			tokIdx, trev = r.token, tok.rev
+		if tokErr == nil {
+			l.x.freed("", 0, 0, r.token, tok.rev, tokTomb)
 		}
-		l.x.freed(r.slot, srev, tokIdx, trev)
 		if o.reason == ReasonStartFailed && l.fatal == nil {
 			l.fatal = err
 		}

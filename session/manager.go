@@ -221,6 +221,14 @@ func pastOp(op kv.Op) string {
 // the host gate or check hosts (Join does). The returned session's fence is
 // its revision.
 func (m *Manager) Create(ctx context.Context, r Record, ttl time.Duration) (*Session, error) {
+	return m.CreateAfter(ctx, r, ttl, 0)
+}
+
+// CreateAfter is Create for a slot the caller saw closed or expired at
+// revision last (in a watch of Bucket): one round trip where Create over a
+// tombstone costs three, while last is still the slot's last revision (see
+// kv.Bucket.CreateAfter). last 0 is Create.
+func (m *Manager) CreateAfter(ctx context.Context, r Record, ttl time.Duration, last uint64) (*Session, error) {
 	if err := validSlot(r.Slot); err != nil {
 		return nil, err
 	}
@@ -229,7 +237,7 @@ func (m *Manager) Create(ctx context.Context, r Record, ttl time.Duration) (*Ses
 	if err != nil {
 		return nil, err
 	}
-	rev, err := m.bucket.Create(ctx, r.Slot, data, ttl)
+	rev, err := m.bucket.CreateAfter(ctx, r.Slot, data, ttl, last)
 	if err != nil {
 		return nil, err
 	}
@@ -255,15 +263,22 @@ func (m *Manager) Update(ctx context.Context, s *Session) (*Session, error) {
 // Delete removes the slot's record with a CAS on rev, leaving note (a
 // closing record) in its tombstone. A lost CAS is kv.ErrConflict.
 func (m *Manager) Delete(ctx context.Context, slot string, rev uint64, note *Record) error {
+	_, err := m.DeleteRevision(ctx, slot, rev, note)
+	return err
+}
+
+// DeleteRevision is Delete that returns the tombstone's revision (see
+// CreateAfter).
+func (m *Manager) DeleteRevision(ctx context.Context, slot string, rev uint64, note *Record) (uint64, error) {
 	if err := validSlot(slot); err != nil {
-		return err
+		return 0, err
 	}
 	var data []byte
 	if note != nil {
 		var err error
 		if data, err = encodeRecord(*note); err != nil {
-			return err
+			return 0, err
 		}
 	}
-	return m.bucket.Delete(ctx, slot, rev, data)
+	return m.bucket.DeleteRevision(ctx, slot, rev, data)
 }
