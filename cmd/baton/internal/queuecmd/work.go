@@ -157,47 +157,58 @@ func workRun(ctx context.Context, o *WorkOptions) error {
 // execHandler runs a task's command as a process group, with the payload
 // on stdin. It keeps one supervisor started ahead (a standby), so that a
 // task's command starts without waiting for the supervisor's own start-up.
+// The next standby starts once the task's command has started (refillAfter)
+// or ended, never beside its start: a supervisor's start-up is a program
+// start, and two at once on a small machine slow the command's by as much.
 type execHandler struct {
 	cmd *cmdutil.Command
 	q   string
 
-	mu    sync.Mutex
-	ready *hostlocal.Standby
-	bg    sync.WaitGroup
-	done  bool
+	mu      sync.Mutex
+	ready   *hostlocal.Standby
+	filling bool // a standby is being started
+	bg      sync.WaitGroup
+	done    bool
 }
 
-// standby takes the supervisor started ahead, if there is one, and starts
-// the next in the background.
+// refillAfter is how long after a task's command was handed to its
+// supervisor the next standby starts, if the command has not ended first.
+const refillAfter = 50 * time.Millisecond
+
+// standby takes the supervisor started ahead, or starts one now.
 func (h *execHandler) standby() (*hostlocal.Standby, error) {
 	h.mu.Lock()
 	s := h.ready
 	h.ready = nil
 	h.mu.Unlock()
-	h.refill()
 	if s != nil {
 		return s, nil
 	}
 	return h.cmd.Standby()
 }
 
-// refill starts a standby unless one is ready or the worker has stopped.
+// refill starts a standby in the background unless one is ready or being
+// started, or the worker has stopped.
 func (h *execHandler) refill() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ready != nil || h.filling || h.done {
+		return
+	}
+	h.filling = true
 	h.bg.Add(1)
 	go func() {
 		defer h.bg.Done()
 		s, err := h.cmd.Standby()
-		if err != nil {
-			return // the next task starts its own
-		}
 		h.mu.Lock()
-		if h.ready == nil && !h.done {
+		h.filling = false
+		if err == nil && h.ready == nil && !h.done {
 			h.ready, s = s, nil
 		}
 		h.mu.Unlock()
 		if s != nil {
 			_ = s.Close()
-		}
+		} // on error the next task starts its own
 	}()
 }
 
@@ -248,6 +259,12 @@ func (h *execHandler) Work(ctx context.Context, t *queue.Task) error {
 	if p, err := hostlocal.LookupProcess(g.PID()); err == nil {
 		queue.Started(ctx, p)
 	}
+	later := time.AfterFunc(refillAfter, h.refill)
+	defer func() {
+		if later.Stop() {
+			h.refill()
+		}
+	}()
 	var code int
 	select {
 	case <-g.Done():
