@@ -119,9 +119,10 @@ func writeResults(path string, rows []row, info runInfo, b *bench) error {
 	writeTable(&w, rows)
 	fmt.Fprintf(&w, "\nbench: %d of %d goals met\n\n", met, goals)
 	w.WriteString(columnsDoc)
-	fmt.Fprintf(&w, "\n## Sizes\n\n%d ops per side for acquire/renew/release and the joins beside 100k; %d cold processes per verb and side; %d rounds of 50 contenders; %d × %s slices per side of renewal throughput; listings at 1k/10k/100k: %d/%d/%d per side; %d remote crashes per side, %d same-host crashes for baton and %d for etcd; %d graceful handovers per side.\n",
+	fmt.Fprintf(&w, "\n## Sizes\n\n%d ops per side for acquire/renew/release and the joins beside 100k; %d cold processes per verb and side; %d rounds of 50 contenders; %d × %s slices per side of renewal throughput; listings at 1k/10k/100k: %d/%d/%d per side; %d remote crashes per side, %d same-host crashes for baton and %d for etcd; %d graceful handovers per side; queue: %d adds and %d dispatches per side (%d each after idle, and through baton queue work), %d tasks of throughput, %d waiting tasks, %d statuses of them per side.\n",
 		b.ops, b.cli, b.contendRounds, b.throughputRounds, b.throughputSlice, b.statusReps[1000], b.statusReps[10000], b.statusReps[100000],
-		b.failoverRemote, b.failoverSameHost, b.etcdSameHost, b.handovers)
+		b.failoverRemote, b.failoverSameHost, b.etcdSameHost, b.handovers,
+		b.ops, b.dispatches, b.cliDispatches, b.queueTasks, b.pending, b.statusQReps)
 	for _, s := range []struct {
 		title string
 		lines []string
@@ -193,4 +194,30 @@ longer). Medians and p99s are nearest-rank.
   the floor column is the same ` + "`baton up`" + ` before they were stored.
 - **(sync always)** rows: the same workloads on a ` + "`baton up --sync always`" + `
   server, beside the same etcd.
+- **queue add**: ` + "`Queues.Add`" + ` of a 100-byte payload on a handle that knows
+  the queue's config; floor: a JetStream publish of the same record to the
+  same bucket shape on the same connection; etcd: a create-if-absent txn of
+  it.
+- **queue dispatch**: from ` + "`Add`" + ` to the library handler's start, on a worker
+  with no task running (max_active 16, so a claim takes a capacity token as
+  well as the key's lock), one task at a time; floor: the raw work of one
+  dispatch back to back (the publish, its delivery by a watch, then the
+  three compare-and-set writes of a claim). Back to back, then each after
+  100 ms idle: on this VM an idle process's first round trip pays its CPU's
+  wake-up, on both sides alike.
+- **queue dispatch through baton queue work**: from ` + "`Add`" + ` to the moment the
+  command of a ` + "`baton queue work`" + ` process starts (` + "`stamp`" + `, a small Go program
+  that prints the time it started), each after 100 ms idle; floor: the
+  benchmark starting that program itself. A small Go program takes 5–8 ms
+  to start on this VM.
+- **queue throughput**: no-op tasks all waiting at the start, on 1000 keys,
+  4 workers of 4 tasks at once each (each on its own connection),
+  max_active 16, from the first start to the last end; floor: 16
+  goroutines doing back to back the six raw writes of a task's life (lock,
+  token, task active, task done, lock gone, token gone).
+- **queue dispatch_at_100k / dispatch_at_0**: dispatch to a worker whose
+  queue holds 100k waiting tasks (on 1000 keys whose locks are held, so
+  none can run) over dispatch in an empty queue, alternating.
+- **queue status of 100k**: ` + "`baton queue status --json`" + ` of that queue as a
+  process; floor: a raw watch listing its records.
 `
