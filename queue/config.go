@@ -2,7 +2,6 @@ package queue
 
 import (
 	"fmt"
-	"regexp"
 	"strconv"
 	"time"
 
@@ -166,17 +165,31 @@ func (c Config) backoff(n int) time.Duration {
 // nanoseconds too).
 type Duration = jsonrec.Duration
 
-var nameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
-
 // NameRule describes valid queue names, for error messages.
 const NameRule = "1-64 characters of A-Z a-z 0-9 - _"
 
 // ValidateName checks a queue name against NameRule.
 func ValidateName(name string) error {
-	if !nameRE.MatchString(name) {
+	if !validName(name) {
 		return fmt.Errorf("%w: queue name %q: use %s", ErrInvalid, name, NameRule)
 	}
 	return nil
+}
+
+// validName checks NameRule without a regular expression, whose compiling
+// at start-up every baton command would pay.
+func validName(name string) bool {
+	if len(name) == 0 || len(name) > 64 {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		switch c := name[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '-', c == '_':
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // BucketConfig is the expected configuration of the queues bucket: no

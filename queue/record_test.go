@@ -3,6 +3,7 @@ package queue
 import (
 	"bytes"
 	"errors"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -184,6 +185,36 @@ func FuzzDecodeTask(f *testing.F) {
 		back, err := decodeTask("q", kv.Entry{Key: "q.task.t", Value: out, Revision: 7})
 		if err != nil || back.State != full.State || !bytes.Equal(back.Payload, full.Payload) || back.Seq != full.Seq {
 			t.Fatalf("round trip of %q: %+v, %v", rec, back, err)
+		}
+	})
+}
+
+func TestValidateName_FollowsTheRule(t *testing.T) {
+	for name, ok := range map[string]bool{
+		"agents": true, "A-z_09": true, strings.Repeat("q", 64): true,
+		"": false, strings.Repeat("q", 65): false, "a.b": false, "a b": false, "a*": false, "a>": false,
+		"ä": false, "a/b": false, "-": true, "_": true,
+	} {
+		err := ValidateName(name)
+		if (err == nil) != ok {
+			t.Errorf("ValidateName(%q) = %v, want ok=%v", name, err, ok)
+		}
+		if err != nil && (!errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), NameRule)) {
+			t.Errorf("ValidateName(%q) = %v: want ErrInvalid naming the rule", name, err)
+		}
+	}
+}
+
+// FuzzValidateName holds the hand-written check to the rule's regular
+// expression.
+func FuzzValidateName(f *testing.F) {
+	rule := regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+	for _, s := range []string{"agents", "", "a.b", strings.Repeat("x", 64), strings.Repeat("x", 65), "é"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		if got, want := ValidateName(name) == nil, rule.MatchString(name); got != want {
+			t.Fatalf("ValidateName(%q) ok=%v, the rule says %v", name, got, want)
 		}
 	})
 }
