@@ -32,7 +32,7 @@ const (
 )
 
 func isWrongLastSeq(e *jetstream.APIError) bool {
-	return e != nil && (e.ErrorCode == codeWrongLastSeq || e.ErrorCode == codeWrongLastSeqConst)
+	return e != nil && e.ErrorCode == codeWrongLastSeq
 }
 
 // transient reports server answers worth retrying: the stream is electing a

@@ -38,6 +38,12 @@ type Client struct {
 	// dropAnswers > 0 makes that many writes lose their answer after they
 	// landed: fault injection for tests (see export_test.go).
 	dropAnswers atomic.Int32
+	// inProcess > 0 makes that many writes be refused, unsent, as a
+	// replicated stream's leader refuses a key's write while an earlier one
+	// is in progress (tests).
+	inProcess atomic.Int32
+	// inProcessRetries counts writes sent again after such a refusal.
+	inProcessRetries atomic.Int64
 }
 
 // Option configures Connect or NewClient.

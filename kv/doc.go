@@ -5,9 +5,12 @@
 // on the key's last revision (Create, Update and Delete never overwrite
 // blindly); reads that decide ownership are answered by the stream leader, so
 // a replica that lags cannot show a stale owner; a revision mismatch is
-// re-read from the leader before it is reported, so a replicated stream's
-// false conflict or a timed-out write that did land is not mistaken for a
-// loss. Revisions are the stream sequence: they only grow, across deletes,
+// re-read from the leader before it is reported, so a timed-out write that
+// did land is not mistaken for a loss; and a replicated stream's refusal of a
+// compare-and-set while an earlier write of the same key is still being
+// applied (error 10164, which says nothing of the key's revision) is sent
+// again until the call's deadline, then reported as ErrUnavailable, never as
+// a conflict. Revisions are the stream sequence: they only grow, across deletes,
 // expiry, restarts and leader changes, which makes them usable as fences.
 //
 // What it does not guarantee: a key outlives its TTL only while someone

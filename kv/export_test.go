@@ -3,3 +3,11 @@ package kv
 // DropAnswers makes the next n writes of c land on the server but lose
 // their answer, as a timed-out request whose write was applied.
 func DropAnswers(c *Client, n int32) { c.dropAnswers.Store(n) }
+
+// RefuseInProgress makes the next n writes of c be refused, unsent, as a
+// replicated stream's leader refuses a key's write while an earlier one is
+// in progress.
+func RefuseInProgress(c *Client, n int32) { c.inProcess.Store(n) }
+
+// InProgressRetries is how many writes c sent again after such a refusal.
+func InProgressRetries(c *Client) int64 { return c.inProcessRetries.Load() }

@@ -66,7 +66,7 @@ func TestCreate_LiveKeyConflictCarriesCurrent(t *testing.T) {
 		t.Errorf("conflict current = %+v, want first at %d", ce.Current, rev)
 	}
 	var apiErr *jetstream.APIError
-	if !errors.As(err, &apiErr) || (apiErr.ErrorCode != 10071 && apiErr.ErrorCode != 10164) {
+	if !errors.As(err, &apiErr) || apiErr.ErrorCode != 10071 {
 		t.Errorf("conflict does not carry the server error: %v", err)
 	}
 }
@@ -564,5 +564,56 @@ func TestCreateAfter_OverASeenTombstoneIsOneRoundTrip(t *testing.T) {
 	}
 	if e, _ := b.Get(ctx, "a"); string(e.Value) != "2" {
 		t.Errorf("value %q, want 2", e.Value)
+	}
+}
+
+func TestCAS_AWriteRefusedAsInProgressIsSentAgain(t *testing.T) {
+	ctx := context.Background()
+	c, b := testBucket(t)
+	rev, err := b.Create(ctx, "a", []byte("v1"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv.RefuseInProgress(c, 3)
+	rev2, err := b.Update(ctx, "a", []byte("v2"), 0, rev)
+	if err != nil {
+		t.Fatalf("update refused three times as in progress: %v, want it sent again until it lands", err)
+	}
+	if got := kv.InProgressRetries(c); got != 3 {
+		t.Errorf("sent again %d times, want 3", got)
+	}
+	kv.RefuseInProgress(c, 2)
+	if _, err := b.Create(ctx, "b", []byte("x"), 0); err != nil {
+		t.Fatalf("create refused twice as in progress: %v", err)
+	}
+	kv.RefuseInProgress(c, 2)
+	if err := b.Delete(ctx, "a", rev2, []byte("bye")); err != nil {
+		t.Fatalf("delete refused twice as in progress: %v", err)
+	}
+	if e, err := b.Latest(ctx, "a"); err != nil || e.Op != kv.OpDelete || e.Revision <= rev2 {
+		t.Fatalf("after the delete: %+v, %v; want its tombstone", e, err)
+	}
+}
+
+func TestCAS_RefusedAsInProgressUntilTheDeadlineIsUnavailableNotAConflict(t *testing.T) {
+	c, b := testBucket(t)
+	rev, err := b.Create(context.Background(), "a", []byte("v1"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv.RefuseInProgress(c, 1<<30)
+	t.Cleanup(func() { kv.RefuseInProgress(c, 0) })
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_, err = b.Update(ctx, "a", []byte("v2"), 0, rev)
+	if !errors.Is(err, kv.ErrUnavailable) || errors.Is(err, kv.ErrConflict) {
+		t.Fatalf("update refused until its deadline: %v, want ErrUnavailable (the key did not change)", err)
+	}
+	if !strings.Contains(err.Error(), "in progress") {
+		t.Errorf("error %q does not say why", err)
+	}
+	kv.RefuseInProgress(c, 0)
+	if e, err := b.Get(context.Background(), "a"); err != nil || e.Revision != rev {
+		t.Fatalf("after: %+v, %v; want v1 untouched at %d", e, err, rev)
 	}
 }

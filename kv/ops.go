@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // maxCASAttempts bounds the re-read-and-retry loop of one CAS call: a create
@@ -313,15 +314,27 @@ func (b *Bucket) publish(ctx context.Context, m *nats.Msg) (uint64, error) {
 			return true
 		}
 	}
-	for {
-		actx, cancel := b.c.attemptCtx(ctx)
-		w := b.c.refusals.begin(m.Subject, cancel)
-		resp, err := b.c.nc.RequestMsgWithContext(actx, m)
-		err = b.c.refusals.end(w, err)
-		cancel()
-		if err == nil && b.c.dropAnswers.Load() > 0 && b.c.dropAnswers.Add(-1) >= 0 {
-			return 0, errNoAnswer // fault injection (tests): the write landed, its answer is lost
+	// A replicated stream's leader refuses a compare-and-set on a key while
+	// an earlier write of that key is between its proposal and its apply
+	// (error 10164, where a real mismatch is 10071 with the key's revision),
+	// even when that earlier write was this client's, already acknowledged:
+	// the leader clears its mark just after the acknowledgement leaves. The
+	// write was not applied; it is sent again after a pause a little longer
+	// each time, until the call's deadline (every call has one: callCtx).
+	// A rival's write in progress resolves the same way: once it is
+	// applied, this one is refused as a real conflict.
+	inProcess := 500 * time.Microsecond
+	retryInProcess := func() bool {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(inProcess):
+			inProcess = min(2*inProcess, 50*time.Millisecond)
+			return true
 		}
+	}
+	for {
+		ack, err := b.sendOnce(ctx, m, what)
 		if errors.Is(err, nats.ErrNoResponders) {
 			// No stream took the subject: a missing bucket, JetStream off, or
 			// a stream between leaders.
@@ -334,18 +347,16 @@ func (b *Bucket) publish(ctx context.Context, m *nats.Msg) (uint64, error) {
 			return 0, b.c.requestError(what, ctx.Err())
 		}
 		if err != nil {
-			if ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)) {
-				return 0, errNoAnswer
-			}
-			return 0, b.c.requestError(what, err)
-		}
-		var ack pubAckResponse
-		if err := json.Unmarshal(resp.Data, &ack); err != nil {
-			return 0, fmt.Errorf("%s: undecodable acknowledgement from %s: %w", what, b.c.url, err)
+			return 0, err
 		}
 		switch {
 		case ack.Error == nil:
 			return ack.Seq, nil
+		case ack.Error.ErrorCode == codeWrongLastSeqConst && retryInProcess():
+			b.c.inProcessRetries.Add(1)
+			continue
+		case ack.Error.ErrorCode == codeWrongLastSeqConst:
+			return 0, fmt.Errorf("%w: %s: the stream's leader kept refusing it while an earlier write of the key was in progress: %w", ErrUnavailable, what, error(ack.Error))
 		case isWrongLastSeq(ack.Error):
 			return 0, fmt.Errorf("%w: %w", ErrConflict, error(ack.Error))
 		case transient(ack.Error) && retry():
@@ -354,4 +365,35 @@ func (b *Bucket) publish(ctx context.Context, m *nats.Msg) (uint64, error) {
 			return 0, b.c.streamError(what, ack.Error)
 		}
 	}
+}
+
+// sendOnce sends one write and decodes its acknowledgement. A lost answer
+// is errNoAnswer; no responders is nats.ErrNoResponders, unwrapped.
+func (b *Bucket) sendOnce(ctx context.Context, m *nats.Msg, what string) (pubAckResponse, error) {
+	var ack pubAckResponse
+	if b.c.inProcess.Load() > 0 && b.c.inProcess.Add(-1) >= 0 {
+		// Fault injection (tests): refused unsent, as in progress.
+		ack.Error = &jetstream.APIError{Code: 400, ErrorCode: codeWrongLastSeqConst, Description: "wrong last sequence"}
+		return ack, nil
+	}
+	actx, cancel := b.c.attemptCtx(ctx)
+	w := b.c.refusals.begin(m.Subject, cancel)
+	resp, err := b.c.nc.RequestMsgWithContext(actx, m)
+	err = b.c.refusals.end(w, err)
+	cancel()
+	if err == nil && b.c.dropAnswers.Load() > 0 && b.c.dropAnswers.Add(-1) >= 0 {
+		return ack, errNoAnswer // fault injection (tests): the write landed, its answer is lost
+	}
+	switch {
+	case errors.Is(err, nats.ErrNoResponders):
+		return ack, err
+	case err != nil && ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)):
+		return ack, errNoAnswer
+	case err != nil:
+		return ack, b.c.requestError(what, err)
+	}
+	if err := json.Unmarshal(resp.Data, &ack); err != nil {
+		return ack, fmt.Errorf("%s: undecodable acknowledgement from %s: %w", what, b.c.url, err)
+	}
+	return ack, nil
 }
