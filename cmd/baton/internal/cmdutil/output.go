@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"io"
 	"time"
-
-	"github.com/batonhq/baton/session"
 )
 
 // PrintJSON writes v as one indented JSON document.
@@ -19,38 +17,6 @@ func PrintJSON(w io.Writer, v any) error {
 // PrintJSONLine writes v as one line of JSON (for --watch streams).
 func PrintJSONLine(w io.Writer, v any) error {
 	return json.NewEncoder(w).Encode(v)
-}
-
-// SessionJSON is a session as --json prints it: its record's fields plus
-// revision and ttl_ms, and, when extra is given, those fields too.
-func SessionJSON(s *session.Session, extra map[string]any) (map[string]any, error) {
-	m, err := RecordJSON(s.Record, extra)
-	if err != nil {
-		return nil, err
-	}
-	m["revision"] = s.Revision
-	m["ttl_ms"] = s.TTL.Milliseconds()
-	for k, v := range extra {
-		m[k] = v
-	}
-	return m, nil
-}
-
-// RecordJSON is a record (any JSON object type) as --json prints it, with
-// extra fields added.
-func RecordJSON(record any, extra map[string]any) (map[string]any, error) {
-	b, err := json.Marshal(record)
-	if err != nil {
-		return nil, err
-	}
-	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, err
-	}
-	for k, v := range extra {
-		m[k] = v
-	}
-	return m, nil
 }
 
 // Since formats a time for people, UTC, to the second.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/batonhq/baton/cmd/baton/internal/cmdutil"
 	"github.com/batonhq/baton/hostlocal"
+	"github.com/batonhq/baton/internal/view"
 	"github.com/batonhq/baton/session"
 )
 
@@ -147,7 +148,7 @@ func joinRun(ctx context.Context, o *Options) error {
 // Print shows a session written by join or commit.
 func Print(f *cmdutil.Factory, verb string, s *session.Session) error {
 	if f.Config.JSON {
-		doc, err := cmdutil.SessionJSON(s, nil)
+		doc, err := view.SessionJSON(s, nil)
 		if err != nil {
 			return err
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/batonhq/baton/cmd/baton/internal/cmdutil"
+	"github.com/batonhq/baton/internal/view"
 	"github.com/batonhq/baton/lease"
 )
 
@@ -150,12 +151,12 @@ func showRun(ctx context.Context, o *Options) error {
 	if o.F.Config.JSON {
 		v := View{Key: o.Key, Candidates: []map[string]any{}, ServerTime: now}
 		if leader != nil {
-			if v.Leader, err = LeaderJSON(leader, now); err != nil {
+			if v.Leader, err = view.LeaderJSON(leader, now); err != nil {
 				return err
 			}
 		}
 		for _, c := range cands {
-			v.Candidates = append(v.Candidates, CandidateJSON(c))
+			v.Candidates = append(v.Candidates, view.CandidateJSON(c))
 		}
 		return cmdutil.PrintJSON(o.F.IO.Out, v)
 	}
@@ -188,27 +189,6 @@ func dash(s string) string {
 	return s
 }
 
-// LeaderJSON is a leader's lease as --json prints it: its record plus
-// revision, age_ms, ttl_left_ms and ttl_ms.
-func LeaderJSON(in *lease.Info, now time.Time) (map[string]any, error) {
-	age := now.Sub(in.Written).Milliseconds()
-	return cmdutil.RecordJSON(in.Record, map[string]any{
-		"revision": in.Revision, "age_ms": age, "ttl_left_ms": in.TTL.Milliseconds() - age, "ttl_ms": in.TTL.Milliseconds(),
-	})
-}
-
-// CandidateJSON is a candidate as --json prints it.
-func CandidateJSON(c lease.Candidate) map[string]any {
-	caps := c.Capabilities
-	if caps == nil {
-		caps = []string{}
-	}
-	return map[string]any{
-		"instance": c.Instance, "host": c.Host, "pid": c.PID, "since": c.Since, "score": c.Score,
-		"capabilities": caps, "eligible": c.Eligible,
-	}
-}
-
 func watchRun(ctx context.Context, o *Options) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -225,7 +205,7 @@ func watchRun(ctx context.Context, o *Options) error {
 			doc := map[string]any{"event": "none", "key": o.Key, "time": ob.Time, "revision": ob.Revision}
 			if ob.Leader != nil {
 				doc["event"] = "leader"
-				doc["leader"], _ = cmdutil.RecordJSON(ob.Leader.Record, nil)
+				doc["leader"], _ = view.RecordJSON(ob.Leader.Record, nil)
 			} else if ob.How != "" {
 				doc["how"] = ob.How
 			}
@@ -289,7 +269,7 @@ func handOver(ctx context.Context, o *Options, el *lease.Election, to string) er
 		return cmdutil.Exit(cmdutil.ExitConflict, fmt.Errorf("%s does not lead %s after %s: the leader may be busy stopping its command, or gone; see `baton leader %s`", to, o.Key, o.Wait.D, o.Key))
 	}
 	if o.F.Config.JSON {
-		doc, err := cmdutil.RecordJSON(in.Record, map[string]any{"revision": in.Revision})
+		doc, err := view.RecordJSON(in.Record, map[string]any{"revision": in.Revision})
 		if err != nil {
 			return err
 		}

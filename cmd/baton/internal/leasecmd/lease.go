@@ -12,6 +12,7 @@ import (
 
 	"github.com/batonhq/baton/cmd/baton/internal/cmdutil"
 	"github.com/batonhq/baton/hostlocal"
+	"github.com/batonhq/baton/internal/view"
 	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/lease"
 )
@@ -181,7 +182,7 @@ func acquire(ctx context.Context, o *Options, ls *lease.Leases) error {
 // record plus revision.
 func printLease(o *Options, verb string, r lease.Record, rev uint64) error {
 	if o.F.Config.JSON {
-		doc, err := cmdutil.RecordJSON(r, map[string]any{"revision": rev})
+		doc, err := view.RecordJSON(r, map[string]any{"revision": rev})
 		if err != nil {
 			return err
 		}

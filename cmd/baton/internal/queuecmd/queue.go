@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/batonhq/baton/cmd/baton/internal/cmdutil"
+	"github.com/batonhq/baton/internal/view"
 	"github.com/batonhq/baton/queue"
 )
 
@@ -165,7 +166,7 @@ func printConfig(w io.Writer, c queue.Config) {
 
 // configJSON is a config as --json prints it.
 func configJSON(c queue.Config) (map[string]any, error) {
-	return cmdutil.RecordJSON(c, map[string]any{"revision": c.Revision})
+	return view.RecordJSON(c, map[string]any{"revision": c.Revision})
 }
 
 // TaskJSON is a task as --json prints it: its record plus revision,
@@ -179,7 +180,7 @@ func TaskJSON(t *queue.Task) (map[string]any, error) {
 	if !t.Expires.IsZero() {
 		extra["expires_at"] = t.Expires
 	}
-	return cmdutil.RecordJSON(t, extra)
+	return view.RecordJSON(t, extra)
 }
 
 // describeEnd says how a task's last attempt ended, for people.

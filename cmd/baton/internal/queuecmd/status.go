@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/batonhq/baton/cmd/baton/internal/cmdutil"
+	"github.com/batonhq/baton/internal/view"
 	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/queue"
 )
@@ -183,7 +184,7 @@ func statusJSON(o *StatusOptions, s *queue.Snapshot) (map[string]any, error) {
 	}
 	locks := []map[string]any{}
 	for _, l := range s.Locks {
-		m, err := cmdutil.RecordJSON(l, map[string]any{"ttl_left_ms": l.Expires.Sub(s.ServerTime).Milliseconds()})
+		m, err := view.RecordJSON(l, map[string]any{"ttl_left_ms": l.Expires.Sub(s.ServerTime).Milliseconds()})
 		if err != nil {
 			return nil, err
 		}

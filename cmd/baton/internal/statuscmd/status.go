@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/batonhq/baton/cmd/baton/internal/cmdutil"
+	"github.com/batonhq/baton/internal/view"
 	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/lease"
 	"github.com/batonhq/baton/queue"
@@ -66,22 +67,6 @@ lease_release and lease_expire.`,
 	cmd.Flags().BoolVarP(&o.Watch, "watch", "w", false, "stream changes until interrupted")
 	cmd.Flags().Var(o.StaleAfter, "stale-after", "call a session stale when not renewed for this long (default: half its TTL)")
 	return cmd
-}
-
-// Row is one session in `status --json`.
-func Row(s *session.Session, now time.Time, staleAfter time.Duration) (map[string]any, error) {
-	t := s.Timing(now, staleAfter)
-	age, left := timingMS(t, s.TTL)
-	return cmdutil.SessionJSON(s, map[string]any{
-		"age_ms": age, "ttl_left_ms": left, "state": string(t.State), "renewed_server_at": s.Written,
-	})
-}
-
-// timingMS is age and time left in whole milliseconds that add up to the
-// TTL, as they do exactly on the server's clock.
-func timingMS(t session.Timing, ttl time.Duration) (age, left int64) {
-	age = t.Age.Milliseconds()
-	return age, ttl.Milliseconds() - age
 }
 
 func statusRun(ctx context.Context, o *Options) error {
@@ -178,43 +163,32 @@ func split(l *lease.Listing) leaseView {
 	return v
 }
 
-// LeaseRow is one lease in `status --json`: its record plus revision,
-// ttl_ms, age_ms, ttl_left_ms and state, from the server's clock.
-func LeaseRow(in *lease.Info, now time.Time, staleAfter time.Duration) (map[string]any, error) {
-	t := session.TimingAt(in.Written, in.TTL, now, staleAfter)
-	age, left := timingMS(t, in.TTL)
-	return cmdutil.RecordJSON(in.Record, map[string]any{
-		"revision": in.Revision, "ttl_ms": in.TTL.Milliseconds(), "age_ms": age, "ttl_left_ms": left,
-		"state": string(t.State), "renewed_server_at": in.Written,
-	})
-}
-
 func printJSON(o *Options, l *session.Listing, v leaseView, queues []queue.Summary) error {
 	rows := make([]map[string]any, 0, len(l.Sessions)+len(l.Undecodable))
 	for _, s := range l.Sessions {
-		row, err := Row(s, l.ServerTime, o.StaleAfter.D)
+		row, err := view.SessionRow(s, l.ServerTime, o.StaleAfter.D)
 		if err != nil {
 			return err
 		}
 		rows = append(rows, row)
 	}
 	for _, u := range l.Undecodable {
-		rows = append(rows, undecodableRow(u.Slot, "slot", u.Revision, u.Written, u.TTL, u.Err, l.ServerTime, o.StaleAfter.D))
+		rows = append(rows, view.UndecodableRow(u.Slot, "slot", u.Revision, u.Written, u.TTL, u.Err, l.ServerTime, o.StaleAfter.D))
 	}
 	leases := []map[string]any{}
 	for _, in := range v.leases {
-		row, err := LeaseRow(in, v.now, o.StaleAfter.D)
+		row, err := view.LeaseRow(in, v.now, o.StaleAfter.D)
 		if err != nil {
 			return err
 		}
 		leases = append(leases, row)
 	}
 	for _, u := range v.undecodable {
-		leases = append(leases, undecodableRow(u.Key, "key", u.Revision, u.Written, u.TTL, u.Err, v.now, o.StaleAfter.D))
+		leases = append(leases, view.UndecodableRow(u.Key, "key", u.Revision, u.Written, u.TTL, u.Err, v.now, o.StaleAfter.D))
 	}
 	leaders := []map[string]any{}
 	for _, in := range v.leaders {
-		row, err := LeaseRow(in, v.now, o.StaleAfter.D)
+		row, err := view.LeaseRow(in, v.now, o.StaleAfter.D)
 		if err != nil {
 			return err
 		}
@@ -234,19 +208,6 @@ func printJSON(o *Options, l *session.Listing, v leaseView, queues []queue.Summa
 		"queues":      append([]queue.Summary{}, queues...),
 		"server_time": l.ServerTime,
 	})
-}
-
-func undecodableRow(key, keyField string, rev uint64, written time.Time, ttl time.Duration, err error, now time.Time, staleAfter time.Duration) map[string]any {
-	t := session.TimingAt(written, ttl, now, staleAfter)
-	age, left := timingMS(t, ttl)
-	var leftMS any = left
-	if ttl == 0 {
-		leftMS = nil // written without a TTL: it never expires
-	}
-	return map[string]any{
-		keyField: key, "revision": rev, "ttl_ms": ttl.Milliseconds(), "age_ms": age, "ttl_left_ms": leftMS,
-		"state": string(t.State), "undecodable": true, "error": err.Error(), "renewed_server_at": written,
-	}
 }
 
 func printTables(out io.Writer, l *session.Listing, v leaseView, staleAfter time.Duration, queues bool) error {
@@ -401,7 +362,7 @@ func printLeaseEvent(o *Options, ev lease.Event) error {
 	if o.F.Config.JSON {
 		doc := map[string]any{"event": "lease_" + string(ev.Kind), "key": ev.Key, "revision": ev.Revision, "time": ev.Time}
 		if ev.Lease != nil {
-			rec, err := cmdutil.RecordJSON(ev.Lease.Record, nil)
+			rec, err := view.RecordJSON(ev.Lease.Record, nil)
 			if err != nil {
 				return err
 			}
@@ -428,7 +389,7 @@ func printEvent(o *Options, ev session.Event) error {
 			doc["slot"], doc["revision"], doc["time"] = ev.Slot, ev.Revision, ev.Time
 		}
 		if ev.Session != nil {
-			s, err := cmdutil.SessionJSON(ev.Session, nil)
+			s, err := view.SessionJSON(ev.Session, nil)
 			if err != nil {
 				return err
 			}
