@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/batonhq/baton/cmd/baton/internal/cmdutil"
+	"github.com/batonhq/baton/internal/view"
 	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/queue"
 )
@@ -70,7 +71,7 @@ func createRun(ctx context.Context, o *CreateOptions) error {
 
 func printCfg(f *cmdutil.Factory, c queue.Config) error {
 	if f.Config.JSON {
-		m, err := configJSON(c)
+		m, err := view.QueueConfigJSON(c)
 		if err != nil {
 			return err
 		}

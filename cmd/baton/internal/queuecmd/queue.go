@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/batonhq/baton/cmd/baton/internal/cmdutil"
-	"github.com/batonhq/baton/internal/view"
 	"github.com/batonhq/baton/queue"
 )
 
@@ -165,24 +164,6 @@ func printConfig(w io.Writer, c queue.Config) {
 }
 
 // configJSON is a config as --json prints it.
-func configJSON(c queue.Config) (map[string]any, error) {
-	return view.RecordJSON(c, map[string]any{"revision": c.Revision})
-}
-
-// TaskJSON is a task as --json prints it: its record plus revision,
-// written_at (server time of the revision) and expires_at (when a finished
-// task goes, if it does).
-func TaskJSON(t *queue.Task) (map[string]any, error) {
-	extra := map[string]any{"revision": t.Revision}
-	if !t.Written.IsZero() {
-		extra["written_at"] = t.Written
-	}
-	if !t.Expires.IsZero() {
-		extra["expires_at"] = t.Expires
-	}
-	return view.RecordJSON(t, extra)
-}
-
 // describeEnd says how a task's last attempt ended, for people.
 func describeEnd(r *queue.Result) string {
 	if r == nil {

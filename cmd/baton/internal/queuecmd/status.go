@@ -163,64 +163,9 @@ func drain(ws ...*kv.Watcher) {
 	}
 }
 
-// statusJSON is status's --json document.
-func statusJSON(o *StatusOptions, s *queue.Snapshot) (map[string]any, error) {
-	cfg, err := configJSON(s.Config)
-	if err != nil {
-		return nil, err
-	}
-	pending := map[string]any{"total": s.Pending.Total, "by_priority": s.Pending.ByPriority, "by_key": s.Pending.ByKey}
-	if s.Pending.OldestID != "" {
-		pending["oldest_id"] = s.Pending.OldestID
-		pending["oldest_added_at"] = s.Pending.Oldest
-		pending["oldest_age_ms"] = s.Pending.OldestAge.Milliseconds()
-	}
-	byLabel := s.Active.ByLabel
-	if o.By != "" {
-		byLabel = map[string]map[string]int{o.By: s.Active.ByLabel[o.By]}
-		if byLabel[o.By] == nil {
-			byLabel[o.By] = map[string]int{}
-		}
-	}
-	locks := []map[string]any{}
-	for _, l := range s.Locks {
-		m, err := view.RecordJSON(l, map[string]any{"ttl_left_ms": l.Expires.Sub(s.ServerTime).Milliseconds()})
-		if err != nil {
-			return nil, err
-		}
-		locks = append(locks, m)
-	}
-	doc := map[string]any{
-		"queue":       s.Config.Queue,
-		"config":      cfg,
-		"server_time": s.ServerTime,
-		"counts":      s.Counts,
-		"pending":     pending,
-		"active": map[string]any{
-			"used": s.Active.Used, "max": s.Active.Max, "available": s.Active.Available,
-			"by_key": s.Active.ByKey, "by_label": byLabel,
-		},
-		"locks":       locks,
-		"undecodable": s.Undecodable,
-	}
-	if o.Tasks {
-		tasks := []map[string]any{}
-		for _, t := range s.Tasks {
-			m, err := TaskJSON(t)
-			if err != nil {
-				return nil, err
-			}
-			delete(m, "payload")
-			tasks = append(tasks, m)
-		}
-		doc["tasks"] = tasks
-	}
-	return doc, nil
-}
-
 func printStatus(o *StatusOptions, s *queue.Snapshot) error {
 	if o.F.Config.JSON {
-		doc, err := statusJSON(o, s)
+		doc, err := view.QueueStatusJSON(s, o.By, o.Tasks)
 		if err != nil {
 			return err
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/batonhq/baton/cmd/baton/internal/cmdutil"
+	"github.com/batonhq/baton/internal/view"
 	"github.com/batonhq/baton/queue"
 )
 
@@ -79,7 +80,7 @@ func getRun(ctx context.Context, o *TaskOptions) error {
 
 func printTask(f *cmdutil.Factory, cfg queue.Config, t *queue.Task) error {
 	if f.Config.JSON {
-		m, err := TaskJSON(t)
+		m, err := view.TaskJSON(t)
 		if err != nil {
 			return err
 		}
@@ -185,7 +186,7 @@ func cancelRun(ctx context.Context, o *TaskOptions) error {
 // with --json.
 func reportState(f *cmdutil.Factory, verb string, t *queue.Task) error {
 	if f.Config.JSON {
-		m, err := TaskJSON(t)
+		m, err := view.TaskJSON(t)
 		if err != nil {
 			return err
 		}
@@ -340,7 +341,7 @@ func lsRun(ctx context.Context, o *LsOptions) error {
 	if o.F.Config.JSON {
 		rows := []map[string]any{}
 		for _, c := range configs {
-			m, err := configJSON(c)
+			m, err := view.QueueConfigJSON(c)
 			if err != nil {
 				return err
 			}
