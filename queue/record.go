@@ -410,3 +410,14 @@ func decodeToken(e kv.Entry) (*token, error) {
 	t.rev, t.written, t.ttl = e.Revision, e.Created, e.TTL
 	return &t, nil
 }
+
+// TaskOf decodes a live entry of the queues bucket that holds a task
+// (without its payload), for readers that follow the bucket themselves, as
+// the dashboard does. It returns nil and no error for any other entry.
+func TaskOf(e kv.Entry) (*Task, error) {
+	q, rest, ok := strings.Cut(e.Key, ".")
+	if !ok || !strings.HasPrefix(rest, "task.") || !e.Live() {
+		return nil, nil
+	}
+	return viewTask(q, e)
+}

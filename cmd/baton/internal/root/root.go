@@ -4,7 +4,6 @@ package root
 import (
 	"context"
 	"errors"
-	"runtime/debug"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -21,6 +20,7 @@ import (
 	"github.com/batonhq/baton/cmd/baton/internal/queuecmd"
 	"github.com/batonhq/baton/cmd/baton/internal/runcmd"
 	"github.com/batonhq/baton/cmd/baton/internal/statuscmd"
+	"github.com/batonhq/baton/cmd/baton/internal/uicmd"
 	"github.com/batonhq/baton/cmd/baton/internal/upcmd"
 )
 
@@ -65,7 +65,7 @@ gate busy, lost), 4 refused: another host's session, 5 not found,
   baton close rendering --result success`,
 		SilenceErrors:     true,
 		SilenceUsage:      true,
-		Version:           version(),
+		Version:           cmdutil.Version(),
 		CompletionOptions: cobra.CompletionOptions{HiddenDefaultCmd: false},
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
 			return f.Config.Resolve(f.Getenv)
@@ -97,6 +97,7 @@ gate busy, lost), 4 refused: another host's session, 5 not found,
 		queuecmd.NewCmdQueue(f, queueVerbs(stub)),
 		statuscmd.NewCmdStatus(f, stubbed[*statuscmd.Options](stub, "status")),
 		doctorcmd.NewCmdDoctor(f, stubbed[*doctorcmd.Options](stub, "doctor")),
+		uicmd.NewCmdUI(f, stubbed[*uicmd.Options](stub, "ui")),
 		supervise,
 	)
 	var mark func(c *cobra.Command)
@@ -178,13 +179,6 @@ func slotCompletion(f *cmdutil.Factory) cobra.CompletionFunc {
 		}
 		return out, cobra.ShellCompDirectiveNoFileComp
 	}
-}
-
-func version() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
-	}
-	return "dev"
 }
 
 // Main runs the command line args and returns the exit code. Errors are

@@ -17,11 +17,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/batonhq/baton/cmd/baton/internal/cmdutil"
+	"github.com/batonhq/baton/cmd/baton/internal/uicmd"
 	"github.com/batonhq/baton/hostlocal"
 	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/lease"
 	"github.com/batonhq/baton/queue"
 	"github.com/batonhq/baton/session"
+	"github.com/batonhq/baton/web"
 )
 
 // Options are up's inputs.
@@ -39,6 +41,9 @@ type Options struct {
 	Replicas      int
 	Sync          string
 	Verbose       bool
+	UI            string
+	UIToken       string
+	UIReadOnly    bool
 }
 
 // NewCmdUp returns `baton up`; runF replaces the run for tests.
@@ -85,6 +90,9 @@ cluster, and buckets are kept on --replicas servers (default 3 in a cluster).`,
 		Args: cmdutil.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.ListenSet = cmd.Flags().Changed("listen")
+			if !cmd.Flags().Changed("ui-token") {
+				o.UIToken = f.Getenv(uicmd.TokenEnv)
+			}
 			if runF != nil {
 				return runF(o)
 			}
@@ -103,6 +111,9 @@ cluster, and buckets are kept on --replicas servers (default 3 in a cluster).`,
 	fs.IntVar(&o.Replicas, "replicas", 0, "servers that hold each bucket (default 1, 3 in a cluster)")
 	fs.StringVar(&o.Sync, "sync", "", "fsync policy: always (before every acknowledgement) or an interval like 2m (the default)")
 	fs.BoolVar(&o.Verbose, "verbose", false, "log the server's notices, not only its warnings and errors")
+	fs.StringVar(&o.UI, "ui", "", "also serve the web dashboard (baton ui) on HOST:PORT, e.g. 127.0.0.1:7070")
+	fs.StringVar(&o.UIToken, "ui-token", "", "the dashboard's token (env "+uicmd.TokenEnv+"); needed for --ui beyond loopback unless --ui-read-only")
+	fs.BoolVar(&o.UIReadOnly, "ui-read-only", false, "the dashboard shows, never acts")
 	return cmd
 }
 
@@ -190,6 +201,11 @@ func upRun(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
+	if o.UI != "" {
+		if err := web.CheckListen(o.UI, o.UIToken, o.UIReadOnly); err != nil {
+			return cmdutil.Usagef("--ui: %v", err)
+		}
+	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
@@ -236,9 +252,32 @@ func upRun(ctx context.Context, o *Options) error {
 	} else {
 		cmdutil.Fprintf(o.F.IO.Out, "baton up: serving %s (store %s, buckets %s); Ctrl-C to stop\n", url, store, strings.Join(buckets, ", "))
 	}
+	if o.UI != "" {
+		if err := serveUI(ctx, o, client); err != nil {
+			return err
+		}
+	}
 	<-ctx.Done()
 	cmdutil.Fprintf(o.F.IO.ErrOut, "baton up: stopping\n")
 	return nil
+}
+
+// serveUI serves the dashboard from the server's process, on up's own
+// connection, until ctx is done.
+func serveUI(ctx context.Context, o *Options, client *kv.Client) error {
+	m, err := session.NewManager(client, session.WithPrefix(prefixOf(o)), session.WithHostID(o.F.Config.HostID))
+	if err != nil {
+		return err
+	}
+	ls, err := lease.New(client, lease.WithPrefix(prefixOf(o)), lease.WithHostID(o.F.Config.HostID), lease.WithInstance(o.F.Instance()))
+	if err != nil {
+		return err
+	}
+	qs, err := queue.New(m)
+	if err != nil {
+		return err
+	}
+	return uicmd.Serve(ctx, o.F, uicmd.Config{Listen: o.UI, Token: o.UIToken, ReadOnly: o.UIReadOnly}, m, ls, qs)
 }
 
 // ensureBuckets creates baton's buckets, waiting while JetStream is not

@@ -1,0 +1,307 @@
+package web
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/batonhq/baton/internal/view"
+	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/lease"
+	"github.com/batonhq/baton/queue"
+	"github.com/batonhq/baton/session"
+)
+
+// Handler is the dashboard: the page, /api/v1/, /metrics, /healthz and
+// /readyz, behind the token check, the cross-origin check and the
+// security headers.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"ok": true})
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		ok, why := s.Ready()
+		code := http.StatusOK
+		if !ok {
+			code = http.StatusServiceUnavailable
+		}
+		writeJSON(w, code, map[string]any{"ok": ok, "detail": why})
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
+
+	mux.HandleFunc("GET /api/v1/config", s.apiConfig)
+	mux.HandleFunc("GET /api/v1/overview", s.apiOverview)
+	mux.HandleFunc("GET /api/v1/status", s.apiStatus)
+	mux.HandleFunc("GET /api/v1/sessions", s.apiSessions)
+	mux.HandleFunc("GET /api/v1/sessions/{slot}", s.apiSession)
+	mux.HandleFunc("GET /api/v1/leases", s.apiLeases)
+	mux.HandleFunc("GET /api/v1/agents", s.apiAgents)
+	mux.HandleFunc("GET /api/v1/agents/{key}", s.apiAgent)
+	mux.HandleFunc("GET /api/v1/queues", s.apiQueues)
+	mux.HandleFunc("GET /api/v1/queues/{queue}", s.apiQueue)
+	mux.HandleFunc("GET /api/v1/doctor", s.apiDoctor)
+	mux.HandleFunc("GET /api/v1/events", s.apiEvents)
+
+	mux.HandleFunc("POST /api/v1/agents/{key}/transfer", s.action("transfer", s.actTransfer))
+	mux.HandleFunc("POST /api/v1/agents/{key}/resign", s.action("resign", s.actResign))
+	mux.HandleFunc("POST /api/v1/doctor/fix", s.action("doctor fix", s.actDoctorFix))
+	mux.HandleFunc("POST /api/v1/queues/{queue}/tasks/{id}/cancel", s.action("queue cancel", s.actCancel))
+	mux.HandleFunc("POST /api/v1/queues/{queue}/tasks/{id}/retry", s.action("queue retry", s.actRetry))
+	mux.HandleFunc("POST /api/v1/queues/{queue}/keys/{key}/release", s.action("queue release", s.actRelease))
+	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, fmt.Errorf("%w: no API at %s %s", ErrNotFound, r.Method, r.URL.Path))
+	})
+
+	mux.Handle("/", s.assets())
+	return s.secure(mux)
+}
+
+// Config is what the page needs to know of the dashboard itself.
+type Config struct {
+	ReadOnly bool   `json:"read_only"`
+	Prefix   string `json:"prefix"`
+	Host     string `json:"host"`
+	Version  string `json:"version"`
+	// StaleAfterMS is --stale-after (0: half of each TTL).
+	StaleAfterMS int64     `json:"stale_after_ms"`
+	Started      time.Time `json:"started_at"`
+}
+
+func (s *Server) apiConfig(w http.ResponseWriter, r *http.Request) {
+	s.mu.RLock()
+	started := s.started
+	s.mu.RUnlock()
+	writeJSON(w, http.StatusOK, Config{ReadOnly: s.readOnly, Prefix: s.m.Prefix(), Host: s.m.Host(),
+		Version: s.version, StaleAfterMS: s.staleAfter.Milliseconds(), Started: started})
+}
+
+// Overview is the first page: the servers, the counts, the queues and the
+// doctor's summary.
+type Overview struct {
+	ServerTime time.Time       `json:"server_time"`
+	Health     Health          `json:"health"`
+	Counts     Counts          `json:"counts"`
+	Queues     []queue.Summary `json:"queues"`
+	Doctor     *DoctorSummary  `json:"doctor"`
+}
+
+// DoctorSummary is the doctor's last report in counts.
+type DoctorSummary struct {
+	OK       bool           `json:"ok"`
+	Findings int            `json:"findings"`
+	ByKind   map[string]int `json:"by_kind"`
+	At       time.Time      `json:"checked_at"`
+}
+
+func (s *Server) overview() Overview {
+	o := Overview{ServerTime: s.model.ServerNow(), Health: s.Health(), Counts: s.model.Counts(s.staleAfter), Queues: []queue.Summary{}}
+	if s.queues != nil {
+		o.Queues = s.queues.Summaries()
+	}
+	if r, at := s.Report(); r != nil {
+		d := &DoctorSummary{OK: r.OK, Findings: len(r.Findings), ByKind: map[string]int{}, At: at}
+		for _, f := range r.Findings {
+			d.ByKind[f.Kind]++
+		}
+		o.Doctor = d
+	}
+	return o
+}
+
+func (s *Server) apiOverview(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, s.overview())
+}
+
+// apiStatus is `baton status --json`, from the model.
+func (s *Server) apiStatus(w http.ResponseWriter, r *http.Request) {
+	doc, err := s.model.Status(s.staleAfter)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	doc["queues"] = []queue.Summary{}
+	if s.queues != nil {
+		doc["queues"] = s.queues.Summaries()
+	}
+	writeJSON(w, http.StatusOK, doc)
+}
+
+func (s *Server) apiSessions(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	sq := SessionQuery{Text: q.Get("q"), Host: q.Get("host"), State: q.Get("state"), Sort: q.Get("sort"), Desc: q.Get("desc") == "1" || q.Get("desc") == "true"}
+	var err error
+	if sq.Offset, err = intParam(q.Get("offset"), 0); err == nil {
+		sq.Limit, err = intParam(q.Get("limit"), 100)
+	}
+	if err == nil && sq.State != "" && sq.State != string(session.StateLive) && sq.State != string(session.StateStale) && sq.State != string(session.StateExpiring) {
+		err = fmt.Errorf("%w: state %q: want live, stale or expiring", ErrInvalid, sq.State)
+	}
+	if err == nil && sq.Sort != "" && sessionSorts[sq.Sort] == nil {
+		err = fmt.Errorf("%w: sort %q: want slot, task, agent, host, pid, fence, age or left", ErrInvalid, sq.Sort)
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	page, err := s.model.Sessions(sq, s.staleAfter)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, page)
+}
+
+func intParam(v string, def int) (int, error) {
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%w: %q is not a whole number of at least 0", ErrInvalid, v)
+	}
+	return n, nil
+}
+
+func (s *Server) apiSession(w http.ResponseWriter, r *http.Request) {
+	row, err := s.model.sessionRow(r.PathValue("slot"), s.staleAfter)
+	switch {
+	case err != nil:
+		writeError(w, err)
+	case row == nil:
+		writeError(w, fmt.Errorf("%w: no session holds slot %q", ErrNotFound, r.PathValue("slot")))
+	default:
+		writeJSON(w, http.StatusOK, row)
+	}
+}
+
+func (s *Server) apiLeases(w http.ResponseWriter, r *http.Request) {
+	rows, now, err := s.model.Leases(s.staleAfter)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"leases": rows, "server_time": now})
+}
+
+func (s *Server) apiAgents(w http.ResponseWriter, r *http.Request) {
+	agents, now, err := s.model.Agents()
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"agents": agents, "server_time": now})
+}
+
+// apiAgent is one agent key, in the shape of `baton leader KEY --json`
+// plus the dashboard's fields (last_seen, quiet, changes).
+func (s *Server) apiAgent(w http.ResponseWriter, r *http.Request) {
+	v, err := s.model.Agent(r.PathValue("key"))
+	switch {
+	case err != nil:
+		writeError(w, err)
+	case v == nil:
+		writeError(w, fmt.Errorf("%w: no leader or candidate of agent key %q", ErrNotFound, r.PathValue("key")))
+	default:
+		writeJSON(w, http.StatusOK, v)
+	}
+}
+
+func (s *Server) apiQueues(w http.ResponseWriter, r *http.Request) {
+	out := []queue.Summary{}
+	if s.queues != nil {
+		out = s.queues.Summaries()
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"queues": out, "server_time": s.model.ServerNow()})
+}
+
+// apiQueue is `baton queue status Q --json` (with ?tasks=1, its --tasks).
+func (s *Server) apiQueue(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("queue")
+	if s.queues == nil {
+		writeError(w, fmt.Errorf("%w: no queue %q", ErrNotFound, name))
+		return
+	}
+	var snap *queue.Snapshot
+	tasks := r.URL.Query().Get("tasks") == "1"
+	if tasks {
+		var err error
+		if snap, err = s.qs.Snapshot(r.Context(), name, queue.WithTasks()); err != nil {
+			writeError(w, err)
+			return
+		}
+	} else if snap = s.queues.Snapshot(name); snap == nil {
+		writeError(w, fmt.Errorf("%w: no queue %q", ErrNotFound, name))
+		return
+	}
+	doc, err := view.QueueStatusJSON(snap, r.URL.Query().Get("by"), tasks)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, doc)
+}
+
+// apiDoctor is `baton doctor --json`, checked now.
+func (s *Server) apiDoctor(w http.ResponseWriter, r *http.Request) {
+	rep, err := s.checker().Run(r.Context())
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	s.setReport(rep)
+	writeJSON(w, http.StatusOK, rep)
+}
+
+// writeJSON writes v with status code.
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// APIError is the body of every refused API call.
+type APIError struct {
+	Error string `json:"error"`
+	// Code is the baton exit code the CLI gives the same error.
+	Code int `json:"code"`
+}
+
+// writeError answers err with its HTTP status.
+func writeError(w http.ResponseWriter, err error) {
+	code, exit := statusOf(err)
+	writeJSON(w, code, APIError{Error: err.Error(), Code: exit})
+}
+
+// statusOf maps an error to its HTTP status and the CLI's exit code
+// (docs/CONTRACT.md): one place, as the CLI has one.
+func statusOf(err error) (httpCode, exitCode int) {
+	switch {
+	case errors.Is(err, ErrUnauthorized):
+		return http.StatusUnauthorized, 2
+	case errors.Is(err, ErrReadOnly):
+		return http.StatusForbidden, 2
+	case errors.Is(err, ErrInvalid), errors.Is(err, session.ErrInvalid), errors.Is(err, lease.ErrInvalid),
+		errors.Is(err, queue.ErrInvalid), errors.Is(err, kv.ErrInvalidKey), errors.Is(err, kv.ErrInvalidTTL):
+		return http.StatusBadRequest, 2
+	case errors.Is(err, ErrNotFound), errors.Is(err, queue.ErrQueueNotFound), errors.Is(err, queue.ErrTaskNotFound),
+		errors.Is(err, lease.ErrNoLeader), errors.Is(err, lease.ErrNoCandidate), errors.Is(err, session.ErrNotFound),
+		errors.Is(err, lease.ErrNotFound):
+		return http.StatusNotFound, 5
+	case errors.Is(err, session.ErrForeignHost):
+		return http.StatusForbidden, 4
+	case errors.Is(err, kv.ErrConflict), errors.Is(err, queue.ErrHeld), errors.Is(err, queue.ErrState),
+		errors.Is(err, lease.ErrHeld), errors.Is(err, session.ErrHeld), errors.Is(err, lease.ErrNotEligible):
+		return http.StatusConflict, 3
+	case errors.Is(err, kv.ErrUnavailable), errors.Is(err, kv.ErrJetStreamDisabled), errors.Is(err, kv.ErrPermission),
+		errors.Is(err, kv.ErrBucketNotFound):
+		return http.StatusServiceUnavailable, 6
+	}
+	return http.StatusInternalServerError, 1
+}

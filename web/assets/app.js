@@ -1,0 +1,448 @@
+// baton dashboard. Plain module, no build step. Every record field is put
+// in the page as text (textContent), never as markup.
+
+const api = (path, opts) => fetch('/api/v1/' + path, Object.assign({ credentials: 'same-origin', headers: { 'Accept': 'application/json' } }, opts))
+  .then(async r => {
+    const body = await r.json().catch(() => ({}));
+    if (!r.ok) throw new Error(body.error || (r.status + ' ' + r.statusText));
+    return body;
+  });
+
+const post = (path, body) => api(path, { method: 'POST', headers: { 'Content-Type': 'application/json', 'Accept': 'application/json' }, body: JSON.stringify(body || {}) });
+
+// h builds an element; props set properties (className, onclick, ...) or
+// attributes (data-*, aria-*, title); children are nodes or text.
+function h(tag, props, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(props || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k.startsWith('data-') || k.startsWith('aria-') || k === 'title' || k === 'for') e.setAttribute(k, String(v));
+    else e[k] = v;
+  }
+  for (const c of children.flat()) {
+    if (c === null || c === undefined || c === false) continue;
+    e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return e;
+}
+
+const state = {
+  config: { read_only: true },
+  view: 'overview',
+  overview: null,
+  agents: new Map(),
+  leases: new Map(),
+  queues: new Map(),
+  sessions: null, // the page shown
+  sessionQuery: { q: '', host: '', state: '', sort: 'slot', desc: false, offset: 0, limit: 100 },
+  doctor: null,
+  showQuiet: false,
+  pending: new Map(), // agent key -> instance asked to lead
+  received: Date.now(), // local time the server time below was received
+  serverTime: null,
+  connected: false,
+  openMenu: null,
+};
+
+// Durations, for people.
+function dur(ms) {
+  if (ms === null || ms === undefined || isNaN(ms)) return '-';
+  const neg = ms < 0; ms = Math.abs(ms);
+  let s;
+  if (ms < 1000) s = Math.round(ms) + 'ms';
+  else if (ms < 60e3) s = (ms / 1000).toFixed(ms < 10e3 ? 1 : 0) + 's';
+  else if (ms < 3600e3) s = Math.floor(ms / 60e3) + 'm' + String(Math.floor(ms % 60e3 / 1000)).padStart(2, '0') + 's';
+  else s = Math.floor(ms / 3600e3) + 'h' + String(Math.floor(ms % 3600e3 / 60e3)).padStart(2, '0') + 'm';
+  return neg ? '-' + s : s;
+}
+// elapsed is the local time since the documents were received.
+const elapsed = () => Date.now() - state.received;
+const serverNow = () => state.serverTime ? new Date(state.serverTime.getTime() + elapsed()) : null;
+const hhmmss = t => t ? new Date(t).toISOString().slice(11, 19) : '-';
+
+function toast(msg, err) {
+  const t = h('div', { className: 'toast' + (err ? ' err' : '') }, msg);
+  document.getElementById('toasts').append(t);
+  setTimeout(() => t.remove(), err ? 8000 : 4000);
+}
+
+function stateChip(s) { return h('span', { className: 'state ' + s }, s); }
+
+// ---------- loading ----------
+
+function stamp(doc) {
+  if (doc && doc.server_time) { state.serverTime = new Date(doc.server_time); state.received = Date.now(); }
+}
+
+async function loadAll() {
+  const [cfg, ov, ag, ls] = await Promise.all([api('config'), api('overview'), api('agents'), api('leases')]);
+  state.config = cfg;
+  state.overview = ov; stamp(ov);
+  state.agents = new Map(ag.agents.map(a => [a.key, a]));
+  state.leases = new Map(ls.leases.map(l => [l.key, l]));
+  const qs = await api('queues');
+  const docs = await Promise.all(qs.queues.map(q => api('queues/' + encodeURIComponent(q.queue)).catch(() => null)));
+  state.queues = new Map(docs.filter(Boolean).map(d => [d.queue, d]));
+  await loadSessions();
+  render();
+}
+
+let sessionsTimer = null;
+async function loadSessions() {
+  const q = state.sessionQuery;
+  const p = new URLSearchParams({ q: q.q, host: q.host, state: q.state, sort: q.sort, desc: q.desc ? '1' : '0', offset: q.offset, limit: q.limit });
+  state.sessions = await api('sessions?' + p);
+  stamp(state.sessions);
+}
+// refetchSessions reads the page again soon (a session joined or left
+// that may belong on it), at most twice a second.
+function refetchSessions() {
+  if (sessionsTimer) return;
+  sessionsTimer = setTimeout(async () => {
+    sessionsTimer = null;
+    try { await loadSessions(); if (state.view === 'sessions') render(); } catch (e) { /* shown on the next try */ }
+  }, 500);
+}
+
+// ---------- live updates ----------
+
+function connect() {
+  const es = new EventSource('/api/v1/events');
+  const conn = document.getElementById('conn');
+  es.addEventListener('hello', async ev => {
+    state.connected = true;
+    conn.textContent = 'live'; conn.className = 'conn up';
+    try { await loadAll(); } catch (e) { toast('Could not read the cluster: ' + e.message, true); }
+  });
+  es.addEventListener('changes', ev => {
+    const b = JSON.parse(ev.data);
+    stamp(b);
+    for (const c of b.changes) apply(c);
+    scheduleRender();
+  });
+  es.onerror = () => {
+    state.connected = false;
+    conn.textContent = 'reconnecting'; conn.className = 'conn down';
+  };
+}
+
+function apply(c) {
+  switch (c.kind) {
+    case 'agent':
+      if (c.op === 'delete') state.agents.delete(c.key); else state.agents.set(c.key, c.doc);
+      if (c.doc && c.doc.leader && state.pending.get(c.key) === c.doc.leader.holder) state.pending.delete(c.key);
+      break;
+    case 'lease':
+      if (c.op === 'delete') state.leases.delete(c.key); else state.leases.set(c.key, c.doc);
+      break;
+    case 'queue':
+      if (c.op === 'delete') state.queues.delete(c.key); else state.queues.set(c.key, c.doc);
+      break;
+    case 'overview':
+      state.overview = c.doc;
+      break;
+    case 'session': {
+      const page = state.sessions;
+      if (!page) break;
+      const i = page.rows.findIndex(r => r.slot === c.key);
+      if (i >= 0 && c.op === 'delete') { page.rows.splice(i, 1); page.total = Math.max(0, page.total - 1); refetchSessions(); }
+      else if (i >= 0) page.rows[i] = c.doc;
+      else if (c.op === 'put') refetchSessions();
+      break;
+    }
+  }
+}
+
+let renderQueued = false;
+function scheduleRender() {
+  if (renderQueued) return;
+  renderQueued = true;
+  requestAnimationFrame(() => { renderQueued = false; render(); });
+}
+
+// ---------- views ----------
+
+const views = { overview: viewOverview, agents: viewAgents, sessions: viewSessions, leases: viewLeases, queues: viewQueues, doctor: viewDoctor };
+
+function render() {
+  const main = document.getElementById('main');
+  const active = document.activeElement;
+  const keep = active && active.id && main.contains(active) ? { id: active.id, start: active.selectionStart, end: active.selectionEnd } : null;
+  const node = (views[state.view] || viewOverview)();
+  main.replaceChildren(node);
+  if (keep) {
+    const e = document.getElementById(keep.id);
+    if (e) { e.focus(); if (keep.start !== undefined && e.setSelectionRange) try { e.setSelectionRange(keep.start, keep.end); } catch (_) { } }
+  }
+  for (const a of document.querySelectorAll('#nav a')) a.classList.toggle('active', a.dataset.view === state.view);
+  const now = serverNow();
+  document.getElementById('clock').textContent = now ? 'server ' + now.toISOString().slice(11, 19) + ' UTC' : '';
+}
+
+function card(n, label, cls) { return h('div', { className: 'card' }, h('div', { className: 'n ' + (cls || '') }, n), h('div', { className: 'l' }, label)); }
+
+function table(head, rows, opts) {
+  opts = opts || {};
+  return h('table', { className: opts.className || '' },
+    h('thead', {}, h('tr', {}, head.map(c => typeof c === 'string' ? h('th', {}, c) : c))),
+    h('tbody', {}, rows.length ? rows : h('tr', {}, h('td', { colSpan: head.length, className: 'muted' }, opts.empty || 'none'))));
+}
+
+function viewOverview() {
+  const o = state.overview;
+  if (!o) return h('p', { className: 'muted' }, 'Loading…');
+  const c = o.counts, hl = o.health;
+  const skew = hl.connected ? dur(hl.skew_ms) : '-';
+  const doc = o.doctor;
+  return h('div', {},
+    h('h2', {}, 'Overview'),
+    h('div', { className: 'cards' },
+      card(c.sessions.live, 'live sessions'),
+      card(c.sessions.stale, 'stale sessions', c.sessions.stale ? 'warn' : ''),
+      card(c.sessions.expiring, 'expiring sessions', c.sessions.expiring ? 'bad' : ''),
+      card(c.leaders + ' / ' + c.agent_keys, 'agent keys led'),
+      card(c.candidates, 'candidates'),
+      card(c.leases.live + c.leases.stale + c.leases.expiring, 'leases'),
+      card(o.queues.length, 'queues'),
+      card(doc ? (doc.ok ? 'ok' : doc.findings) : '…', doc ? (doc.ok ? 'doctor: no problems' : 'doctor findings') : 'doctor', doc && !doc.ok ? 'bad' : 'ok')),
+    h('div', { className: 'panel' },
+      h('h3', {}, 'Servers'),
+      h('p', { className: 'muted' }, (hl.connected ? 'Connected to ' + (hl.server_name || '?') + ' (' + hl.url + ', nats-server ' + hl.server_version + ')' : 'Not connected: ' + (hl.error || '')),
+        ' · JetStream ', hl.jetstream ? 'on' : 'off', ' · this host\'s clock is ', skew, ' from the server\'s'),
+      table(['server', 'reachable', 'leads', 'lag (ops)', ''],
+        hl.servers.map(s => h('tr', {},
+          h('td', { className: 'mono' }, s.name),
+          h('td', { className: s.reachable ? 'ok' : 'bad' }, s.reachable ? 'yes' : 'no'),
+          h('td', {}, s.leads.length ? s.leads.map(b => h('span', { className: 'chip' }, b)) : '-'),
+          h('td', { className: 'num' }, s.lag),
+          h('td', { className: 'muted' }, s.connected ? 'this dashboard\'s connection' : '')))),
+      h('h3', { style: 'margin-top:14px' }, 'Buckets'),
+      table(['bucket', 'leader', 'replicas', 'records', 'last revision'],
+        hl.streams.map(s => h('tr', {},
+          h('td', { className: 'mono' }, s.bucket), h('td', { className: 'mono' }, s.leader), h('td', { className: 'num' }, s.replicas),
+          h('td', { className: 'num' }, s.messages), h('td', { className: 'num' }, s.last_seq))))),
+    o.queues.length ? h('div', { className: 'panel' }, h('h3', {}, 'Queues'), queueSummaryTable(o.queues)) : null,
+    doc && !doc.ok ? h('div', { className: 'panel' }, h('h3', {}, 'Doctor'),
+      h('p', {}, Object.entries(doc.by_kind).map(([k, n]) => h('span', { className: 'chip' }, k + ': ' + n))),
+      h('a', { href: '#/doctor' }, 'See the findings')) : null);
+}
+
+function queueSummaryTable(list) {
+  return table(['queue', 'pending', 'active', 'done', 'failed', 'dead', 'cancelled'],
+    list.map(q => h('tr', {},
+      h('td', {}, h('a', { href: '#/queues' }, q.queue)), h('td', { className: 'num' }, q.pending),
+      h('td', { className: 'num' }, q.active + ' / ' + (q.max_active || '∞')), h('td', { className: 'num' }, q.done),
+      h('td', { className: 'num' }, q.failed), h('td', { className: 'num' }, q.dead), h('td', { className: 'num' }, q.cancelled))));
+}
+
+// ---------- agents ----------
+
+async function makeLeader(key, instance) {
+  state.pending.set(key, instance);
+  state.openMenu = null;
+  render();
+  try {
+    await post('agents/' + encodeURIComponent(key) + '/transfer', { to: instance });
+    toast('Asked the leader of ' + key + ' to hand over to ' + instance);
+  } catch (e) {
+    state.pending.delete(key);
+    toast('Make leader: ' + e.message, true);
+    render();
+  }
+}
+
+async function resign(key) {
+  state.openMenu = null;
+  try {
+    const r = await post('agents/' + encodeURIComponent(key) + '/resign');
+    state.pending.set(key, r.transfer_to);
+    toast('Asked the leader of ' + key + ' to step down for ' + r.transfer_to);
+  } catch (e) { toast('Resign: ' + e.message, true); }
+  render();
+}
+
+function leaderBadge(a) {
+  const l = a.leader;
+  if (!l) return h('span', { className: 'badge none', 'data-testid': 'badge' }, h('span', { className: 'who' }, 'no leader'),
+    a.leaderless_ms ? h('span', {}, 'for ' + dur(a.leaderless_ms + elapsed())) : null);
+  const left = l.ttl_left_ms - elapsed();
+  return h('span', { className: 'badge', 'data-testid': 'badge', 'data-leader': l.holder },
+    h('span', {}, '★ leader'),
+    h('span', { className: 'who mono' }, l.holder),
+    h('span', {}, 'on ' + l.host + ' pid ' + l.pid),
+    h('span', {}, 'fence ' + l.fence),
+    h('span', { title: 'since ' + l.acquired_at }, 'term ' + dur(serverNow() - new Date(l.acquired_at))),
+    h('span', {}, dur(Math.max(left, 0)) + ' left'));
+}
+
+function candidateMenu(a, c) {
+  const id = a.key + '\u0000' + c.instance;
+  const isLeader = a.leader && a.leader.holder === c.instance;
+  const open = state.openMenu === id;
+  const pending = state.pending.get(a.key);
+  const btn = h('button', { onclick: ev => { ev.stopPropagation(); state.openMenu = open ? null : id; render(); }, 'aria-label': 'actions for ' + c.instance, 'data-testid': 'menu' }, pending === c.instance ? 'asked…' : 'Actions ▾');
+  const list = open ? h('div', { className: 'menu-list' },
+    h('button', { disabled: isLeader || !c.eligible || !a.leader || pending === c.instance, onclick: () => makeLeader(a.key, c.instance), 'data-testid': 'make-leader' }, 'Make leader'),
+    h('button', { disabled: !isLeader, onclick: () => resign(a.key), className: 'danger', 'data-testid': 'resign' }, 'Resign')) : null;
+  return h('div', { className: 'menu' }, btn, list);
+}
+
+function viewAgents() {
+  const agents = [...state.agents.values()].sort((x, y) => x.key < y.key ? -1 : 1);
+  const ro = state.config.read_only;
+  const el = h('div', {},
+    h('h2', {}, 'Agents'),
+    h('div', { className: 'tools' },
+      h('label', {}, h('input', { type: 'checkbox', checked: state.showQuiet, id: 'show-quiet', onchange: e => { state.showQuiet = e.target.checked; render(); } }),
+        ' show candidates not seen for three renewal intervals')));
+  if (!agents.length) el.append(h('p', { className: 'muted' }, 'No agent key has a leader or a candidate. Start one with `baton lead KEY -- CMD`.'));
+  for (const a of agents) {
+    const cands = a.candidates.filter(c => state.showQuiet || !c.quiet);
+    const hidden = a.candidates.length - cands.length;
+    const head = ['instance', 'host', 'pid', 'score', 'capabilities', 'eligible', 'last seen'];
+    if (!ro) head.push('');
+    el.append(h('section', { className: 'agent', 'data-agent': a.key },
+      h('div', { className: 'agent-head' }, h('span', { className: 'agent-key' }, a.key), leaderBadge(a)),
+      table(head, cands.map(c => h('tr', { className: c.quiet ? 'quiet' : '', 'data-instance': c.instance },
+        h('td', { className: 'mono' }, c.leader ? '★ ' + c.instance : c.instance),
+        h('td', {}, c.host), h('td', { className: 'num' }, c.pid), h('td', { className: 'num' }, c.score),
+        h('td', {}, c.capabilities.length ? c.capabilities.map(x => h('span', { className: 'chip' }, x)) : '-'),
+        h('td', {}, c.eligible ? 'yes' : 'no'),
+        h('td', { title: c.last_seen }, hhmmss(c.last_seen) + ' (' + dur(c.last_seen_ms + elapsed()) + ' ago)'),
+        ro ? null : h('td', {}, candidateMenu(a, c)))), { empty: 'no candidates' }),
+      hidden ? h('p', { className: 'muted' }, hidden + ' quiet candidate(s) hidden') : null,
+      a.changes.length ? h('ul', { className: 'changes' }, a.changes.slice().reverse().slice(0, 5).map(ch =>
+        h('li', {}, hhmmss(ch.time) + ' ', ch.to ? (ch.from ? ch.from + ' → ' : '') + ch.to + (ch.fence ? ' (fence ' + ch.fence + ')' : '') : (ch.from || '?') + ' → no leader', ' · ' + ch.reason))) : null));
+  }
+  return el;
+}
+
+// ---------- sessions ----------
+
+function viewSessions() {
+  const page = state.sessions;
+  const q = state.sessionQuery;
+  const set = (k, v) => { q[k] = v; q.offset = 0; loadSessions().then(render).catch(e => toast(e.message, true)); };
+  const cols = [['slot', 'slot'], ['task', 'task'], ['agent', 'agent'], ['host', 'host'], ['pid', 'pid'], ['fence', 'fence'], ['age', 'age'], ['left', 'left'], [null, 'state']];
+  const head = cols.map(([key, label]) => key ? h('th', {
+    className: 'sortable' + (q.sort === key ? ' sorted' : ''),
+    onclick: () => { if (q.sort === key) q.desc = !q.desc; else { q.sort = key; q.desc = false; } set('offset', 0); },
+  }, label + (q.sort === key ? (q.desc ? ' ▼' : ' ▲') : '')) : h('th', {}, label));
+  let filterTimer;
+  const tools = h('div', { className: 'tools' },
+    h('input', { type: 'search', id: 'session-filter', placeholder: 'filter: slot, task, agent, host, meta', value: q.q, size: 36,
+      oninput: e => { clearTimeout(filterTimer); const v = e.target.value; filterTimer = setTimeout(() => set('q', v), 200); } }),
+    h('select', { id: 'session-host', onchange: e => set('host', e.target.value) },
+      h('option', { value: '' }, 'every host'), (page ? page.hosts : []).map(x => h('option', { value: x, selected: x === q.host }, x))),
+    h('select', { id: 'session-state', onchange: e => set('state', e.target.value) },
+      ['', 'live', 'stale', 'expiring'].map(x => h('option', { value: x, selected: x === q.state }, x || 'every state'))));
+  if (!page) return h('div', {}, h('h2', {}, 'Sessions'), tools);
+  const from = page.total ? page.offset + 1 : 0, to = page.offset + page.rows.length;
+  return h('div', {},
+    h('h2', {}, 'Sessions'), tools,
+    h('div', { className: 'panel' },
+      table(head, page.rows.map(r => h('tr', { 'data-slot': r.slot },
+        h('td', { className: 'mono' }, r.slot), h('td', {}, r.task_id || (r.undecodable ? '?' : '')), h('td', {}, r.agent_id || ''),
+        h('td', {}, r.host || ''), h('td', { className: 'num' }, r.pid || ''), h('td', { className: 'num' }, r.fence || ''),
+        h('td', { className: 'num' }, dur(r.age_ms + elapsed())),
+        h('td', { className: 'num' }, r.ttl_left_ms === null ? '∞' : dur(Math.max(r.ttl_left_ms - elapsed(), 0))),
+        h('td', {}, stateChip(r.state)))), { empty: 'no sessions' }),
+      h('div', { className: 'tools', style: 'margin-top:10px' },
+        h('span', { className: 'muted' }, from + '–' + to + ' of ' + page.total),
+        h('button', { disabled: page.offset === 0, onclick: () => { q.offset = Math.max(0, q.offset - q.limit); loadSessions().then(render); } }, '← previous'),
+        h('button', { disabled: to >= page.total, onclick: () => { q.offset += q.limit; loadSessions().then(render); } }, 'next →'))));
+}
+
+// ---------- leases ----------
+
+function viewLeases() {
+  const rows = [...state.leases.values()].sort((a, b) => a.key < b.key ? -1 : 1);
+  return h('div', {}, h('h2', {}, 'Leases'), h('div', { className: 'panel' },
+    table(['key', 'holder', 'host', 'pid', 'fence', 'age', 'left', 'state'], rows.map(r => h('tr', {},
+      h('td', { className: 'mono' }, r.key), h('td', { className: 'mono' }, r.holder || '?'), h('td', {}, r.host || ''),
+      h('td', { className: 'num' }, r.pid || ''), h('td', { className: 'num' }, r.fence || ''),
+      h('td', { className: 'num' }, dur(r.age_ms + elapsed())), h('td', { className: 'num' }, r.ttl_left_ms === null ? '∞' : dur(Math.max(r.ttl_left_ms - elapsed(), 0))),
+      h('td', {}, stateChip(r.state)))), { empty: 'no leases (leaders are under Agents)' })));
+}
+
+// ---------- queues ----------
+
+async function queueAct(path, what) {
+  try { await post(path); toast(what + ': done'); } catch (e) { toast(what + ': ' + e.message, true); }
+}
+
+function viewQueues() {
+  const list = [...state.queues.values()].sort((a, b) => a.queue < b.queue ? -1 : 1);
+  const ro = state.config.read_only;
+  const el = h('div', {}, h('h2', {}, 'Queues'));
+  if (!list.length) el.append(h('p', { className: 'muted' }, 'No queues. Create one with `baton queue create NAME`.'));
+  for (const q of list) {
+    const a = q.active, p = q.pending;
+    const pct = a.max ? Math.min(100, Math.round(100 * a.used / a.max)) : 0;
+    const keys = Object.entries(p.by_key).map(([k, v]) => [k, v.high + v.normal + v.low, v]).sort((x, y) => y[1] - x[1]).slice(0, 20);
+    const qn = encodeURIComponent(q.queue);
+    el.append(h('section', { className: 'panel', 'data-queue': q.queue },
+      h('h3', {}, q.queue),
+      h('div', { className: 'cards' },
+        card(p.total, 'pending'),
+        card(a.used + ' / ' + (a.max || '∞'), 'active slots used'),
+        card(q.counts.done, 'done'), card(q.counts.failed, 'failed', q.counts.failed ? 'warn' : ''),
+        card(q.counts.dead, 'dead', q.counts.dead ? 'bad' : ''), card(q.counts.cancelled, 'cancelled'),
+        card(p.oldest_age_ms !== undefined ? dur(p.oldest_age_ms + elapsed()) : '-', 'oldest pending')),
+      a.max ? h('div', { className: 'bar', title: a.used + ' of ' + a.max }, h('span', { style: 'width:' + pct + '%' })) : null,
+      h('p', {}, 'pending by priority: ', ['high', 'normal', 'low'].map(pr => h('span', { className: 'chip' }, pr + ' ' + (p.by_priority[pr] || 0)))),
+      keys.length ? table(['key', 'pending', 'high', 'normal', 'low', 'active'], keys.map(([k, n, v]) => h('tr', {},
+        h('td', { className: 'mono' }, k), h('td', { className: 'num' }, n), h('td', { className: 'num' }, v.high),
+        h('td', { className: 'num' }, v.normal), h('td', { className: 'num' }, v.low), h('td', { className: 'num' }, a.by_key[k] || 0)))) : null,
+      h('h3', { style: 'margin-top:12px' }, 'Key locks'),
+      table(['key', 'lane', 'task', 'host', 'pid', 'fence', 'left', ro ? '' : 'action'].filter(Boolean), q.locks.map(l => h('tr', {},
+        h('td', { className: 'mono' }, l.key), h('td', { className: 'num' }, l.lane), h('td', { className: 'mono' }, l.task || '-'),
+        h('td', {}, l.host), h('td', { className: 'num' }, l.pid), h('td', { className: 'num' }, l.fence),
+        h('td', { className: 'num' }, dur(Math.max(l.ttl_left_ms - elapsed(), 0))),
+        ro ? null : h('td', {}, h('button', { onclick: () => queueAct('queues/' + qn + '/keys/' + encodeURIComponent(l.key) + '/release', 'release ' + l.key) }, 'Release')))), { empty: 'no key locks held' }),
+      ro ? null : h('div', { className: 'tools', style: 'margin-top:10px' },
+        h('input', { id: 'task-' + q.queue, placeholder: 'task id', size: 28 }),
+        h('button', { onclick: () => { const id = document.getElementById('task-' + q.queue).value.trim(); if (id) queueAct('queues/' + qn + '/tasks/' + encodeURIComponent(id) + '/cancel', 'cancel ' + id); } }, 'Cancel'),
+        h('button', { onclick: () => { const id = document.getElementById('task-' + q.queue).value.trim(); if (id) queueAct('queues/' + qn + '/tasks/' + encodeURIComponent(id) + '/retry', 'retry ' + id); } }, 'Retry'))));
+  }
+  return el;
+}
+
+// ---------- doctor ----------
+
+async function runDoctor(fix) {
+  try {
+    state.doctor = fix ? await post('doctor/fix') : await api('doctor');
+    if (fix) toast('Fixed what could be fixed safely');
+  } catch (e) { toast('Doctor: ' + e.message, true); }
+  render();
+}
+
+function viewDoctor() {
+  const r = state.doctor;
+  if (!r) { runDoctor(false); return h('div', {}, h('h2', {}, 'Doctor'), h('p', { className: 'muted' }, 'Checking…')); }
+  const ro = state.config.read_only;
+  return h('div', {}, h('h2', {}, 'Doctor'),
+    h('div', { className: 'tools' },
+      h('button', { onclick: () => runDoctor(false) }, 'Check again'),
+      ro ? null : h('button', { className: 'primary', disabled: !r.findings.some(f => !f.fixed), onclick: () => runDoctor(true) }, 'Fix what is safe')),
+    h('div', { className: 'panel' }, r.ok && !r.findings.length ? h('p', { className: 'ok' }, 'No problems found.') :
+      table(['kind', 'key', 'detail', 'action', ''], r.findings.map(f => h('tr', {},
+        h('td', { className: 'mono' }, f.kind), h('td', { className: 'mono' }, f.key), h('td', {}, f.detail), h('td', {}, f.action),
+        h('td', { className: f.fixed ? 'ok' : (f.fix_error ? 'bad' : '') }, f.fixed ? 'fixed' : (f.fix_error || '')))))));
+}
+
+// ---------- start ----------
+
+function route() {
+  const v = (location.hash.replace(/^#\//, '') || 'overview').split('/')[0];
+  state.view = views[v] ? v : 'overview';
+  if (state.view === 'doctor') state.doctor = null;
+  render();
+}
+
+window.addEventListener('hashchange', route);
+document.addEventListener('click', () => { if (state.openMenu) { state.openMenu = null; render(); } });
+setInterval(() => { if (!state.openMenu) render(); }, 1000);
+route();
+connect();

@@ -1,0 +1,26 @@
+// Package web is baton's dashboard: a live view of a cluster's sessions,
+// leaders and their candidates, leases, queues and the doctor's findings,
+// its JSON API (/api/v1/, in the shapes of the CLI's --json), an event
+// stream of changes (server-sent events, fed by KV watches) and Prometheus
+// metrics of the whole cluster (/metrics).
+//
+// What it guarantees: what it shows comes from watches of the buckets, so a
+// change reaches a browser within one watch delivery and one event batch
+// (50 ms), never by polling KV; the badge of a leader moves only when the
+// lease does, never on a click. Every action (hand leadership over, resign,
+// a doctor fix, cancel, retry or release in a queue) is a call of the
+// library, CAS-gated as the CLI's, asked by POST only, refused across
+// origins, refused in read-only mode, and logged. Record fields are
+// untrusted and are only ever rendered as text.
+//
+// What it does not guarantee: a row's age and time left are counted from
+// the server's time as this process estimates it (within a round trip);
+// queues are read again when they change, at most once a second (less often
+// when a read is slow), so their counts can lag a second behind the tasks.
+// The doctor's summary is at most 30 seconds old.
+//
+// Metrics never carry a label per slot, session, task or lease: their
+// labels are state, kind, reason, priority, queue and agent key, and agent
+// keys are capped (WithMaxAgentKeys, default 1000; beyond that agents are
+// counted, not labelled).
+package web
