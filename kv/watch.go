@@ -22,6 +22,7 @@ type Watcher struct {
 	closed  chan struct{} // closed when the subscription has ended
 	cancel  context.CancelFunc
 	once    sync.Once
+	ended   sync.Once // closes closed and updates
 
 	mu          sync.Mutex
 	initDone    bool
@@ -108,11 +109,20 @@ func (b *Bucket) Watch(ctx context.Context, pattern string, opts ...WatchOption)
 		return nil, err
 	}
 	w.sub = sub
-	sub.SetClosedHandler(func(string) {
-		close(w.closed)
-		close(w.updates)
-		cancel()
-	})
+	// The subscription's end closes Updates: under mu, since Watch itself
+	// may still be sending the end of the initial values (the handler runs
+	// on the subscription's goroutine, which also calls this, so it never
+	// races it).
+	end := func() {
+		w.ended.Do(func() {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			close(w.closed)
+			close(w.updates)
+			cancel()
+		})
+	}
+	sub.SetClosedHandler(func(string) { go end() })
 	if cfg.updatesOnly {
 		w.initDone = true
 	} else if pending, err := sub.InitialConsumerPending(); err == nil {
@@ -122,6 +132,10 @@ func (b *Bucket) Watch(ctx context.Context, pattern string, opts ...WatchOption)
 		} else {
 			w.initPending = pending
 		}
+	}
+	if !sub.IsValid() {
+		// Closed before its closed handler was set (ctx was done at once).
+		go end()
 	}
 	go func() {
 		select {

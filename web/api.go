@@ -55,6 +55,17 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /api/v1/queues/{queue}/tasks/{id}/retry", s.action("queue retry", s.actRetry))
 	mux.HandleFunc("POST /api/v1/queues/{queue}/keys/{key}/release", s.action("queue release", s.actRelease))
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
+		// An action asked with GET (or a view with POST) is 405, naming the
+		// method that works; anything else is not an API.
+		for _, m := range []string{http.MethodPost, http.MethodGet} {
+			probe := r.Clone(r.Context())
+			probe.Method = m
+			if _, pattern := mux.Handler(probe); m != r.Method && pattern != "/api/" {
+				w.Header().Set("Allow", m)
+				writeJSON(w, http.StatusMethodNotAllowed, APIError{Error: fmt.Sprintf("web: %s %s: use %s", r.Method, r.URL.Path, m), Code: 2})
+				return
+			}
+		}
 		writeError(w, fmt.Errorf("%w: no API at %s %s", ErrNotFound, r.Method, r.URL.Path))
 	})
 

@@ -1,0 +1,91 @@
+package web
+
+import (
+	"testing"
+	"time"
+
+	"github.com/batonhq/baton/lease"
+)
+
+func leaderEvent(kind lease.EventKind, holder, prev string, fence uint64, at time.Time) lease.Event {
+	ev := lease.Event{Kind: kind, Key: "leader.bot", Time: at, Revision: fence}
+	if holder != "" {
+		ev.Lease = &lease.Info{Record: lease.Record{Key: "leader.bot", Holder: holder, Host: "h-" + holder, Fence: fence, PrevHolder: prev}, Written: at, TTL: 3 * time.Second}
+	}
+	return ev
+}
+
+func TestModel_LeadershipChangesCarryTheirReason(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	var kinds []string
+	md := newModel(func() time.Time { return t0 }, func(kind, key string) { kinds = append(kinds, kind+":"+key) })
+	md.applyLease(leaderEvent(lease.EventPresent, "a", "", 1, at(0)))
+	md.applyLease(lease.Event{Kind: lease.EventSynced})
+	md.applyLease(leaderEvent(lease.EventRenew, "a", "", 1, at(1)))
+	md.applyLease(lease.Event{Kind: lease.EventExpire, Key: "leader.bot", Time: at(5), Lease: leaderEvent(lease.EventRenew, "a", "", 1, at(1)).Lease})
+	v, _ := md.Agent("bot")
+	if v.Leader != nil || v.LeaderlessMS != 0 && md.agents["bot"].leaderless != at(5) {
+		t.Fatalf("after expiry: %+v, want no leader since 5s", v)
+	}
+	md.applyLease(leaderEvent(lease.EventAcquire, "b", "", 7, at(6)))
+	md.applyLease(leaderEvent(lease.EventAcquire, "c", "b", 9, at(7)))  // a handover
+	md.applyLease(leaderEvent(lease.EventAcquire, "d", "", 11, at(8))) // same-host takeover of c
+	md.applyLease(lease.Event{Kind: lease.EventRelease, Key: "leader.bot", Time: at(9)})
+	md.applyLease(leaderEvent(lease.EventAcquire, "e", "", 13, at(10)))
+	v, _ = md.Agent("bot")
+	want := []Change{
+		{Time: at(5), From: "a", Reason: ReasonExpiry},
+		{Time: at(6), From: "a", To: "b", Host: "h-b", Fence: 7, Reason: ReasonExpiry},
+		{Time: at(7), From: "b", To: "c", Host: "h-c", Fence: 9, Reason: ReasonTransfer},
+		{Time: at(8), From: "c", To: "d", Host: "h-d", Fence: 11, Reason: ReasonTakeover},
+		{Time: at(9), From: "d", Reason: ReasonResign},
+		{Time: at(10), From: "d", To: "e", Host: "h-e", Fence: 13, Reason: ReasonResign},
+	}
+	if len(v.Changes) != len(want) {
+		t.Fatalf("changes %+v, want %+v", v.Changes, want)
+	}
+	for i := range want {
+		if v.Changes[i] != want[i] {
+			t.Errorf("change %d = %+v, want %+v", i, v.Changes[i], want[i])
+		}
+	}
+	a := md.agents["bot"]
+	if a.counts[ReasonExpiry] != 1 || a.counts[ReasonTransfer] != 1 || a.counts[ReasonTakeover] != 1 || a.counts[ReasonResign] != 1 {
+		t.Errorf("counts %v: one new leader per reason", a.counts)
+	}
+	if v.Leader["holder"] != "e" || !a.leaderless.IsZero() {
+		t.Errorf("leader %v, leaderless %v; want e, led", v.Leader["holder"], a.leaderless)
+	}
+	for i := 0; i < maxChanges+5; i++ {
+		md.applyLease(leaderEvent(lease.EventAcquire, string(rune('f'+i%2)), "", uint64(20+i), at(20+i)))
+	}
+	if n := len(md.agents["bot"].changes); n != maxChanges {
+		t.Errorf("%d changes kept, want the last %d", n, maxChanges)
+	}
+}
+
+func TestModel_CandidaciesComeAndGoByKey(t *testing.T) {
+	md := newModel(time.Now, nil)
+	cand := func(kind lease.EventKind, inst string) lease.Event {
+		ev := lease.Event{Kind: kind, Key: lease.CandidateKey("chat.eu", inst), Time: time.Now()}
+		if kind != lease.EventExpire && kind != lease.EventRelease {
+			ev.Lease = &lease.Info{Record: lease.Record{Key: ev.Key, Holder: inst}, TTL: time.Second, Written: time.Now()}
+		}
+		return ev
+	}
+	md.applyLease(cand(lease.EventAcquire, "i1"))
+	md.applyLease(cand(lease.EventAcquire, "i2"))
+	if a := md.agents["chat.eu"]; a == nil || len(a.cands) != 2 {
+		t.Fatalf("agent chat.eu: %+v, want two candidates", a)
+	}
+	// The record of an expired candidacy is unknown: the key says whose.
+	md.applyLease(cand(lease.EventExpire, "i1"))
+	md.applyLease(cand(lease.EventRelease, "i2"))
+	if a := md.agents["chat.eu"]; a != nil {
+		t.Errorf("agent chat.eu with no leader, candidate or history kept: %+v", a)
+	}
+	if c := md.Counts(0); c.Candidates != 0 || c.AgentKeys != 0 {
+		t.Errorf("counts %+v", c)
+	}
+}

@@ -1,0 +1,690 @@
+package web_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"go.uber.org/goleak"
+
+	"github.com/batonhq/baton/hostlocal"
+	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/kv/kvtest"
+	"github.com/batonhq/baton/lease"
+	"github.com/batonhq/baton/queue"
+	"github.com/batonhq/baton/session"
+	"github.com/batonhq/baton/web"
+)
+
+// TestMain fails the package if a test leaves a goroutine behind.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// env is a server with baton's buckets, a dashboard of it running, and
+// handles to act on the cluster as a process of host "h1".
+type env struct {
+	t      *testing.T
+	client *kv.Client
+	m      *session.Manager
+	ls     *lease.Leases
+	qs     *queue.Queues
+	srv    *web.Server
+	http   *httptest.Server
+}
+
+func newEnv(t *testing.T, opts ...web.Option) *env {
+	t.Helper()
+	s := kvtest.StartServer(t)
+	c := kvtest.Connect(t, s.ClientURL())
+	e := &env{t: t, client: c}
+	e.m = e.sessions("h1")
+	var err error
+	if e.ls, err = lease.New(c, lease.WithHostID("h1")); err != nil {
+		t.Fatal(err)
+	}
+	if e.qs, err = queue.New(e.m); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, ensure := range []func(context.Context, int) error{e.m.Ensure, e.ls.Ensure, e.qs.Ensure} {
+		if err := ensure(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if e.srv, err = web.New(e.m, e.ls, e.qs, append([]web.Option{web.WithBatch(10 * time.Millisecond)}, opts...)...); err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = e.srv.Run(rctx) }()
+	e.http = httptest.NewServer(e.srv.Handler())
+	t.Cleanup(func() {
+		e.http.CloseClientConnections()
+		e.http.Close()
+		cancel()
+		<-done
+	})
+	e.waitReady()
+	return e
+}
+
+func (e *env) sessions(host string) *session.Manager {
+	e.t.Helper()
+	sd, err := hostlocal.OpenStateDir(e.t.TempDir())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	m, err := session.NewManager(e.client, session.WithHostID(host), session.WithStateDir(sd))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return m
+}
+
+func (e *env) waitReady() {
+	e.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := http.Get(e.http.URL + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("the dashboard was not ready in 10s (last: %v %v)", resp, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// get reads path as JSON into out, and returns the status.
+func (e *env) get(path string, out any) int {
+	e.t.Helper()
+	resp, err := http.Get(e.http.URL + path)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if out != nil {
+		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+			e.t.Fatalf("GET %s: %v", path, err)
+		}
+	}
+	return resp.StatusCode
+}
+
+// post sends body to path as a page of the dashboard would (same origin).
+func (e *env) post(path, body string, hdr map[string]string) (int, map[string]any) {
+	e.t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, e.http.URL+path, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Sec-Fetch-Site", "same-origin")
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var doc map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&doc)
+	return resp.StatusCode, doc
+}
+
+// eventually polls cond until it holds or 10 s pass (the dashboard is
+// eventually consistent with the watches).
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within 10s: %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestSessions_PageFiltersSortsAndPages(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	other := e.sessions("h2")
+	for i := range 25 {
+		m := e.m
+		if i%5 == 0 {
+			m = other
+		}
+		if _, err := m.Join(ctx, fmt.Sprintf("slot-%02d", i), fmt.Sprintf("task-%d", i), session.WithMeta(map[string]string{"project": fmt.Sprint("p", i%3)})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var page web.SessionPage
+	eventually(t, "25 sessions seen", func() bool { e.get("/api/v1/sessions", &page); return page.Total == 25 })
+	if len(page.Rows) != 25 || page.Rows[0]["slot"] != "slot-00" || page.Rows[24]["slot"] != "slot-24" {
+		t.Fatalf("first page: %d rows from %v to %v, want 25 by slot", len(page.Rows), page.Rows[0]["slot"], page.Rows[len(page.Rows)-1]["slot"])
+	}
+	if fmt.Sprint(page.Hosts) != "[h1 h2]" {
+		t.Errorf("hosts %v, want [h1 h2]", page.Hosts)
+	}
+	for _, k := range []string{"slot", "task_id", "host", "pid", "fence", "revision", "age_ms", "ttl_left_ms", "state", "ttl_ms"} {
+		if _, ok := page.Rows[0][k]; !ok {
+			t.Errorf("row lacks %q (status --json has it): %v", k, page.Rows[0])
+		}
+	}
+	e.get("/api/v1/sessions?host=h2&sort=slot&desc=1", &page)
+	if page.Total != 5 || page.Rows[0]["slot"] != "slot-20" || page.Rows[4]["slot"] != "slot-00" {
+		t.Errorf("host h2, slot descending: total %d, %v..%v", page.Total, page.Rows[0]["slot"], page.Rows[len(page.Rows)-1]["slot"])
+	}
+	e.get("/api/v1/sessions?q=P2&limit=3&offset=3", &page)
+	// p2: i%3==2 -> 2,5,8,11,14,17,20,23 (8 sessions); the second page of 3.
+	if page.Total != 8 || len(page.Rows) != 3 || page.Rows[0]["slot"] != "slot-11" {
+		t.Errorf("filter p2, page 2 of 3: total %d, %d rows from %v", page.Total, len(page.Rows), page.Rows[0]["slot"])
+	}
+	var apiErr web.APIError
+	if code := e.get("/api/v1/sessions?sort=nope", &apiErr); code != http.StatusBadRequest || !strings.Contains(apiErr.Error, "sort") || apiErr.Code != 2 {
+		t.Errorf("bad sort: %d %+v, want 400 naming the sorts", code, apiErr)
+	}
+	if code := e.get("/api/v1/sessions?state=dead", &apiErr); code != http.StatusBadRequest {
+		t.Errorf("bad state: %d, want 400", code)
+	}
+	if code := e.get("/api/v1/sessions/nope", &apiErr); code != http.StatusNotFound || apiErr.Code != 5 {
+		t.Errorf("unknown slot: %d %+v, want 404", code, apiErr)
+	}
+}
+
+func TestStatus_IsTheCLIShape(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	if _, err := e.m.Join(ctx, "s1", "t1"); err != nil {
+		t.Fatal(err)
+	}
+	l, err := e.ls.Acquire(ctx, "plain", lease.WithTTL(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Release(ctx) }()
+	var doc map[string]any
+	eventually(t, "session and lease seen", func() bool {
+		doc = nil
+		e.get("/api/v1/status", &doc)
+		s, _ := doc["sessions"].([]any)
+		l, _ := doc["leases"].([]any)
+		return len(s) == 1 && len(l) == 1
+	})
+	for _, k := range []string{"sessions", "leases", "leaders", "queues", "server_time"} {
+		if _, ok := doc[k]; !ok {
+			t.Errorf("status lacks %q: %v", k, doc)
+		}
+	}
+	row := doc["leases"].([]any)[0].(map[string]any)
+	if row["key"] != "plain" || row["state"] != "live" || row["holder"] == "" {
+		t.Errorf("lease row %v", row)
+	}
+}
+
+func TestAgents_LeaderCandidatesAndChangesWithReasons(t *testing.T) {
+	e := newEnv(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	terms := map[string]*lease.Term{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	els := map[string]*lease.Election{}
+	for _, inst := range []string{"a", "b"} {
+		ls, err := lease.New(e.client, lease.WithHostID("h-"+inst), lease.WithInstance(inst))
+		if err != nil {
+			t.Fatal(err)
+		}
+		el, err := ls.Election("bot", lease.ElectTTL(3*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		els[inst] = el
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				term, err := el.Campaign(ctx)
+				if err != nil {
+					return
+				}
+				mu.Lock()
+				terms[inst] = term
+				mu.Unlock()
+				// As baton lead does: a transfer asked of the leader is a
+				// handover once its work has stopped.
+				select {
+				case to := <-term.Yield():
+					_ = term.HandOver(ctx, to)
+					<-term.Done()
+				case <-term.Done():
+				case <-ctx.Done():
+				}
+			}
+		})
+	}
+	var v web.AgentView
+	eventually(t, "a leader and two candidates", func() bool {
+		v = web.AgentView{}
+		e.get("/api/v1/agents/bot", &v)
+		return v.Leader != nil && len(v.Candidates) == 2
+	})
+	for _, c := range v.Candidates {
+		for _, k := range []string{"instance", "host", "pid", "score", "capabilities", "eligible", "last_seen", "last_seen_ms", "quiet"} {
+			if _, ok := c[k]; !ok {
+				t.Errorf("candidate lacks %q: %v", k, c)
+			}
+		}
+	}
+	first := v.Leader["holder"].(string)
+	other := map[string]string{"a": "b", "b": "a"}[first]
+	// Make the other the leader, as the page's button does: answered at
+	// once, and the leader changes when the lease does.
+	code, doc := e.post("/api/v1/agents/bot/transfer", `{"to":"`+other+`"}`, nil)
+	if code != http.StatusAccepted || doc["transfer_to"] != other {
+		t.Fatalf("transfer: %d %v, want 202", code, doc)
+	}
+	eventually(t, other+" leads after the transfer", func() bool {
+		v = web.AgentView{}
+		e.get("/api/v1/agents/bot", &v)
+		return v.Leader != nil && v.Leader["holder"] == other
+	})
+	last := v.Changes[len(v.Changes)-1]
+	if last.From != first || last.To != other || last.Reason != web.ReasonTransfer {
+		t.Errorf("last change %+v, want %s -> %s by transfer", last, first, other)
+	}
+	// Resign: the leader steps down for the only other candidate.
+	if code, doc := e.post("/api/v1/agents/bot/resign", "", nil); code != http.StatusAccepted || doc["transfer_to"] != first {
+		t.Fatalf("resign: %d %v, want 202 naming %s", code, doc, first)
+	}
+	eventually(t, first+" leads again after the resign", func() bool {
+		v = web.AgentView{}
+		e.get("/api/v1/agents/bot", &v)
+		return v.Leader != nil && v.Leader["holder"] == first
+	})
+	if code, doc := e.post("/api/v1/agents/bot/transfer", `{"to":"nobody"}`, nil); code != http.StatusNotFound {
+		t.Errorf("transfer to a non-candidate: %d %v, want 404", code, doc)
+	}
+	if code, _ := e.post("/api/v1/agents/bot/transfer", `{}`, nil); code != http.StatusBadRequest {
+		t.Errorf("transfer to nobody named: %d, want 400", code)
+	}
+	// The metrics say who leads and count the changes by reason.
+	fams := scrape(t, e.http.URL+"/metrics", "")
+	if !hasSample(fams["baton_agent_leader_info"], map[string]string{"agent_key": "bot", "instance": first}) {
+		t.Errorf("baton_agent_leader_info does not name %s: %v", first, fams["baton_agent_leader_info"])
+	}
+	if !hasSample(fams["baton_leadership_changes_total"], map[string]string{"agent_key": "bot", "reason": "transfer"}) {
+		t.Errorf("no transfer counted: %v", fams["baton_leadership_changes_total"])
+	}
+}
+
+func TestReadOnly_RefusesEveryAction(t *testing.T) {
+	e := newEnv(t, web.WithReadOnly(true))
+	var cfg web.Config
+	e.get("/api/v1/config", &cfg)
+	if !cfg.ReadOnly {
+		t.Errorf("config %+v, want read_only", cfg)
+	}
+	for _, p := range []string{"/api/v1/agents/bot/transfer", "/api/v1/agents/bot/resign", "/api/v1/doctor/fix",
+		"/api/v1/queues/q/tasks/t/cancel", "/api/v1/queues/q/tasks/t/retry", "/api/v1/queues/q/keys/k/release"} {
+		code, doc := e.post(p, `{"to":"x"}`, nil)
+		if code != http.StatusForbidden || !strings.Contains(fmt.Sprint(doc["error"]), "read-only") {
+			t.Errorf("POST %s read-only: %d %v, want 403", p, code, doc)
+		}
+	}
+}
+
+func TestCrossOriginPost_IsRefused(t *testing.T) {
+	e := newEnv(t)
+	code, doc := e.post("/api/v1/doctor/fix", "", map[string]string{"Sec-Fetch-Site": "cross-site", "Origin": "https://evil.example"})
+	if code != http.StatusForbidden || !strings.Contains(fmt.Sprint(doc["error"]), "cross-origin") {
+		t.Fatalf("cross-site POST: %d %v, want 403", code, doc)
+	}
+	// Without Sec-Fetch-Site (an older browser), a foreign Origin is enough.
+	req, _ := http.NewRequest(http.MethodPost, e.http.URL+"/api/v1/doctor/fix", nil)
+	req.Header.Set("Origin", "https://evil.example")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("foreign Origin POST: %d, want 403", resp.StatusCode)
+	}
+	if code, _ := e.post("/api/v1/doctor/fix", "", nil); code != http.StatusOK {
+		t.Errorf("same-origin POST: %d, want 200", code)
+	}
+	resp, err = http.Get(e.http.URL + "/api/v1/doctor/fix")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("GET of an action: %d, want 405", resp.StatusCode)
+	}
+}
+
+func TestToken_IsRequiredAndSetsACookie(t *testing.T) {
+	e := newEnv(t, web.WithToken("s3cret"))
+	get := func(path string, hdr map[string]string) *http.Response {
+		req, _ := http.NewRequest(http.MethodGet, e.http.URL+path, nil)
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	for _, p := range []string{"/", "/api/v1/overview", "/metrics", "/api/v1/events"} {
+		if r := get(p, nil); r.StatusCode != http.StatusUnauthorized {
+			t.Errorf("GET %s without the token: %d, want 401", p, r.StatusCode)
+		}
+	}
+	if r := get("/api/v1/overview", map[string]string{"Authorization": "Bearer wrong"}); r.StatusCode != http.StatusUnauthorized {
+		t.Errorf("wrong token: %d, want 401", r.StatusCode)
+	}
+	if r := get("/api/v1/overview", map[string]string{"Authorization": "Bearer s3cret"}); r.StatusCode != http.StatusOK {
+		t.Errorf("bearer token: %d, want 200", r.StatusCode)
+	}
+	r := get("/?token=s3cret", nil)
+	if r.StatusCode != http.StatusSeeOther || r.Header.Get("Location") != "/" {
+		t.Fatalf("?token=: %d to %q, want a redirect to / (the token out of the address)", r.StatusCode, r.Header.Get("Location"))
+	}
+	var cookie *http.Cookie
+	for _, c := range r.Cookies() {
+		cookie = c
+	}
+	if cookie == nil || !cookie.HttpOnly || cookie.SameSite != http.SameSiteStrictMode {
+		t.Fatalf("cookie %+v, want HttpOnly SameSite=Strict", cookie)
+	}
+	if r := get("/api/v1/overview", map[string]string{"Cookie": cookie.Name + "=" + cookie.Value}); r.StatusCode != http.StatusOK {
+		t.Errorf("with the cookie: %d, want 200", r.StatusCode)
+	}
+	for _, p := range []string{"/healthz", "/readyz"} {
+		if r := get(p, nil); r.StatusCode != http.StatusOK {
+			t.Errorf("%s without the token: %d, want 200 (probes carry no data)", p, r.StatusCode)
+		}
+	}
+}
+
+func TestCheckListen(t *testing.T) {
+	for _, c := range []struct {
+		addr, token string
+		ro          bool
+		want        error
+	}{
+		{"127.0.0.1:7070", "", false, nil},
+		{"[::1]:7070", "", false, nil},
+		{"localhost:7070", "", false, nil},
+		{"0.0.0.0:7070", "", false, web.ErrUnsafeListen},
+		{":7070", "", false, web.ErrUnsafeListen},
+		{"10.1.2.3:7070", "", false, web.ErrUnsafeListen},
+		{"0.0.0.0:7070", "tok", false, nil},
+		{"0.0.0.0:7070", "", true, nil},
+		{"7070", "", false, web.ErrInvalid},
+	} {
+		err := web.CheckListen(c.addr, c.token, c.ro)
+		if c.want == nil && err != nil || c.want != nil && !errors.Is(err, c.want) {
+			t.Errorf("CheckListen(%q, token %q, read-only %v) = %v, want %v", c.addr, c.token, c.ro, err, c.want)
+		}
+	}
+}
+
+func TestPage_HasSecurityHeadersAndNoInlineScript(t *testing.T) {
+	e := newEnv(t)
+	resp, err := http.Get(e.http.URL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	csp := resp.Header.Get("Content-Security-Policy")
+	if !strings.Contains(csp, "script-src 'self'") || strings.Contains(csp, "unsafe-inline") || strings.Contains(csp, "unsafe-eval") {
+		t.Errorf("CSP %q, want script-src 'self' and nothing unsafe", csp)
+	}
+	if resp.Header.Get("X-Content-Type-Options") != "nosniff" || resp.Header.Get("X-Frame-Options") != "DENY" {
+		t.Errorf("headers %v", resp.Header)
+	}
+	page := string(body)
+	if strings.Count(page, "<script") != 1 || !strings.Contains(page, `<script type="module" src="/assets/app.js"></script>`) {
+		t.Errorf("the page must load its one script from a file, with no inline script:\n%s", page)
+	}
+	js, err := http.Get(e.http.URL + "/assets/app.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, _ := io.ReadAll(js.Body)
+	js.Body.Close()
+	if js.StatusCode != http.StatusOK || !strings.Contains(js.Header.Get("Content-Type"), "javascript") {
+		t.Errorf("app.js: %d %q", js.StatusCode, js.Header.Get("Content-Type"))
+	}
+	for _, bad := range []string{"innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval("} {
+		if strings.Contains(string(src), bad) {
+			t.Errorf("app.js uses %s: record fields must only ever be text", bad)
+		}
+	}
+}
+
+// sse reads a server-sent event stream.
+type sse struct {
+	resp *http.Response
+	r    *bufio.Reader
+}
+
+func openEvents(t *testing.T, url string) *sse {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("events: %d %q", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return &sse{resp: resp, r: bufio.NewReader(resp.Body)}
+}
+
+// next returns the next event's name and data.
+func (s *sse) next() (string, string, error) {
+	var name, data string
+	for {
+		line, err := s.r.ReadString('\n')
+		if err != nil {
+			return "", "", err
+		}
+		line = strings.TrimRight(line, "\n")
+		switch {
+		case line == "" && name != "":
+			return name, data, nil
+		case strings.HasPrefix(line, "event: "):
+			name = line[len("event: "):]
+		case strings.HasPrefix(line, "data: "):
+			data = line[len("data: "):]
+		}
+	}
+}
+
+func TestEvents_SendTheChangeNotTheTable(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	if _, err := e.m.Join(ctx, "before", "t0"); err != nil {
+		t.Fatal(err)
+	}
+	var page web.SessionPage
+	eventually(t, "the first session seen", func() bool { e.get("/api/v1/sessions", &page); return page.Total == 1 })
+	es := openEvents(t, e.http.URL+"/api/v1/events?kinds=session")
+	if name, _, err := es.next(); err != nil || name != "hello" {
+		t.Fatalf("first event %q %v, want hello", name, err)
+	}
+	s, err := e.m.Join(ctx, "s1", "t1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The join is sent, as the row status --json prints, and only it.
+	find := func(op string) web.EventChange {
+		t.Helper()
+		for {
+			name, data, err := es.next()
+			if err != nil {
+				t.Fatalf("stream ended: %v", err)
+			}
+			if name != "changes" {
+				continue
+			}
+			var b web.Batch
+			if err := json.Unmarshal([]byte(data), &b); err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range b.Changes {
+				if c.Kind != web.KindSession || c.Key == "before" {
+					t.Fatalf("unexpected change %+v: only s1 changed, and only sessions were asked for", c)
+				}
+				if c.Op == op {
+					return c
+				}
+			}
+		}
+	}
+	put := find("put")
+	doc, _ := put.Doc.(map[string]any)
+	if put.Key != "s1" || doc["task_id"] != "t1" || doc["state"] != "live" {
+		t.Errorf("join sent as %+v", put)
+	}
+	if err := e.m.Close(ctx, s, session.ResultSuccess); err != nil {
+		t.Fatal(err)
+	}
+	if del := find("delete"); del.Key != "s1" || del.Doc != nil {
+		t.Errorf("close sent as %+v", del)
+	}
+	var apiErr web.APIError
+	if code := e.get("/api/v1/events?kinds=nope", &apiErr); code != http.StatusBadRequest {
+		t.Errorf("unknown kind: %d, want 400", code)
+	}
+}
+
+func TestQueues_ShownAndActedOn(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	cfg := queue.DefaultConfig("jobs")
+	cfg.MaxActive = 2
+	if _, _, err := e.qs.Create(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	for i, key := range []string{"alice", "alice", "bob"} {
+		if _, _, err := e.qs.Add(ctx, "jobs", key, nil, queue.WithID(fmt.Sprint("t", i)), queue.WithPriority(queue.High)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var doc map[string]any
+	eventually(t, "three pending tasks", func() bool {
+		doc = nil
+		e.get("/api/v1/queues/jobs", &doc)
+		p, _ := doc["pending"].(map[string]any)
+		return p != nil && p["total"] == float64(3)
+	})
+	for _, k := range []string{"queue", "config", "counts", "pending", "active", "locks", "server_time"} {
+		if _, ok := doc[k]; !ok {
+			t.Errorf("queue status lacks %q (queue status --json has it)", k)
+		}
+	}
+	if code, body := e.post("/api/v1/queues/jobs/tasks/t1/cancel", "", nil); code != http.StatusOK || body["state"] != "cancelled" {
+		t.Fatalf("cancel: %d %v", code, body)
+	}
+	if code, body := e.post("/api/v1/queues/jobs/tasks/t1/cancel", "", nil); code != http.StatusOK || body["state"] != "cancelled" {
+		t.Errorf("cancel twice: %d %v, want 200 and still cancelled (as the CLI)", code, body)
+	}
+	if code, body := e.post("/api/v1/queues/jobs/tasks/nope/cancel", "", nil); code != http.StatusNotFound {
+		t.Errorf("cancel of no task: %d %v, want 404", code, body)
+	}
+	eventually(t, "the cancel counted", func() bool {
+		doc = nil
+		e.get("/api/v1/queues/jobs", &doc)
+		c, _ := doc["counts"].(map[string]any)
+		return c != nil && c["cancelled"] == float64(1)
+	})
+	fams := scrape(t, e.http.URL+"/metrics", "")
+	if !hasSample(fams["baton_queue_pending"], map[string]string{"queue": "jobs", "priority": "high"}) {
+		t.Errorf("no pending gauge for jobs: %v", fams["baton_queue_pending"])
+	}
+	var ov web.Overview
+	e.get("/api/v1/overview", &ov)
+	if len(ov.Queues) != 1 || ov.Queues[0].Queue != "jobs" || ov.Queues[0].Pending != 2 || ov.Queues[0].MaxActive != 2 {
+		t.Errorf("overview queues %+v", ov.Queues)
+	}
+}
+
+// scrape reads /metrics and parses it with Prometheus' own parser.
+func scrape(t *testing.T, url, token string) map[string]*dto {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("/metrics does not parse: %v", err)
+	}
+	out := map[string]*dto{}
+	for name, f := range fams {
+		d := &dto{}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			d.samples = append(d.samples, labels)
+		}
+		out[name] = d
+	}
+	return out
+}
+
+type dto struct{ samples []map[string]string }
+
+func (d *dto) String() string {
+	if d == nil {
+		return "<absent>"
+	}
+	return fmt.Sprint(d.samples)
+}
+
+// hasSample reports whether a sample carries every label in want.
+func hasSample(d *dto, want map[string]string) bool {
+	if d == nil {
+		return false
+	}
+	for _, s := range d.samples {
+		ok := true
+		for k, v := range want {
+			ok = ok && s[k] == v
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
+}
