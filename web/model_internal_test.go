@@ -29,7 +29,7 @@ func TestModel_LeadershipChangesCarryTheirReason(t *testing.T) {
 		t.Fatalf("after expiry: %+v, want no leader since 5s", v)
 	}
 	md.applyLease(leaderEvent(lease.EventAcquire, "b", "", 7, at(6)))
-	md.applyLease(leaderEvent(lease.EventAcquire, "c", "b", 9, at(7)))  // a handover
+	md.applyLease(leaderEvent(lease.EventAcquire, "c", "b", 9, at(7))) // a handover
 	md.applyLease(leaderEvent(lease.EventAcquire, "d", "", 11, at(8))) // same-host takeover of c
 	md.applyLease(lease.Event{Kind: lease.EventRelease, Key: "leader.bot", Time: at(9)})
 	md.applyLease(leaderEvent(lease.EventAcquire, "e", "", 13, at(10)))
