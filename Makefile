@@ -4,7 +4,7 @@ BIN      := $(CURDIR)/bin
 TOOLS    := $(CURDIR)/.tools
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: all build test test-short fuzz fuzz-short fault lint run bench bench-quick bench-go bench-tools demo clean
+.PHONY: all build test test-tools screenshots test-short fuzz fuzz-short fault lint run bench bench-quick bench-go bench-tools demo clean
 
 all: build
 
@@ -16,10 +16,18 @@ build:
 # The benchmark (e2e/bench, a module of its own) runs on Linux only.
 LINUX := $(filter Linux,$(shell uname -s))
 
-test:
+test: test-tools
 	$(GO) test -race -count=1 -timeout 9m ./...
 	$(if $(LINUX),cd e2e/bench && $(GO) test -race -count=1 ./...)
 	GO=$(GO) ./scripts/fuzz.sh 3s
+
+# Chromium for the dashboard's browser tests (Debian's, if missing).
+test-tools:
+	$(if $(LINUX),./scripts/install-chromium.sh)
+
+## screenshots: the dashboard's browser test, leaving its screenshots in docs/img (the README shows them)
+screenshots: test-tools
+	BATON_SCREENSHOTS=$(CURDIR)/docs/img $(GO) test -count=1 -run TestUI_InABrowser ./e2e
 
 ## test-short: the same without the tests that wait out TTLs or start clusters
 test-short:

@@ -10,7 +10,7 @@ var (
 	// ErrUnsafeListen is a listen address beyond loopback with neither a
 	// token nor read-only mode: anyone who can reach it could act on the
 	// cluster.
-	ErrUnsafeListen = errors.New("web: listening beyond loopback needs --token or --read-only")
+	ErrUnsafeListen = errors.New("web: listening beyond loopback needs a token or read-only mode")
 	// ErrReadOnly is an action asked of a read-only dashboard. HTTP 403.
 	ErrReadOnly = errors.New("web: the dashboard is read-only")
 	// ErrUnauthorized is a request without the dashboard's token. HTTP 401.

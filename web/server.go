@@ -357,7 +357,7 @@ func CheckListen(addr, token string, readOnly bool) error {
 	if isLoopback(host) || token != "" || readOnly {
 		return nil
 	}
-	return fmt.Errorf("%w: %s is reachable from other machines; give --token (or BATON_UI_TOKEN), or --read-only, or listen on 127.0.0.1", ErrUnsafeListen, addr)
+	return fmt.Errorf("%w: anyone who can reach %s could act on the cluster", ErrUnsafeListen, addr)
 }
 
 func isLoopback(host string) bool {

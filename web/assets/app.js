@@ -323,7 +323,7 @@ function viewSessions() {
   const page = state.sessions;
   const q = state.sessionQuery;
   const set = (k, v) => { q[k] = v; q.offset = 0; loadSessions().then(render).catch(e => toast(e.message, true)); };
-  const cols = [['slot', 'slot'], ['task', 'task'], ['agent', 'agent'], ['host', 'host'], ['pid', 'pid'], ['fence', 'fence'], ['age', 'age'], ['left', 'left'], [null, 'state']];
+  const cols = [['slot', 'slot'], ['task', 'task'], ['agent', 'agent'], ['host', 'host'], ['pid', 'pid'], ['fence', 'fence'], ['age', 'age'], ['left', 'left'], [null, 'state'], [null, 'meta']];
   const head = cols.map(([key, label]) => key ? h('th', {
     className: 'sortable' + (q.sort === key ? ' sorted' : ''),
     onclick: () => { if (q.sort === key) q.desc = !q.desc; else { q.sort = key; q.desc = false; } set('offset', 0); },
@@ -346,7 +346,8 @@ function viewSessions() {
         h('td', {}, r.host || ''), h('td', { className: 'num' }, r.pid || ''), h('td', { className: 'num' }, r.fence || ''),
         h('td', { className: 'num' }, dur(r.age_ms + elapsed())),
         h('td', { className: 'num' }, r.ttl_left_ms === null ? '∞' : dur(Math.max(r.ttl_left_ms - elapsed(), 0))),
-        h('td', {}, stateChip(r.state)))), { empty: 'no sessions' }),
+        h('td', {}, stateChip(r.state)),
+        h('td', {}, Object.entries(r.meta || {}).map(([k, v]) => h('span', { className: 'chip' }, k + '=' + v))))), { empty: 'no sessions' }),
       h('div', { className: 'tools', style: 'margin-top:10px' },
         h('span', { className: 'muted' }, from + '–' + to + ' of ' + page.total),
         h('button', { disabled: page.offset === 0, onclick: () => { q.offset = Math.max(0, q.offset - q.limit); loadSessions().then(render); } }, '← previous'),

@@ -85,8 +85,8 @@ them. Actions are POST only, refused from other sites, and logged on stderr.
 }
 
 func uiRun(ctx context.Context, o *Options) error {
-	if err := web.CheckListen(o.Listen, o.Token, o.ReadOnly); err != nil {
-		return cmdutil.Usagef("--listen: %v", err)
+	if err := CheckListen("--listen", o.Listen, o.Token, o.ReadOnly, "--ui-token", "--read-only"); err != nil {
+		return err
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -170,6 +170,19 @@ func Serve(ctx context.Context, f *cmdutil.Factory, cfg Config, m *session.Manag
 	<-done
 	if err2 != nil && !errors.Is(err2, http.ErrServerClosed) {
 		return err2
+	}
+	return nil
+}
+
+// CheckListen refuses a dashboard address beyond loopback with neither a
+// token nor read-only mode, naming the flags that allow it (exit 2).
+func CheckListen(flag, addr, token string, readOnly bool, tokenFlag, readOnlyFlag string) error {
+	err := web.CheckListen(addr, token, readOnly)
+	if errors.Is(err, web.ErrUnsafeListen) {
+		return cmdutil.Usagef("%s %s: anyone who can reach it could act on the cluster; pass %s TOKEN (or %s), or %s, or listen on 127.0.0.1", flag, addr, tokenFlag, TokenEnv, readOnlyFlag)
+	}
+	if err != nil {
+		return cmdutil.Usagef("%s: %v", flag, err)
 	}
 	return nil
 }

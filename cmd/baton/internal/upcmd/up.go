@@ -23,7 +23,6 @@ import (
 	"github.com/batonhq/baton/lease"
 	"github.com/batonhq/baton/queue"
 	"github.com/batonhq/baton/session"
-	"github.com/batonhq/baton/web"
 )
 
 // Options are up's inputs.
@@ -202,8 +201,8 @@ func upRun(ctx context.Context, o *Options) error {
 		return err
 	}
 	if o.UI != "" {
-		if err := web.CheckListen(o.UI, o.UIToken, o.UIReadOnly); err != nil {
-			return cmdutil.Usagef("--ui: %v", err)
+		if err := uicmd.CheckListen("--ui", o.UI, o.UIToken, o.UIReadOnly, "--ui-token", "--ui-read-only"); err != nil {
+			return err
 		}
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
