@@ -8,8 +8,8 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/batonhq/baton/internal/view"
 	"github.com/batonhq/baton/lease"
+	"github.com/batonhq/baton/web/view"
 )
 
 // maxBody bounds an action's request body.

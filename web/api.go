@@ -10,11 +10,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/batonhq/baton/internal/view"
 	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/lease"
 	"github.com/batonhq/baton/queue"
 	"github.com/batonhq/baton/session"
+	"github.com/batonhq/baton/web/view"
 )
 
 // Handler is the dashboard: the page, /api/v1/, /metrics, /healthz and

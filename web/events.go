@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/batonhq/baton/internal/view"
+	"github.com/batonhq/baton/web/view"
 )
 
 // Change is one entry of the event stream: the current document of one

@@ -6,9 +6,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/batonhq/baton/internal/view"
 	"github.com/batonhq/baton/lease"
 	"github.com/batonhq/baton/session"
+	"github.com/batonhq/baton/web/view"
 )
 
 // SessionQuery selects a page of sessions.

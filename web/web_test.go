@@ -243,9 +243,20 @@ func TestAgents_LeaderCandidatesAndChangesWithReasons(t *testing.T) {
 	terms := map[string]*lease.Term{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer cancel()
 	els := map[string]*lease.Election{}
+	defer func() {
+		// The last terms and the candidacies stop renewing only when given
+		// up: resign and withdraw, once the campaigns are over.
+		cancel()
+		wg.Wait()
+		bg := context.Background()
+		for _, term := range terms {
+			_ = term.Resign(bg)
+		}
+		for _, el := range els {
+			_ = el.Withdraw(bg)
+		}
+	}()
 	for _, inst := range []string{"a", "b"} {
 		ls, err := lease.New(e.client, lease.WithHostID("h-"+inst), lease.WithInstance(inst))
 		if err != nil {

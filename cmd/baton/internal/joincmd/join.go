@@ -10,8 +10,8 @@ import (
 
 	"github.com/batonhq/baton/cmd/baton/internal/cmdutil"
 	"github.com/batonhq/baton/hostlocal"
-	"github.com/batonhq/baton/internal/view"
 	"github.com/batonhq/baton/session"
+	"github.com/batonhq/baton/web/view"
 )
 
 // Options are join's inputs.

@@ -17,8 +17,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/batonhq/baton/cmd/baton/internal/cmdutil"
-	"github.com/batonhq/baton/internal/view"
 	"github.com/batonhq/baton/lease"
+	"github.com/batonhq/baton/web/view"
 )
 
 // Options are the inputs of the leader verbs.

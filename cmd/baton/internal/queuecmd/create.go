@@ -7,9 +7,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/batonhq/baton/cmd/baton/internal/cmdutil"
-	"github.com/batonhq/baton/internal/view"
 	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/queue"
+	"github.com/batonhq/baton/web/view"
 )
 
 // CreateOptions are create's and config's inputs.

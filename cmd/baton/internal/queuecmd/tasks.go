@@ -13,8 +13,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/batonhq/baton/cmd/baton/internal/cmdutil"
-	"github.com/batonhq/baton/internal/view"
 	"github.com/batonhq/baton/queue"
+	"github.com/batonhq/baton/web/view"
 )
 
 // TaskOptions are the inputs of get, cancel and retry.
