@@ -119,6 +119,22 @@ func LeaderKey(key string) string { return "leader." + key }
 // CandidateKey is an instance's candidacy: candidate.<key>.<instance>.
 func CandidateKey(key, instance string) string { return "candidate." + key + "." + instance }
 
+// AgentKeyOf says what a lease key held by holder is: the leader of agent
+// key agentKey (leader.<key>), a candidacy for it (candidate.<key>.<holder>:
+// the holder tells the key from the instance, as agent keys may hold dots),
+// or neither, a plain lease.
+func AgentKeyOf(leaseKey, holder string) (agentKey string, leader, candidacy bool) {
+	if k, ok := strings.CutPrefix(leaseKey, "leader."); ok {
+		return k, true, false
+	}
+	if rest, ok := strings.CutPrefix(leaseKey, "candidate."); ok && holder != "" {
+		if k, ok := strings.CutSuffix(rest, "."+holder); ok && k != "" {
+			return k, false, true
+		}
+	}
+	return "", false, false
+}
+
 // Election returns the election of the agent key, as this instance.
 func (ls *Leases) Election(key string, opts ...ElectionOption) (*Election, error) {
 	if err := validKey(key); err != nil {
@@ -305,6 +321,27 @@ func (e *Election) candidate(ctx context.Context, instance string) (Candidate, *
 		return Candidate{}, nil, err
 	}
 	return e.candidateOf(in), in, nil
+}
+
+// RequestResign asks the leader to step down for the best other eligible
+// candidate (the first in Candidates' order) and returns whom it asked
+// for, as RequestTransfer does. With no other eligible candidate the
+// leader stays: ErrNoCandidate; with no leader, ErrNoLeader.
+func (e *Election) RequestResign(ctx context.Context) (string, error) {
+	leader, err := e.Leader(ctx)
+	if err != nil {
+		return "", err
+	}
+	cands, err := e.Candidates(ctx)
+	if err != nil {
+		return "", err
+	}
+	for _, c := range cands {
+		if c.Instance != leader.Holder && c.Eligible {
+			return c.Instance, e.RequestTransfer(ctx, c.Instance)
+		}
+	}
+	return "", fmt.Errorf("%w: %s has no other eligible candidate to step down for; the leader stays", ErrNoCandidate, e.key)
 }
 
 // RequestTransfer asks the leader to hand leadership to the candidate to,

@@ -8,7 +8,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/batonhq/baton/lease"
+	"github.com/batonhq/baton/queue"
 	"github.com/batonhq/baton/web/view"
 )
 
@@ -96,20 +96,11 @@ func (s *Server) actResign(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	leader, err := el.Leader(r.Context())
+	to, err := el.RequestResign(r.Context())
 	if err != nil {
 		return 0, nil, err
 	}
-	cands, err := el.Candidates(r.Context())
-	if err != nil {
-		return 0, nil, err
-	}
-	for _, c := range cands {
-		if c.Instance != leader.Holder && c.Eligible {
-			return s.transfer(r.Context(), key, c.Instance)
-		}
-	}
-	return 0, nil, fmt.Errorf("%w: %s has no other eligible candidate to step down for; the leader stays", lease.ErrNoCandidate, key)
+	return http.StatusAccepted, map[string]any{"key": key, "transfer_to": to, "requested": true}, nil
 }
 
 // actDoctorFix checks and fixes what can be fixed safely (`baton doctor
@@ -133,29 +124,32 @@ func (s *Server) needQueues() error {
 }
 
 func (s *Server) actCancel(r *http.Request) (int, any, error) {
-	if err := s.needQueues(); err != nil {
-		return 0, nil, err
-	}
-	t, err := s.qs.Cancel(r.Context(), r.PathValue("queue"), r.PathValue("id"))
-	if err != nil {
-		return 0, nil, err
-	}
-	doc, err := view.TaskJSON(t)
-	delete(doc, "payload")
-	return http.StatusOK, doc, err
+	return s.taskAction(r, s.qs.Cancel)
 }
 
 func (s *Server) actRetry(r *http.Request) (int, any, error) {
+	return s.taskAction(r, s.qs.Retry)
+}
+
+// taskAction applies fn to the task the path names and answers with the
+// task as `queue get --json` prints it, without its payload.
+func (s *Server) taskAction(r *http.Request, fn func(ctx context.Context, q, id string) (*queue.Task, error)) (int, any, error) {
 	if err := s.needQueues(); err != nil {
 		return 0, nil, err
 	}
-	t, err := s.qs.Retry(r.Context(), r.PathValue("queue"), r.PathValue("id"))
+	t, err := fn(r.Context(), r.PathValue("queue"), r.PathValue("id"))
 	if err != nil {
 		return 0, nil, err
 	}
+	doc, err := taskDoc(t)
+	return http.StatusOK, doc, err
+}
+
+// taskDoc is a task's JSON without its payload.
+func taskDoc(t *queue.Task) (map[string]any, error) {
 	doc, err := view.TaskJSON(t)
 	delete(doc, "payload")
-	return http.StatusOK, doc, err
+	return doc, err
 }
 
 // actRelease frees a key whose holder is dead or stale (?force=1: any).
@@ -176,12 +170,9 @@ func (s *Server) actRelease(r *http.Request) (int, any, error) {
 		}
 		doc := map[string]any{"lock": m}
 		if x.Task != nil {
-			t, err := view.TaskJSON(x.Task)
-			if err != nil {
+			if doc["task"], err = taskDoc(x.Task); err != nil {
 				return 0, nil, err
 			}
-			delete(t, "payload")
-			doc["task"] = t
 		}
 		out = append(out, doc)
 	}

@@ -131,14 +131,14 @@ func (s *Server) apiOverview(w http.ResponseWriter, r *http.Request) {
 
 // apiStatus is `baton status --json`, from the model.
 func (s *Server) apiStatus(w http.ResponseWriter, r *http.Request) {
-	doc, err := s.model.Status(s.staleAfter)
+	var queues []queue.Summary
+	if s.queues != nil {
+		queues = s.queues.Summaries()
+	}
+	doc, err := s.model.Status(queues, s.staleAfter)
 	if err != nil {
 		writeError(w, err)
 		return
-	}
-	doc["queues"] = []queue.Summary{}
-	if s.queues != nil {
-		doc["queues"] = s.queues.Summaries()
 	}
 	writeJSON(w, http.StatusOK, doc)
 }

@@ -10,8 +10,8 @@ import (
 	"github.com/batonhq/baton/web/view"
 )
 
-// Change is one entry of the event stream: the current document of one
-// kind/key, or, with op "delete", word that it is gone.
+// EventChange is one entry of the event stream: the current document of
+// one kind/key, or, with op "delete", word that it is gone.
 type EventChange struct {
 	Kind string `json:"kind"`
 	Key  string `json:"key"`

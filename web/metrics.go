@@ -146,6 +146,9 @@ func (cm *clusterMetrics) collectAgents(ch chan<- prometheus.Metric) {
 	md.mu.RLock()
 	defer md.mu.RUnlock()
 	now := md.serverNowLocked()
+	cm.s.mu.RLock()
+	started := cm.s.started
+	cm.s.mu.RUnlock()
 	keys := md.agentKeys()
 	if len(keys) > cm.s.maxAgents {
 		keys = keys[:cm.s.maxAgents]
@@ -166,9 +169,6 @@ func (cm *clusterMetrics) collectAgents(ch chan<- prometheus.Metric) {
 		} else {
 			// Candidates but never a leader seen: leaderless since the
 			// dashboard started, as far as it knows.
-			cm.s.mu.RLock()
-			started := cm.s.started
-			cm.s.mu.RUnlock()
 			if !started.IsZero() {
 				leaderless = max(cm.s.now().Sub(started).Seconds(), 0)
 			}

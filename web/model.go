@@ -3,7 +3,6 @@ package web
 import (
 	"context"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -75,11 +74,10 @@ type Model struct {
 	agents      map[string]*agent
 	candKey     map[string]string // candidacy lease key -> agent key
 	// offset is the server's clock less this host's, from the latest
-	// change seen or server time read.
+	// server time read (setServerTime).
 	offset         time.Duration
 	syncedSessions bool
 	syncedLeases   bool
-	changes        map[string]uint64 // leadership changes by reason since start
 	now            func() time.Time
 
 	// onChange is told of every change, with the kind and key it concerns.
@@ -99,7 +97,7 @@ func newModel(now func() time.Time, onChange func(kind, key string)) *Model {
 	return &Model{
 		sessions: map[string]*session.Session{}, badSessions: map[string]undecodable{},
 		leases: map[string]*lease.Info{}, badLeases: map[string]undecodable{},
-		agents: map[string]*agent{}, candKey: map[string]string{}, changes: map[string]uint64{},
+		agents: map[string]*agent{}, candKey: map[string]string{},
 		now: now, onChange: onChange,
 	}
 }
@@ -137,9 +135,6 @@ func (md *Model) notify(kind, key string) {
 func (md *Model) applySession(ev session.Event) {
 	md.mu.Lock()
 	defer md.mu.Unlock()
-	if !ev.Time.IsZero() && ev.Kind != session.EventPresent {
-		md.offset = ev.Time.Sub(md.now())
-	}
 	switch ev.Kind {
 	case session.EventSynced:
 		md.syncedSessions = true
@@ -181,21 +176,6 @@ func (md *Model) resetSessions() {
 	md.notify(KindOverview, "")
 }
 
-// agentKeyOf splits a lease key into what it is: a leader ("leader.K"), a
-// candidacy ("candidate.K.INSTANCE", told apart by its holder) or a plain
-// lease.
-func agentKeyOf(key, holder string) (agentKey string, leader, candidacy bool) {
-	if k, ok := strings.CutPrefix(key, "leader."); ok {
-		return k, true, false
-	}
-	if rest, ok := strings.CutPrefix(key, "candidate."); ok && holder != "" {
-		if k, ok := strings.CutSuffix(rest, "."+holder); ok && k != "" {
-			return k, false, true
-		}
-	}
-	return "", false, false
-}
-
 func (md *Model) agent(key string) *agent {
 	a := md.agents[key]
 	if a == nil {
@@ -216,9 +196,6 @@ func (a *agent) record(c Change) {
 func (md *Model) applyLease(ev lease.Event) {
 	md.mu.Lock()
 	defer md.mu.Unlock()
-	if !ev.Time.IsZero() && ev.Kind != lease.EventPresent {
-		md.offset = ev.Time.Sub(md.now())
-	}
 	if ev.Kind == lease.EventSynced {
 		md.syncedLeases = true
 		md.notify(KindOverview, "")
@@ -244,9 +221,21 @@ func (md *Model) applyLease(ev lease.Event) {
 		md.notify(KindAgent, ak)
 		return
 	}
-	ak, isLeader, isCand := agentKeyOf(ev.Key, holder)
+	ak, isLeader, isCand := lease.AgentKeyOf(ev.Key, holder)
 	switch {
+	case isLeader && live && ev.Err != nil:
+		// A leader nobody can read: listed with the undecodable leases, as
+		// status lists it, and shown held by "?" on its agent key.
+		md.badLeases[ev.Key] = undecodable{rev: ev.Revision, written: ev.Time, err: ev.Err}
+		md.agent(ak).leader = nil
+		md.notify(KindAgent, ak)
+		md.notify(KindLease, ev.Key)
+		md.notify(KindOverview, "")
 	case isLeader:
+		if _, ok := md.badLeases[ev.Key]; ok {
+			delete(md.badLeases, ev.Key)
+			md.notify(KindLease, ev.Key)
+		}
 		md.applyLeader(ak, ev, live)
 		md.notify(KindAgent, ak)
 		if ev.Kind != lease.EventRenew {
@@ -278,9 +267,6 @@ func (md *Model) applyLeader(ak string, ev lease.Event, live bool) {
 	a := md.agent(ak)
 	prev := a.leader
 	switch {
-	case live && ev.Err != nil:
-		// A leader nobody can read: shown as held, by "?".
-		a.leader = &lease.Info{Record: lease.Record{Key: ev.Key, Holder: "?"}, Revision: ev.Revision, Written: ev.Time}
 	case live:
 		a.leader = ev.Lease
 		if ev.Kind != lease.EventAcquire {
@@ -304,7 +290,6 @@ func (md *Model) applyLeader(ak string, ev lease.Event, live bool) {
 		}
 		a.record(c)
 		a.counts[c.Reason]++
-		md.changes[c.Reason]++
 		a.leaderless, a.ended = time.Time{}, ""
 	default:
 		a.leader = nil
@@ -326,9 +311,15 @@ func (md *Model) applyLeader(ak string, ev lease.Event, live bool) {
 // history says nothing (it was only ever seen in passing).
 func (md *Model) dropIfEmpty(ak string) {
 	a := md.agents[ak]
-	if a != nil && a.leader == nil && len(a.cands) == 0 && len(a.changes) == 0 && len(a.counts) == 0 {
+	if a != nil && a.leader == nil && len(a.cands) == 0 && len(a.changes) == 0 && len(a.counts) == 0 && !md.badLeader(ak) {
 		delete(md.agents, ak)
 	}
+}
+
+// badLeader reports whether agent key ak's leader record does not decode.
+func (md *Model) badLeader(ak string) bool {
+	_, ok := md.badLeases[lease.LeaderKey(ak)]
+	return ok
 }
 
 // resetLeases forgets every lease, leader and candidacy before a watch

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -87,5 +88,35 @@ func TestModel_CandidaciesComeAndGoByKey(t *testing.T) {
 	}
 	if c := md.Counts(0); c.Candidates != 0 || c.AgentKeys != 0 {
 		t.Errorf("counts %+v", c)
+	}
+}
+
+func TestModel_AnUndecodableLeaderIsHeldByNobodyKnowsWhom(t *testing.T) {
+	md := newModel(time.Now, nil)
+	md.applyLease(lease.Event{Kind: lease.EventPresent, Key: "leader.bot", Revision: 4, Time: time.Now(), Err: errors.New("not JSON")})
+	md.applyLease(lease.Event{Kind: lease.EventSynced})
+	v, err := md.Agent("bot")
+	if err != nil || v == nil || v.Leader["holder"] != "?" || v.Leader["undecodable"] != true {
+		t.Fatalf("agent %+v, %v: want a leader held by ?", v, err)
+	}
+	if c := md.Counts(0); c.Leaders != 1 || c.Leaderless != 0 || c.Undecodable != 1 {
+		t.Errorf("counts %+v: the key is led, by an undecodable record", c)
+	}
+	// As baton status lists it: among the leases that do not decode.
+	doc, err := md.Status(nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leases := doc["leases"].([]map[string]any)
+	if len(leases) != 1 || leases[0]["key"] != "leader.bot" || leases[0]["undecodable"] != true || len(doc["leaders"].([]map[string]any)) != 0 {
+		t.Errorf("status leases %v, leaders %v", leases, doc["leaders"])
+	}
+	// A readable record replaces it.
+	md.applyLease(leaderEvent(lease.EventAcquire, "a", "", 5, time.Now()))
+	if v, _ := md.Agent("bot"); v.Leader["holder"] != "a" {
+		t.Errorf("leader %v, want a", v.Leader)
+	}
+	if c := md.Counts(0); c.Undecodable != 0 {
+		t.Errorf("counts %+v after a readable leader", c)
 	}
 }

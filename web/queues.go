@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -48,12 +49,7 @@ func (t *queues) Snapshot(q string) *queue.Snapshot {
 func (t *queues) Names() []string {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	names := make([]string, 0, len(t.snaps))
-	for q := range t.snaps {
-		names = append(names, q)
-	}
-	slices.Sort(names)
-	return names
+	return t.namesLocked()
 }
 
 // Summaries is one line per queue, as `baton status --json` has them.
@@ -72,14 +68,7 @@ func (t *queues) Summaries() []queue.Summary {
 	return out
 }
 
-func (t *queues) namesLocked() []string {
-	names := make([]string, 0, len(t.snaps))
-	for q := range t.snaps {
-		names = append(names, q)
-	}
-	slices.Sort(names)
-	return names
-}
+func (t *queues) namesLocked() []string { return slices.Sorted(maps.Keys(t.snaps)) }
 
 func (t *queues) markDirty(q string) {
 	t.mu.Lock()

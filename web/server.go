@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -272,15 +273,7 @@ func (s *Server) checkHealth(ctx context.Context) {
 	for _, sv := range servers {
 		h.Servers = append(h.Servers, *sv)
 	}
-	slices.SortFunc(h.Servers, func(a, b ServerHealth) int {
-		switch {
-		case a.Name < b.Name:
-			return -1
-		case a.Name > b.Name:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(h.Servers, func(a, b ServerHealth) int { return strings.Compare(a.Name, b.Name) })
 	s.mu.Lock()
 	s.health = h
 	s.mu.Unlock()

@@ -2,11 +2,13 @@ package web
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/batonhq/baton/lease"
+	"github.com/batonhq/baton/queue"
 	"github.com/batonhq/baton/session"
 	"github.com/batonhq/baton/web/view"
 )
@@ -222,6 +224,9 @@ func (md *Model) agentViewLocked(key string, now time.Time) (*AgentView, error) 
 			return nil, err
 		}
 		v.Leader = row
+	} else if u, ok := md.badLeases[lease.LeaderKey(key)]; ok {
+		v.Leader = view.UndecodableRow(lease.LeaderKey(key), "key", u.rev, u.written, u.ttl, u.err, now, 0)
+		v.Leader["holder"] = "?"
 	} else if !a.leaderless.IsZero() {
 		v.LeaderlessMS = max(now.Sub(a.leaderless).Milliseconds(), 0)
 	}
@@ -305,10 +310,10 @@ func (md *Model) Counts(staleAfter time.Duration) Counts {
 		c.Leases[string(session.TimingAt(in.Written, in.TTL, now, staleAfter).State)]++
 	}
 	c.Undecodable = len(md.badSessions) + len(md.badLeases)
-	for _, a := range md.agents {
+	for ak, a := range md.agents {
 		c.AgentKeys++
 		c.Candidates += len(a.cands)
-		if a.leader != nil {
+		if a.leader != nil || md.badLeader(ak) {
 			c.Leaders++
 		} else {
 			c.Leaderless++
@@ -317,61 +322,33 @@ func (md *Model) Counts(staleAfter time.Duration) Counts {
 	return c
 }
 
-// Status is `baton status --json` (without queues, which the caller adds).
-func (md *Model) Status(staleAfter time.Duration) (map[string]any, error) {
+// Status is `baton status --json` of what the model holds, with queues.
+func (md *Model) Status(queues []queue.Summary, staleAfter time.Duration) (map[string]any, error) {
 	md.mu.RLock()
 	defer md.mu.RUnlock()
 	now := md.serverNowLocked()
-	slots := make([]string, 0, len(md.sessions))
-	for k := range md.sessions {
-		slots = append(slots, k)
+	l := &session.Listing{ServerTime: now}
+	for _, slot := range slices.Sorted(maps.Keys(md.sessions)) {
+		l.Sessions = append(l.Sessions, md.sessions[slot])
 	}
-	slices.Sort(slots)
-	rows := make([]map[string]any, 0, len(slots)+len(md.badSessions))
-	for _, k := range slots {
-		row, err := view.SessionRow(md.sessions[k], now, staleAfter)
-		if err != nil {
-			return nil, err
+	for _, slot := range slices.Sorted(maps.Keys(md.badSessions)) {
+		u := md.badSessions[slot]
+		l.Undecodable = append(l.Undecodable, session.Undecodable{Slot: slot, Revision: u.rev, Written: u.written, TTL: u.ttl, Err: u.err})
+	}
+	ll := &lease.Listing{ServerTime: now}
+	ll.Leases = slices.Collect(maps.Values(md.leases))
+	for _, a := range md.agents {
+		if a.leader != nil {
+			ll.Leases = append(ll.Leases, a.leader)
 		}
-		rows = append(rows, row)
-	}
-	for k, u := range md.badSessions {
-		rows = append(rows, view.UndecodableRow(k, "slot", u.rev, u.written, u.ttl, u.err, now, staleAfter))
-	}
-	leases := []map[string]any{}
-	keys := make([]string, 0, len(md.leases))
-	for k := range md.leases {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		row, err := view.LeaseRow(md.leases[k], now, staleAfter)
-		if err != nil {
-			return nil, err
+		for _, c := range a.cands {
+			ll.Leases = append(ll.Leases, c)
 		}
-		leases = append(leases, row)
 	}
-	for k, u := range md.badLeases {
-		leases = append(leases, view.UndecodableRow(k, "key", u.rev, u.written, u.ttl, u.err, now, staleAfter))
+	slices.SortFunc(ll.Leases, func(a, b *lease.Info) int { return cmp.Compare(a.Key, b.Key) })
+	for _, k := range slices.Sorted(maps.Keys(md.badLeases)) {
+		u := md.badLeases[k]
+		ll.Undecodable = append(ll.Undecodable, lease.Undecodable{Key: k, Revision: u.rev, Written: u.written, TTL: u.ttl, Err: u.err})
 	}
-	leaders := []map[string]any{}
-	for _, ak := range md.agentKeys() {
-		a := md.agents[ak]
-		if a.leader == nil {
-			continue
-		}
-		row, err := view.LeaseRow(a.leader, now, staleAfter)
-		if err != nil {
-			return nil, err
-		}
-		row["agent_key"] = ak
-		cands := []string{}
-		for inst := range a.cands {
-			cands = append(cands, inst)
-		}
-		slices.Sort(cands)
-		row["candidates"] = cands
-		leaders = append(leaders, row)
-	}
-	return map[string]any{"sessions": rows, "leases": leases, "leaders": leaders, "server_time": now}, nil
+	return view.StatusJSON(l, view.SplitLeases(ll), queues, staleAfter)
 }

@@ -265,6 +265,8 @@ function leaderBadge(a) {
   const l = a.leader;
   if (!l) return h('span', { className: 'badge none', 'data-testid': 'badge' }, h('span', { className: 'who' }, 'no leader'),
     a.leaderless_ms ? h('span', {}, 'for ' + dur(a.leaderless_ms + elapsed())) : null);
+  if (l.undecodable) return h('span', { className: 'badge none', 'data-testid': 'badge', 'data-leader': '?', title: l.error },
+    h('span', { className: 'who' }, 'held by ?'), h('span', {}, 'its record does not decode: run baton doctor'));
   const left = l.ttl_left_ms - elapsed();
   return h('span', { className: 'badge', 'data-testid': 'badge', 'data-leader': l.holder },
     h('span', {}, '★ leader'),

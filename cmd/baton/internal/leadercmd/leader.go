@@ -234,7 +234,10 @@ func transferRun(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
-	return handOver(ctx, o, el, o.To)
+	if err := el.RequestTransfer(ctx, o.To); err != nil {
+		return err
+	}
+	return awaitHandOver(ctx, o, el, o.To)
 }
 
 func resignRun(ctx context.Context, o *Options) error {
@@ -242,26 +245,15 @@ func resignRun(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
-	leader, err := el.Leader(ctx)
+	to, err := el.RequestResign(ctx)
 	if err != nil {
 		return err
 	}
-	cands, err := el.Candidates(ctx)
-	if err != nil {
-		return err
-	}
-	for _, c := range cands {
-		if c.Instance != leader.Holder && c.Eligible {
-			return handOver(ctx, o, el, c.Instance)
-		}
-	}
-	return fmt.Errorf("%w: %s has no other eligible candidate to step down for; the leader stays", lease.ErrNoCandidate, o.Key)
+	return awaitHandOver(ctx, o, el, to)
 }
 
-func handOver(ctx context.Context, o *Options, el *lease.Election, to string) error {
-	if err := el.RequestTransfer(ctx, to); err != nil {
-		return err
-	}
+// awaitHandOver waits, up to --wait, for the asked transfer to to happen.
+func awaitHandOver(ctx context.Context, o *Options, el *lease.Election, to string) error {
 	wctx, cancel := context.WithTimeout(ctx, o.Wait.D)
 	defer cancel()
 	in, err := el.WaitLeader(wctx, to)

@@ -86,7 +86,7 @@ func statusRun(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
-	v := split(leases)
+	v := view.SplitLeases(leases)
 	queues, err := queueSummaries(ctx, o)
 	if err != nil {
 		return err
@@ -97,7 +97,7 @@ func statusRun(ctx context.Context, o *Options) error {
 	if err := printTables(o.F.IO.Out, l, v, o.StaleAfter.D, len(queues) > 0); err != nil {
 		return err
 	}
-	return printQueues(o.F.IO.Out, queues, len(l.Sessions)+len(l.Undecodable)+len(v.leases)+len(v.leaders)+len(v.undecodable) > 0)
+	return printQueues(o.F.IO.Out, queues, len(l.Sessions)+len(l.Undecodable)+len(v.Plain)+len(v.Leaders)+len(v.Undecodable) > 0)
 }
 
 // queueSummaries reads one line per queue. A server without the queues
@@ -135,83 +135,16 @@ func printQueues(out io.Writer, sums []queue.Summary, after bool) error {
 	return nil
 }
 
-// leaseView is the leases bucket as status shows it: plain leases, and
-// leaders with their candidates.
-type leaseView struct {
-	leases      []*lease.Info
-	leaders     []*lease.Info
-	candidates  map[string][]*lease.Info // by agent key
-	undecodable []lease.Undecodable
-	now         time.Time
+func printJSON(o *Options, l *session.Listing, v view.Leases, queues []queue.Summary) error {
+	doc, err := view.StatusJSON(l, v, queues, o.StaleAfter.D)
+	if err != nil {
+		return err
+	}
+	return cmdutil.PrintJSON(o.F.IO.Out, doc)
 }
 
-func split(l *lease.Listing) leaseView {
-	v := leaseView{candidates: map[string][]*lease.Info{}, undecodable: l.Undecodable, now: l.ServerTime}
-	for _, in := range l.Leases {
-		switch {
-		case strings.HasPrefix(in.Key, "leader."):
-			v.leaders = append(v.leaders, in)
-		case strings.HasPrefix(in.Key, "candidate."):
-			rest := strings.TrimPrefix(in.Key, "candidate.")
-			if i := strings.LastIndex(rest, "."+in.Holder); i > 0 {
-				v.candidates[rest[:i]] = append(v.candidates[rest[:i]], in)
-			}
-		default:
-			v.leases = append(v.leases, in)
-		}
-	}
-	return v
-}
-
-func printJSON(o *Options, l *session.Listing, v leaseView, queues []queue.Summary) error {
-	rows := make([]map[string]any, 0, len(l.Sessions)+len(l.Undecodable))
-	for _, s := range l.Sessions {
-		row, err := view.SessionRow(s, l.ServerTime, o.StaleAfter.D)
-		if err != nil {
-			return err
-		}
-		rows = append(rows, row)
-	}
-	for _, u := range l.Undecodable {
-		rows = append(rows, view.UndecodableRow(u.Slot, "slot", u.Revision, u.Written, u.TTL, u.Err, l.ServerTime, o.StaleAfter.D))
-	}
-	leases := []map[string]any{}
-	for _, in := range v.leases {
-		row, err := view.LeaseRow(in, v.now, o.StaleAfter.D)
-		if err != nil {
-			return err
-		}
-		leases = append(leases, row)
-	}
-	for _, u := range v.undecodable {
-		leases = append(leases, view.UndecodableRow(u.Key, "key", u.Revision, u.Written, u.TTL, u.Err, v.now, o.StaleAfter.D))
-	}
-	leaders := []map[string]any{}
-	for _, in := range v.leaders {
-		row, err := view.LeaseRow(in, v.now, o.StaleAfter.D)
-		if err != nil {
-			return err
-		}
-		agent := strings.TrimPrefix(in.Key, "leader.")
-		row["agent_key"] = agent
-		cands := []string{}
-		for _, c := range v.candidates[agent] {
-			cands = append(cands, c.Holder)
-		}
-		row["candidates"] = cands
-		leaders = append(leaders, row)
-	}
-	return cmdutil.PrintJSON(o.F.IO.Out, map[string]any{
-		"sessions":    rows,
-		"leases":      leases,
-		"leaders":     leaders,
-		"queues":      append([]queue.Summary{}, queues...),
-		"server_time": l.ServerTime,
-	})
-}
-
-func printTables(out io.Writer, l *session.Listing, v leaseView, staleAfter time.Duration, queues bool) error {
-	if len(l.Sessions) == 0 && len(l.Undecodable) == 0 && len(v.leases) == 0 && len(v.leaders) == 0 && len(v.undecodable) == 0 {
+func printTables(out io.Writer, l *session.Listing, v view.Leases, staleAfter time.Duration, queues bool) error {
+	if len(l.Sessions) == 0 && len(l.Undecodable) == 0 && len(v.Plain) == 0 && len(v.Leaders) == 0 && len(v.Undecodable) == 0 {
 		if !queues {
 			cmdutil.Fprintf(out, "no sessions, leases, leaders or queues (server time %s)\n", cmdutil.Since(l.ServerTime))
 		}
@@ -235,32 +168,32 @@ func printTables(out io.Writer, l *session.Listing, v leaseView, staleAfter time
 			return err
 		}
 	}
-	if len(v.leaders) > 0 {
+	if len(v.Leaders) > 0 {
 		sep()
 		sep = func() { cmdutil.Fprintf(out, "\n") }
 		w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(w, "AGENT KEY\tLEADER\tHOST\tPID\tFENCE\tCANDIDATES\tAGE\tLEFT\tSTATE")
-		for _, in := range v.leaders {
+		for _, in := range v.Leaders {
 			agent := strings.TrimPrefix(in.Key, "leader.")
-			t := session.TimingAt(in.Written, in.TTL, v.now, staleAfter)
+			t := session.TimingAt(in.Written, in.TTL, v.ServerTime, staleAfter)
 			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", agent, in.Holder, in.Host, in.PID, in.Fence,
-				len(v.candidates[agent]), cmdutil.Describe(t.Age), cmdutil.Describe(t.Left), t.State)
+				len(v.Candidates[agent]), cmdutil.Describe(t.Age), cmdutil.Describe(t.Left), t.State)
 		}
 		if err := w.Flush(); err != nil {
 			return err
 		}
 	}
-	if len(v.leases) > 0 || len(v.undecodable) > 0 {
+	if len(v.Plain) > 0 || len(v.Undecodable) > 0 {
 		sep()
 		w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(w, "LEASE\tHOLDER\tHOST\tPID\tFENCE\tAGE\tLEFT\tSTATE")
-		for _, in := range v.leases {
-			t := session.TimingAt(in.Written, in.TTL, v.now, staleAfter)
+		for _, in := range v.Plain {
+			t := session.TimingAt(in.Written, in.TTL, v.ServerTime, staleAfter)
 			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", in.Key, in.Holder, in.Host, in.PID, in.Fence,
 				cmdutil.Describe(t.Age), cmdutil.Describe(t.Left), t.State)
 		}
-		for _, u := range v.undecodable {
-			t := session.TimingAt(u.Written, u.TTL, v.now, staleAfter)
+		for _, u := range v.Undecodable {
+			t := session.TimingAt(u.Written, u.TTL, v.ServerTime, staleAfter)
 			fmt.Fprintf(w, "%s\t?\t?\t?\t%d\t%s\t%s\tundecodable\n", u.Key, u.Revision, cmdutil.Describe(t.Age), cmdutil.Describe(t.Left))
 		}
 		return w.Flush()

@@ -161,11 +161,9 @@ func Serve(ctx context.Context, f *cmdutil.Factory, cfg Config, m *session.Manag
 	case <-ctx.Done():
 	case err2 = <-serveErr:
 	}
-	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer scancel()
-	// Event streams end with their requests' contexts: close them now.
+	// Close, not Shutdown: event streams never go idle, so a graceful
+	// shutdown would only wait for them.
 	_ = hs.Close()
-	_ = hs.Shutdown(sctx)
 	cancel()
 	<-done
 	if err2 != nil && !errors.Is(err2, http.ErrServerClosed) {
