@@ -20,7 +20,8 @@
 // The doctor's summary is at most 30 seconds old.
 //
 // Metrics never carry a label per slot, session, task or lease: their
-// labels are state, kind, reason, priority, queue and agent key, and agent
-// keys are capped (WithMaxAgentKeys, default 1000; beyond that agents are
-// counted, not labelled).
+// labels are state, kind, reason, priority, queue, bucket, server and agent
+// key (with the leader's instance and host on one info series per key), and
+// agent keys are capped (WithMaxAgentKeys, default 1000; beyond that agents
+// are counted, not labelled).
 package web
