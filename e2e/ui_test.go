@@ -136,6 +136,18 @@ func (b *browser) until(d time.Duration, what, expr string) time.Duration {
 	}
 }
 
+// click clicks the element sel names, found and clicked in one step in
+// the page (the view's elements are replaced as it updates, so a node
+// looked up first may be gone by the click).
+func (b *browser) click(sel string) {
+	b.t.Helper()
+	var ok bool
+	b.eval(fmt.Sprintf(`(() => { const e = document.querySelector(%q); if (!e) return false; e.click(); return true; })()`, sel), &ok)
+	if !ok {
+		b.t.Fatalf("nothing to click at %s", sel)
+	}
+}
+
 func (b *browser) screenshot(name string) {
 	b.t.Helper()
 	var png []byte
@@ -179,10 +191,10 @@ func TestUI_InABrowser(t *testing.T) {
 		}
 	}
 	row := `[data-agent="chat-bot"] tr[data-instance="` + target + `"]`
-	b.run(chromedp.Click(row+` [data-testid=menu]`, chromedp.ByQuery))
+	b.click(row + ` [data-testid=menu]`)
 	b.until(2*time.Second, "the menu open", `!!document.querySelector('`+row+` [data-testid=make-leader]')`)
 	b.screenshot("agents.png")
-	b.run(chromedp.Click(row+` [data-testid=make-leader]`, chromedp.ByQuery))
+	b.click(row + ` [data-testid=make-leader]`)
 	b.until(10*time.Second, "the badge follows the transfer", fmt.Sprintf(badgeJS, "chat-bot")+` === '`+target+`'`)
 	doc := jsonOf(t, h1.must("leader", "chat-bot", "--json").stdout)
 	if got := doc["leader"].(map[string]any)["holder"]; got != target {

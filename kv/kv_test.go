@@ -617,3 +617,44 @@ func TestCAS_RefusedAsInProgressUntilTheDeadlineIsUnavailableNotAConflict(t *tes
 		t.Fatalf("after: %+v, %v; want v1 untouched at %d", e, err, rev)
 	}
 }
+
+// A watch that ends while entries are still being delivered (its context
+// done, even while Watch sets it up, Stop, the subscription closed) closes
+// Updates once, and never sends on it afterwards.
+func TestWatch_EndingWhileDeliveringIsClean(t *testing.T) {
+	ctx := context.Background()
+	_, b := testBucket(t)
+	for i := range 50 {
+		if _, err := b.Create(ctx, fmt.Sprint("k", i), []byte("v"), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 300 {
+		wctx, cancel := context.WithCancel(ctx)
+		if i%3 == 0 {
+			// Done while the watch is being set up, entries on their way.
+			time.AfterFunc(time.Duration(i%50)*20*time.Microsecond, cancel)
+		}
+		w, err := b.Watch(wctx, "")
+		if err != nil {
+			cancel()
+			continue // ended before it began: nothing to check
+		}
+		// End it at a different point each time: at once, after some
+		// entries, by Stop or by the context.
+		read := i % 7
+		for e := range w.Updates() {
+			if read == 0 {
+				break
+			}
+			read--
+			_ = e
+		}
+		if i%2 == 0 {
+			w.Stop()
+		}
+		cancel()
+		for range w.Updates() {
+		}
+	}
+}

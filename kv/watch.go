@@ -22,9 +22,10 @@ type Watcher struct {
 	closed  chan struct{} // closed when the subscription has ended
 	cancel  context.CancelFunc
 	once    sync.Once
-	ended   sync.Once // closes closed and updates
+	endOnce sync.Once // closes closed and updates
 
 	mu          sync.Mutex
+	ended       bool // updates is closed: nothing more is sent
 	initDone    bool
 	initPending uint64
 	received    uint64
@@ -109,14 +110,14 @@ func (b *Bucket) Watch(ctx context.Context, pattern string, opts ...WatchOption)
 		return nil, err
 	}
 	w.sub = sub
-	// The subscription's end closes Updates: under mu, since Watch itself
-	// may still be sending the end of the initial values (the handler runs
-	// on the subscription's goroutine, which also calls this, so it never
-	// races it).
+	// The subscription's end closes Updates, under mu: every send holds mu
+	// (the handler's, and Watch's own end of the initial values), and none
+	// is made once it is closed, however late nats.go calls the handler.
 	end := func() {
-		w.ended.Do(func() {
+		w.endOnce.Do(func() {
 			w.mu.Lock()
 			defer w.mu.Unlock()
+			w.ended = true
 			close(w.closed)
 			close(w.updates)
 			cancel()
@@ -148,8 +149,12 @@ func (b *Bucket) Watch(ctx context.Context, pattern string, opts ...WatchOption)
 	return w, nil
 }
 
-// send delivers e unless the watcher is stopping.
+// send delivers e unless the watcher is stopping or ended. The caller
+// holds w.mu.
 func (w *Watcher) send(e *Entry) bool {
+	if w.ended {
+		return false
+	}
 	select {
 	case w.updates <- e:
 		return true

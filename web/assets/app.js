@@ -164,7 +164,19 @@ function scheduleRender() {
 
 const views = { overview: viewOverview, agents: viewAgents, sessions: viewSessions, leases: viewLeases, queues: viewQueues, doctor: viewDoctor };
 
+// A render replaces the view's elements: one between a button's press and
+// its release would swallow the click, so renders wait for the release.
+let pressed = false, renderLater = false;
+document.addEventListener('pointerdown', () => { pressed = true; }, true);
+for (const ev of ['pointerup', 'pointercancel']) {
+  document.addEventListener(ev, () => {
+    pressed = false;
+    if (renderLater) { renderLater = false; setTimeout(render, 0); }
+  }, true);
+}
+
 function render() {
+  if (pressed) { renderLater = true; return; }
   const main = document.getElementById('main');
   const active = document.activeElement;
   const keep = active && active.id && main.contains(active) ? { id: active.id, start: active.selectionStart, end: active.selectionEnd } : null;
