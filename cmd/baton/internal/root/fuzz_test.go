@@ -20,11 +20,13 @@ import (
 	"github.com/batonhq/baton/cmd/baton/internal/queuecmd"
 	"github.com/batonhq/baton/cmd/baton/internal/runcmd"
 	"github.com/batonhq/baton/cmd/baton/internal/statuscmd"
+	"github.com/batonhq/baton/cmd/baton/internal/uicmd"
 	"github.com/batonhq/baton/cmd/baton/internal/upcmd"
 	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/kv/kvtest"
 	"github.com/batonhq/baton/queue"
 	"github.com/batonhq/baton/session"
+	"github.com/batonhq/baton/web"
 )
 
 // stubbedRoot is the real command line with every verb's run replaced by a
@@ -108,6 +110,9 @@ func commandLines() []commandLine {
 		{"queue", []string{"retry", "agents", "t-1"}, "queue retry"},
 		{"queue", []string{"release", "agents", "alice", "--force"}, "queue release"},
 		{"queue", []string{"ls"}, "queue ls"},
+		{"ui", nil, "ui"},
+		{"ui", []string{"--listen", "0.0.0.0:7070", "--ui-token", "t0k", "--stale-after", "1m"}, "ui"},
+		{"ui", []string{"--listen", "[::]:7070", "--read-only"}, "ui"},
 		{"queue", nil, ""},
 		{"help", []string{"join"}, ""},
 		{"completion", []string{"bash"}, ""},
@@ -134,6 +139,9 @@ func commandLines() []commandLine {
 		{"queue", []string{"add", "agents", "x"}, ""},
 		{"queue", []string{"create", "agents", "--timeout", "soon"}, ""},
 		{"queue", []string{"shuffle", "agents"}, ""},
+		{"ui", []string{"--listen", "0.0.0.0:7070"}, ""},
+		{"ui", []string{"--listen", "nohost"}, ""},
+		{"ui", []string{"extra"}, ""},
 	}
 }
 
@@ -318,6 +326,11 @@ func checkParsed(t *testing.T, args []string, r *stubbedRoot) {
 		validQueue(t, args, o.Queue)
 		validKey("key", o.Key)
 	case *queuecmd.LsOptions:
+	case *uicmd.Options:
+		durations(o.StaleAfter)
+		if err := web.CheckListen(o.Listen, o.Token, o.ReadOnly); err != nil {
+			t.Fatalf("baton %q: ui reached its run with --listen %q: %v", args, o.Listen, err)
+		}
 	case *upcmd.Options, []string: // up's own checks run in its run; __supervise takes anything
 	default:
 		t.Fatalf("baton %q: %s ran with options %T", args, r.verb, r.opts)

@@ -70,6 +70,9 @@ them. Actions are POST only, refused from other sites, and logged on stderr.
 			if !cmd.Flags().Changed("ui-token") {
 				o.Token = f.Getenv(TokenEnv)
 			}
+			if err := CheckListen("--listen", o.Listen, o.Token, o.ReadOnly, "--ui-token", "--read-only"); err != nil {
+				return err
+			}
 			if runF != nil {
 				return runF(o)
 			}
@@ -85,9 +88,6 @@ them. Actions are POST only, refused from other sites, and logged on stderr.
 }
 
 func uiRun(ctx context.Context, o *Options) error {
-	if err := CheckListen("--listen", o.Listen, o.Token, o.ReadOnly, "--ui-token", "--read-only"); err != nil {
-		return err
-	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	nopts := o.F.LongLived("ui", nil)
