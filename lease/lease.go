@@ -368,7 +368,11 @@ func (l *Lease) start(cfg acquireConfig) {
 	l.bg.Add(2)
 	go func() {
 		defer l.bg.Done()
-		err := keepalive.Run(ctx, l.sched, l.Renew, func(err error) bool { return errors.Is(err, ErrLost) }, nil)
+		var observe func(time.Duration, error)
+		if fn := l.ls.renewed; fn != nil {
+			observe = func(took time.Duration, err error) { fn(l.key, took, err) }
+		}
+		err := keepalive.Run(ctx, l.sched, l.Renew, func(err error) bool { return errors.Is(err, ErrLost) }, observe)
 		switch {
 		case errors.Is(err, keepalive.ErrDeadline):
 			l.end(&LostError{Key: l.key, Fence: l.fence, How: LostUnrenewed})

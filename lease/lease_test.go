@@ -216,14 +216,35 @@ func TestKeepAlive_ServerGoneEndsTheLeaseBeforeItsTTL(t *testing.T) {
 	}
 	ctx := ctxT(t)
 	e := newEnv(t)
-	l, err := e.leases("inst-a", "h1").TryAcquire(ctx, "job", lease.WithTTL(2*time.Second))
+	// The renew hook is told of each renewal: some succeed while the server
+	// is up, then they fail.
+	renewed, failed := make(chan string, 100), make(chan string, 100)
+	hook := lease.WithRenewHook(func(key string, took time.Duration, err error) {
+		if err == nil {
+			renewed <- key
+		} else {
+			failed <- key
+		}
+	})
+	l, err := e.leases("inst-a", "h1", hook).TryAcquire(ctx, "job", lease.WithTTL(2*time.Second))
 	if err != nil {
 		t.Fatal(err)
+	}
+	select {
+	case k := <-renewed:
+		if k != "job" {
+			t.Errorf("the renew hook was told of key %q, want job", k)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the renew hook was told of no renewal in 5s with a 2s TTL")
 	}
 	start := time.Now()
 	e.srv.Shutdown()
 	if !closedWithin(l.Done(), 5*time.Second) {
 		t.Fatal("lease still held without a server")
+	}
+	if len(failed) == 0 {
+		t.Error("the lease was lost unrenewed, but the renew hook was told of no failed renewal")
 	}
 	if d := time.Since(start); d >= 2*time.Second {
 		t.Errorf("lost %s after the server went; the TTL is 2s", d)

@@ -44,6 +44,7 @@ type Leases struct {
 	instance string
 	proc     hostlocal.Process
 	now      func() time.Time
+	renewed  func(key string, took time.Duration, err error)
 
 	mu   sync.Mutex
 	lost map[string]uint64 // key -> fence of the last lease of this process that was lost on it
@@ -109,6 +110,16 @@ func WithProcess(p hostlocal.Process) Option {
 // records. It decides nothing. Default: time.Now.
 func WithClock(now func() time.Time) Option {
 	return func(ls *Leases) error { ls.now = now; return nil }
+}
+
+// WithRenewHook sets a function told of every renewal a held lease's
+// keepalive makes (leaders' and candidacies' among them) that came to an
+// answer: the lease's key, how long the round trip took, and its error
+// (nil when renewed). It runs on the keepalive's goroutine, so it must
+// return quickly; it is how a process exports renewal latency and failures
+// (the CLI's --metrics). Default: none.
+func WithRenewHook(fn func(key string, took time.Duration, err error)) Option {
+	return func(ls *Leases) error { ls.renewed = fn; return nil }
 }
 
 // New returns the leases of c's server. It makes no round trip.

@@ -19,11 +19,12 @@ import (
 // Queues reads and writes the queues of one prefix, as one host: their
 // configs and tasks, and makes workers. It is safe for concurrent use.
 type Queues struct {
-	m      *session.Manager // key locks: sessions of this host, without pid files
-	bucket *kv.Bucket
-	prefix string
-	proc   hostlocal.Process
-	now    func() time.Time
+	m       *session.Manager // key locks: sessions of this host, without pid files
+	bucket  *kv.Bucket
+	prefix  string
+	proc    hostlocal.Process
+	now     func() time.Time
+	renewed func(key string, took time.Duration, err error)
 
 	mu      sync.Mutex
 	configs map[string]Config // queues known to exist, for Add's one round trip
@@ -48,6 +49,15 @@ func WithProcess(p hostlocal.Process) Option {
 		qs.proc = p
 		return nil
 	}
+}
+
+// WithRenewHook sets a function told of every renewal of a running task's
+// key lock (with its capacity token) that came to an answer: the slot, how
+// long the round trip took, and its error (nil when renewed). It runs on
+// the keepalive's goroutine, so it must return quickly; it is how a process
+// exports renewal latency and failures (the CLI's --metrics). Default: none.
+func WithRenewHook(fn func(key string, took time.Duration, err error)) Option {
+	return func(qs *Queues) error { qs.renewed = fn; return nil }
 }
 
 // New returns the queues of m's server, prefix and host: key locks are

@@ -123,9 +123,13 @@ func (r *runState) observe(e kv.Entry, grace time.Duration) {
 // grace when they are known gone.
 func (r *runState) keep() {
 	defer close(r.kept)
+	var observe func(time.Duration, error)
+	if fn := r.l.w.qs.renewed; fn != nil {
+		observe = func(took time.Duration, err error) { fn(r.slot, took, err) }
+	}
 	err := keepalive.Run(r.kctx, r.sched, r.renew, func(err error) bool {
 		return errors.Is(err, session.ErrLost) || errors.Is(err, errTokenLost)
-	}, nil)
+	}, observe)
 	switch {
 	case errors.Is(err, keepalive.ErrDeadline):
 		r.stop(ErrLockLost, r.sched.StopBudget())

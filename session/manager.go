@@ -52,6 +52,7 @@ type Manager struct {
 	state    *hostlocal.StateDir
 	traces   bool
 	now      func() time.Time
+	renewed  func(key string, took time.Duration, err error)
 }
 
 // Option configures NewManager.
@@ -114,6 +115,15 @@ func WithPIDFiles(on bool) Option {
 // records (started_at, renewed_at). It decides nothing. Default: time.Now.
 func WithClock(now func() time.Time) Option {
 	return func(m *Manager) error { m.now = now; return nil }
+}
+
+// WithRenewHook sets a function told of every renewal Run's keepalive
+// makes that came to an answer: the slot, how long the round trip took, and its
+// error (nil when renewed). It runs on the keepalive's goroutine, so it must
+// return quickly; it is how a process exports renewal latency and failures
+// (the CLI's --metrics). Default: none.
+func WithRenewHook(fn func(key string, took time.Duration, err error)) Option {
+	return func(m *Manager) error { m.renewed = fn; return nil }
 }
 
 // NewManager returns a manager of the sessions of c's server. It makes no

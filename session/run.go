@@ -202,6 +202,10 @@ func (k *keeper) session() *Session {
 // work to be stopped before the server could give the slot to another.
 func (k *keeper) renew(ctx context.Context) {
 	s := k.session()
+	var observe func(time.Duration, error)
+	if k.m.renewed != nil {
+		observe = func(took time.Duration, err error) { k.m.renewed(s.Slot, took, err) }
+	}
 	err := keepalive.Run(ctx, k.sched, func(ctx context.Context) error {
 		next, err := k.m.Commit(ctx, k.session(), "")
 		if err == nil {
@@ -210,7 +214,7 @@ func (k *keeper) renew(ctx context.Context) {
 			k.mu.Unlock()
 		}
 		return err
-	}, func(err error) bool { return errors.Is(err, ErrLost) }, nil)
+	}, func(err error) bool { return errors.Is(err, ErrLost) }, observe)
 	switch {
 	case errors.Is(err, keepalive.ErrDeadline):
 		k.lost <- &LostError{Slot: s.Slot, Fence: s.Fence, How: LostUnrenewed}

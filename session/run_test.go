@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -81,7 +82,16 @@ func TestRun_RenewsPastItsTTL(t *testing.T) {
 	}
 	ctx := ctxT(t)
 	e := newEnv(t)
-	m := e.manager("h1", t.TempDir())
+	var mu sync.Mutex
+	var observed []string // each renewal the hook was told of: its slot, and its error
+	m := e.manager("h1", t.TempDir(), session.WithRenewHook(func(slot string, took time.Duration, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		observed = append(observed, fmt.Sprintf("%s %v", slot, err))
+		if took <= 0 {
+			t.Errorf("a renewal of %s took %s", slot, took)
+		}
+	}))
 	res, err := m.Run(ctx, "slot", "T1", shell(t, "echo started; sleep 3"),
 		session.WithJoinOptions(session.WithTTL(time.Second)))
 	if err != nil || res.ExitCode != 0 {
@@ -89,6 +99,16 @@ func TestRun_RenewsPastItsTTL(t *testing.T) {
 	}
 	if res.Session.Renewals < 6 {
 		t.Errorf("%d renewals in 3s with a 1s TTL, want at least 6", res.Session.Renewals)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(observed) != int(res.Session.Renewals) {
+		t.Errorf("the renew hook was told of %d renewals, the session counts %d", len(observed), res.Session.Renewals)
+	}
+	for _, o := range observed {
+		if o != "slot <nil>" {
+			t.Errorf("the renew hook was told %q, want slot <nil>", o)
+		}
 	}
 }
 

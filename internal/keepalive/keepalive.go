@@ -120,9 +120,10 @@ func (m *Machine) next() time.Time {
 // Run renews with renew until ctx is done (it returns nil) or the key is
 // lost: renew returned an error for which lost is true (that error is
 // returned), or the local deadline passed (ErrDeadline). Each renewal gets a
-// context bounded by the local deadline. onRenewed, if not nil, is called
-// after each successful renewal.
-func Run(ctx context.Context, m *Machine, renew func(context.Context) error, lost func(error) bool, onRenewed func()) error {
+// context bounded by the local deadline. observe, if not nil, is told of
+// each renewal that ran to an answer (not one cut short by ctx): how long
+// it took and its error (nil when it succeeded).
+func Run(ctx context.Context, m *Machine, renew func(context.Context) error, lost func(error) bool, observe func(took time.Duration, err error)) error {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
@@ -134,14 +135,15 @@ func Run(ctx context.Context, m *Machine, renew func(context.Context) error, los
 			rctx, cancel := context.WithDeadline(ctx, m.Deadline())
 			err := renew(rctx)
 			cancel()
-			switch {
-			case ctx.Err() != nil:
+			if ctx.Err() != nil {
 				return nil
+			}
+			if observe != nil {
+				observe(time.Since(now), err)
+			}
+			switch {
 			case err == nil:
 				m.Renewed(now)
-				if onRenewed != nil {
-					onRenewed()
-				}
 			case lost(err):
 				return err
 			default:

@@ -136,3 +136,55 @@ func TestRun_StopsOnLossDeadlineOrContext(t *testing.T) {
 		t.Errorf("run with failing renewals: %v after %s, want ErrDeadline before the 1s TTL", err, time.Since(start))
 	}
 }
+
+func TestRun_ObservesEachAnsweredRenewal(t *testing.T) {
+	errLost := errors.New("lost")
+	transient := errors.New("timeout")
+	isLost := func(err error) bool { return errors.Is(err, errLost) }
+	var n int
+	var seen []error
+	var took []time.Duration
+	err := Run(context.Background(), New(time.Second, 0, time.Now()), func(context.Context) error {
+		n++
+		switch n {
+		case 1:
+			time.Sleep(20 * time.Millisecond) // a slow answer: its time is observed
+			return nil
+		case 2:
+			return transient
+		case 3:
+			return nil
+		default:
+			return errLost
+		}
+	}, isLost, func(d time.Duration, err error) {
+		took = append(took, d)
+		seen = append(seen, err)
+	})
+	if !errors.Is(err, errLost) {
+		t.Fatalf("run: %v, want the loss", err)
+	}
+	want := []error{nil, transient, nil, errLost}
+	if len(seen) != len(want) {
+		t.Fatalf("observed %v, want %v", seen, want)
+	}
+	for i := range want {
+		if !errors.Is(seen[i], want[i]) && seen[i] != want[i] {
+			t.Errorf("renewal %d observed %v, want %v", i+1, seen[i], want[i])
+		}
+	}
+	if took[0] < 20*time.Millisecond {
+		t.Errorf("the first renewal took at least 20ms, observed %s", took[0])
+	}
+
+	// A renewal cut short by the end of ctx is not an answer.
+	ctx, cancel := context.WithCancel(context.Background())
+	var observed int
+	err = Run(ctx, New(300*time.Millisecond, 0, time.Now()), func(context.Context) error {
+		cancel()
+		return context.Canceled
+	}, isLost, func(time.Duration, error) { observed++ })
+	if err != nil || observed != 0 {
+		t.Errorf("a renewal cut short by ctx: run %v, observed %d times, want nil and none", err, observed)
+	}
+}

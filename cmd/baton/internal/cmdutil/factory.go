@@ -29,6 +29,9 @@ type Factory struct {
 	IO     *IOStreams
 	Config Config
 	Getenv func(string) string
+	// RenewHook, if set before Sessions, Leases or Queues, is told of each
+	// renewal their keepalives make (a verb's --metrics sets it).
+	RenewHook func(key string, took time.Duration, err error)
 
 	state    *hostlocal.StateDir
 	client   *kv.Client
@@ -181,7 +184,8 @@ func (f *Factory) Sessions(ctx context.Context, natsOpts ...nats.Option) (*sessi
 		session.WithHostID(f.Config.HostID),
 		session.WithInstance(f.Instance()),
 		session.WithStateDir(sd),
-		session.WithPIDFiles(true))
+		session.WithPIDFiles(true),
+		session.WithRenewHook(f.RenewHook))
 }
 
 // Queues returns the queues of this prefix and host, connected; their key
@@ -191,7 +195,7 @@ func (f *Factory) Queues(ctx context.Context, natsOpts ...nats.Option) (*queue.Q
 	if err != nil {
 		return nil, err
 	}
-	return queue.New(m)
+	return queue.New(m, queue.WithRenewHook(f.RenewHook))
 }
 
 // Leases returns the leases of this prefix and host, held as instance
@@ -208,6 +212,7 @@ func (f *Factory) Leases(ctx context.Context, instance string, opts []lease.Opti
 		lease.WithPrefix(f.Config.Prefix),
 		lease.WithHostID(f.Config.HostID),
 		lease.WithInstance(instance),
+		lease.WithRenewHook(f.RenewHook),
 	}, opts...)...)
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/batonhq/baton/cmd/baton/internal/cmdutil"
+	"github.com/batonhq/baton/cmd/baton/internal/procmetrics"
 	"github.com/batonhq/baton/hostlocal"
 	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/lease"
@@ -30,6 +31,7 @@ type Options struct {
 	Score        int
 	Capabilities []string
 	Require      []string
+	Metrics      string
 }
 
 // DefaultGrace is the time between SIGTERM and SIGKILL when the command
@@ -68,7 +70,10 @@ without a leader.`,
   BATON_INSTANCE=bot-2 baton lead chat-bot --score 10 --min-term 1m -- ./bot --answer
 
   # only a candidate with a GPU may lead
-  baton lead trainer --require gpu --capability gpu --ttl 5s -- ./train.sh`,
+  baton lead trainer --require gpu --capability gpu --ttl 5s -- ./train.sh
+
+  # Prometheus scrapes baton_is_leader, renewal latency and failures
+  baton lead chat-bot --metrics 127.0.0.1:9464 -- ./bot --answer`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if cmd.ArgsLenAtDash() != 1 || len(args) < 2 {
 				return cmdutil.Usagef("want KEY, then -- and the command: baton lead KEY -- CMD [ARG...]")
@@ -77,6 +82,9 @@ without a leader.`,
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Key, o.Command = args[0], args[1:]
+			if err := procmetrics.CheckAddr(o.Metrics); err != nil {
+				return err
+			}
 			if runF != nil {
 				return runF(o)
 			}
@@ -90,6 +98,7 @@ without a leader.`,
 	fs.IntVar(&o.Score, "score", 0, "this candidate's score: higher scores are preferred leaders")
 	fs.StringArrayVar(&o.Capabilities, "capability", nil, "a capability this candidate has (repeatable)")
 	fs.StringArrayVar(&o.Require, "require", nil, "a capability a leader must have (repeatable); candidates without it only follow")
+	procmetrics.AddFlag(fs, &o.Metrics)
 	return cmd
 }
 
@@ -101,6 +110,18 @@ func leadRun(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
+	leaderKey := lease.LeaderKey(o.Key)
+	pm, stopMetrics, err := procmetrics.Start(ctx, o.F, "lead", o.Metrics, func(key string) string {
+		if key == leaderKey {
+			return procmetrics.KindLeader
+		}
+		return procmetrics.KindCandidacy
+	})
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
+	pm.Watch(o.Key)
 	ls, err := o.F.Leases(ctx, "", nil, o.F.LongLived("lead", nil)...)
 	if err != nil {
 		return err
@@ -153,7 +174,7 @@ func leadRun(ctx context.Context, o *Options) error {
 		default:
 			return err
 		}
-		code, done, err := lead(ctx, o, command, term, sigs)
+		code, done, err := lead(ctx, o, command, term, sigs, pm)
 		if done || err != nil {
 			if err == nil && code != 0 {
 				err = cmdutil.Exit(cmdutil.ExitCode(code), nil)
@@ -166,8 +187,9 @@ func leadRun(ctx context.Context, o *Options) error {
 // lead runs the command for one term. It returns done when baton should
 // exit (the command exited: its code), or not done when the term ended
 // and baton should campaign again.
-func lead(ctx context.Context, o *Options, command *cmdutil.Command, term *lease.Term, sigs *cmdutil.Signals) (int, bool, error) {
+func lead(ctx context.Context, o *Options, command *cmdutil.Command, term *lease.Term, sigs *cmdutil.Signals, pm *procmetrics.Metrics) (int, bool, error) {
 	inst := term.Record().Holder
+	pm.Gained(o.Key)
 	cmdutil.Fprintf(o.F.IO.ErrOut, "baton: lead: leading %s as %s (fence %d)\n", o.Key, inst, term.Fence())
 	child, err := command.Start(
 		"BATON_FENCE="+strconv.FormatUint(term.Fence(), 10),
@@ -176,6 +198,7 @@ func lead(ctx context.Context, o *Options, command *cmdutil.Command, term *lease
 		"BATON_KEY="+o.Key)
 	if err != nil {
 		_ = term.Resign(context.Background())
+		pm.Lost(o.Key, procmetrics.LostExit)
 		return 0, true, err
 	}
 	sigs.Running(true)
@@ -207,6 +230,7 @@ func lead(ctx context.Context, o *Options, command *cmdutil.Command, term *lease
 			rctx, cancel := bounded()
 			err := term.Resign(rctx)
 			cancel()
+			pm.Lost(o.Key, procmetrics.LostExit)
 			if err != nil && !errors.Is(err, lease.ErrLost) {
 				cmdutil.Fprintf(o.F.IO.ErrOut, "%s\n", cmdutil.Message("lead", fmt.Errorf("the command ended but handing leadership over failed: %w", err)))
 			}
@@ -218,6 +242,7 @@ func lead(ctx context.Context, o *Options, command *cmdutil.Command, term *lease
 				grace = min(grace, o.TTL.D/4) // dead before the server could give the lease away
 			}
 			code, _ := child.Stop(grace)
+			pm.Lost(o.Key, procmetrics.LostExpired)
 			next := "campaign again"
 			if forwarded != nil {
 				next = "stop, as the signal passed to it (" + forwarded.String() + ") asked"
@@ -227,6 +252,7 @@ func lead(ctx context.Context, o *Options, command *cmdutil.Command, term *lease
 			return 0, false, nil
 		case to := <-term.Yield():
 			code, _ := child.Stop(o.Grace.D)
+			pm.Lost(o.Key, procmetrics.LostHandover)
 			rctx, cancel := bounded()
 			err := term.HandOver(rctx, to)
 			if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/batonhq/baton/cmd/baton/internal/cmdutil"
+	"github.com/batonhq/baton/cmd/baton/internal/procmetrics"
 	"github.com/batonhq/baton/hostlocal"
 	"github.com/batonhq/baton/queue"
 )
@@ -27,6 +28,7 @@ type WorkOptions struct {
 	Once        bool
 	Wait        *cmdutil.DurationFlag
 	Grace       *cmdutil.DurationFlag
+	Metrics     string
 }
 
 func newCmdWork(f *cmdutil.Factory, runF Verbs) *cobra.Command {
@@ -58,7 +60,8 @@ count); baton exits 0. A second signal stops them at once.
 With --once it runs one task and exits with that task's exit code (3 if its
 lock was lost, 124 if it timed out), or 5 if no task could start within
 --wait (default: none, do not wait). Lines about each task go to stderr;
-stdout is the commands'.`,
+stdout is the commands'. --metrics serves this worker's task outcomes,
+running tasks and renewal latency for Prometheus.`,
 		Example: `  baton queue work agents -- ./agent.sh
   baton queue work agents --concurrency 4 --grace 30s -- sh -c 'claude -p "$(cat)"'
   baton queue work agents --once --wait 1m -- ./agent.sh`,
@@ -73,6 +76,9 @@ stdout is the commands'.`,
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Queue, o.Command = args[0], args[1:]
+			if err := procmetrics.CheckAddr(o.Metrics); err != nil {
+				return err
+			}
 			if runF != nil {
 				return runF("work", o)
 			}
@@ -84,6 +90,7 @@ stdout is the commands'.`,
 	fs.BoolVar(&o.Once, "once", false, "run one task, then exit with its exit code")
 	fs.Var(o.Wait, "wait", "with --once: wait up to this long for a task (default: do not wait)")
 	fs.Var(o.Grace, "grace", "time running tasks get to finish when stopping, and between SIGTERM and SIGKILL")
+	procmetrics.AddFlag(fs, &o.Metrics)
 	return cmd
 }
 
@@ -98,6 +105,12 @@ func workRun(ctx context.Context, o *WorkOptions) error {
 	if err != nil {
 		return err
 	}
+	pm, stopMetrics, err := procmetrics.Start(ctx, o.F, "queue work", o.Metrics, procmetrics.Kind(procmetrics.KindTask))
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
+	pm.Serving(o.Queue)
 	qs, err := o.F.Queues(ctx, o.F.LongLived("queue work", nil)...)
 	if err != nil {
 		return err
@@ -106,7 +119,11 @@ func workRun(ctx context.Context, o *WorkOptions) error {
 		return err
 	}
 	p := &printer{w: o.F, q: o.Queue}
-	opts := []queue.WorkerOption{queue.WithConcurrency(o.Concurrency), queue.WithGrace(o.Grace.D), queue.WithEvents(p.event)}
+	events := func(ev queue.Event) {
+		pm.TaskEvent(o.Queue, ev)
+		p.event(ev)
+	}
+	opts := []queue.WorkerOption{queue.WithConcurrency(o.Concurrency), queue.WithGrace(o.Grace.D), queue.WithEvents(events)}
 	if o.Once {
 		opts = append(opts, queue.WithMaxTasks(1), queue.WithIdleTimeout(o.Wait.D))
 	}

@@ -2,7 +2,9 @@ package root
 
 import (
 	"bytes"
+	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -110,6 +112,9 @@ func commandLines() []commandLine {
 		{"queue", []string{"retry", "agents", "t-1"}, "queue retry"},
 		{"queue", []string{"release", "agents", "alice", "--force"}, "queue release"},
 		{"queue", []string{"ls"}, "queue ls"},
+		{"lead", []string{"chat-bot", "--metrics", "127.0.0.1:0", "--", "./bot"}, "lead"},
+		{"run", []string{"lint", "--task", "T", "--metrics", ":9464", "--", "true"}, "run"},
+		{"queue", []string{"work", "agents", "--metrics", "[::1]:9464", "--", "./agent.sh"}, "queue work"},
 		{"ui", nil, "ui"},
 		{"ui", []string{"--listen", "0.0.0.0:7070", "--ui-token", "t0k", "--stale-after", "1m"}, "ui"},
 		{"ui", []string{"--listen", "[::]:7070", "--read-only"}, "ui"},
@@ -139,6 +144,9 @@ func commandLines() []commandLine {
 		{"queue", []string{"add", "agents", "x"}, ""},
 		{"queue", []string{"create", "agents", "--timeout", "soon"}, ""},
 		{"queue", []string{"shuffle", "agents"}, ""},
+		{"lead", []string{"chat-bot", "--metrics", "9464", "--", "./bot"}, ""},
+		{"run", []string{"lint", "--task", "T", "--metrics", "h:http", "--", "true"}, ""},
+		{"queue", []string{"work", "agents", "--metrics", "h:70000", "--", "./agent.sh"}, ""},
 		{"ui", []string{"--listen", "0.0.0.0:7070"}, ""},
 		{"ui", []string{"--listen", "nohost"}, ""},
 		{"ui", []string{"extra"}, ""},
@@ -247,6 +255,15 @@ func checkParsed(t *testing.T, args []string, r *stubbedRoot) {
 			t.Fatalf("baton %q: %s %q is not a valid key", args, what, k)
 		}
 	}
+	metricsAddr := func(addr string) {
+		if addr == "" {
+			return
+		}
+		_, port, err := net.SplitHostPort(addr)
+		if n, perr := strconv.Atoi(port); err != nil || perr != nil || n < 0 || n > 65535 {
+			t.Fatalf("baton %q: --metrics %q is not HOST:PORT", args, addr)
+		}
+	}
 	durations := func(ds ...*cmdutil.DurationFlag) {
 		for _, d := range ds {
 			if d.D < 0 {
@@ -270,6 +287,7 @@ func checkParsed(t *testing.T, args []string, r *stubbedRoot) {
 		joinFlags(o.Flags)
 	case *runcmd.Options:
 		validKey("slot", o.Slot)
+		metricsAddr(o.Metrics)
 		joinFlags(o.Flags)
 		durations(o.Grace)
 		if len(o.Command) == 0 {
@@ -281,6 +299,7 @@ func checkParsed(t *testing.T, args []string, r *stubbedRoot) {
 		validKey("slot", o.Slot)
 	case *leadcmd.Options:
 		validKey("key", o.Key)
+		metricsAddr(o.Metrics)
 		durations(o.TTL, o.MinTerm, o.Grace)
 		if len(o.Command) == 0 {
 			t.Fatalf("baton %q: lead without a command", args)
@@ -310,6 +329,7 @@ func checkParsed(t *testing.T, args []string, r *stubbedRoot) {
 		validQueue(t, args, o.Queue)
 	case *queuecmd.WorkOptions:
 		validQueue(t, args, o.Queue)
+		metricsAddr(o.Metrics)
 		durations(o.Wait, o.Grace)
 		if len(o.Command) == 0 {
 			t.Fatalf("baton %q: queue work without a command", args)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/batonhq/baton/cmd/baton/internal/cmdutil"
 	"github.com/batonhq/baton/cmd/baton/internal/joincmd"
+	"github.com/batonhq/baton/cmd/baton/internal/procmetrics"
 	"github.com/batonhq/baton/hostlocal"
 	"github.com/batonhq/baton/session"
 )
@@ -22,6 +23,7 @@ type Options struct {
 	Command []string
 	Flags   *joincmd.Flags
 	Grace   *cmdutil.DurationFlag
+	Metrics string
 }
 
 // NewCmdRun returns `baton run`; runF replaces the run for tests.
@@ -49,7 +51,8 @@ exits. Before CMD starts, these signals cancel the join.
 
 CMD sees BATON_SLOT, BATON_FENCE and BATON_INSTANCE in its environment.
 baton run prints nothing of its own but errors (--json changes nothing):
-the output is CMD's.`,
+the output is CMD's. --metrics serves this process's renewal latency and
+failures for Prometheus while CMD runs.`,
 		Example: `  baton run rendering --task T-42 -- make render
 
   # a 10s TTL, and 3s for the command to stop when the slot is lost
@@ -63,6 +66,9 @@ the output is CMD's.`,
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Slot, o.Command = args[0], args[1:]
+			if err := procmetrics.CheckAddr(o.Metrics); err != nil {
+				return err
+			}
 			if runF != nil {
 				return runF(o)
 			}
@@ -72,6 +78,7 @@ the output is CMD's.`,
 	o.Flags = joincmd.AddFlags(cmd, session.DefaultRunTTL)
 	cmd.Flags().Var(o.Grace, "grace", "time between SIGTERM and SIGKILL when CMD must stop")
 	cmd.Flags().Lookup("pid").Hidden = true // run records its own pid
+	procmetrics.AddFlag(cmd.Flags(), &o.Metrics)
 	return cmd
 }
 
@@ -87,6 +94,11 @@ func runRun(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
+	_, stopMetrics, err := procmetrics.Start(ctx, o.F, "run", o.Metrics, procmetrics.Kind(procmetrics.KindSession))
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
 	m, err := o.F.Sessions(ctx, o.F.LongLived("run", nil)...)
 	if err != nil {
 		return err

@@ -1,0 +1,151 @@
+package procmetrics
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/batonhq/baton/cmd/baton/internal/cmdutil"
+	"github.com/batonhq/baton/queue"
+)
+
+func TestCheckAddr(t *testing.T) {
+	for addr, ok := range map[string]bool{
+		"": true, "127.0.0.1:9464": true, ":9464": true, "[::1]:0": true, "localhost:65535": true,
+		"9464": false, "h:http": false, "h:70000": false, "h:-1": false, "h:09": false, "[::1": false,
+	} {
+		err := CheckAddr(addr)
+		if (err == nil) != ok {
+			t.Errorf("CheckAddr(%q) = %v, want ok %v", addr, err, ok)
+		}
+		if err != nil && cmdutil.Code(err) != cmdutil.ExitUsage {
+			t.Errorf("CheckAddr(%q): exit %d, want %d", addr, cmdutil.Code(err), cmdutil.ExitUsage)
+		}
+	}
+}
+
+func TestRenewHook_CountsLatencyAndFailuresByKind(t *testing.T) {
+	m := New("lead", "i-1")
+	hook := m.RenewHook(func(key string) string {
+		if key == "leader.k" {
+			return KindLeader
+		}
+		return KindCandidacy
+	})
+	hook("leader.k", 3*time.Millisecond, nil)
+	hook("leader.k", 4*time.Millisecond, nil)
+	hook("leader.k", time.Second, errors.New("timeout"))
+	hook("candidate.k.i-1", time.Millisecond, nil)
+	if n := testutil.CollectAndCount(m.renewals); n != 2 {
+		t.Errorf("%d renewal series, want one per kind (2)", n)
+	}
+	if v := testutil.ToFloat64(m.renewFails.WithLabelValues(KindLeader)); v != 1 {
+		t.Errorf("leader renewal failures %v, want 1", v)
+	}
+	want := `
+# HELP baton_renewal_failures_total Renewals that failed (the server away or slow, or the key lost), by what was renewed.
+# TYPE baton_renewal_failures_total counter
+baton_renewal_failures_total{kind="leader"} 1
+`
+	if err := testutil.CollectAndCompare(m.renewFails, strings.NewReader(want)); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestLeadership_GainedLostAndIsLeader(t *testing.T) {
+	m := New("lead", "i-1")
+	m.Watch("k")
+	if v := testutil.ToFloat64(m.isLeader.WithLabelValues("k")); v != 0 {
+		t.Errorf("is_leader before a term: %v", v)
+	}
+	m.Gained("k")
+	if v := testutil.ToFloat64(m.isLeader.WithLabelValues("k")); v != 1 {
+		t.Errorf("is_leader in a term: %v", v)
+	}
+	m.Lost("k", LostHandover)
+	m.Gained("k")
+	m.Lost("k", LostExpired)
+	if g, h, e, l := testutil.ToFloat64(m.gained.WithLabelValues("k")), testutil.ToFloat64(m.lost.WithLabelValues("k", LostHandover)),
+		testutil.ToFloat64(m.lost.WithLabelValues("k", LostExpired)), testutil.ToFloat64(m.isLeader.WithLabelValues("k")); g != 2 || h != 1 || e != 1 || l != 0 {
+		t.Errorf("gained %v, lost by handover %v, by expiry %v, is_leader %v; want 2, 1, 1, 0", g, h, e, l)
+	}
+}
+
+func TestTaskEvent_OutcomesRunningAndDuration(t *testing.T) {
+	m := New("queue work", "i-1")
+	m.Serving("q")
+	code := func(c int) *int { return &c }
+	for _, ev := range []queue.Event{
+		{Kind: queue.EventStarted}, {Kind: queue.EventStarted}, {Kind: queue.EventStarted},
+		{Kind: queue.EventEnded, Reason: queue.ReasonExit, ExitCode: code(0), Took: time.Second},
+		{Kind: queue.EventEnded, Reason: queue.ReasonExit, ExitCode: code(2), Took: time.Second},
+		{Kind: queue.EventError, Err: errors.New("retried")},
+	} {
+		m.TaskEvent("q", ev)
+	}
+	if v := testutil.ToFloat64(m.running.WithLabelValues("q")); v != 1 {
+		t.Errorf("running %v, want 1 (3 started, 2 ended)", v)
+	}
+	m.TaskEvent("q", queue.Event{Kind: queue.EventEnded, Reason: queue.ReasonTimeout})
+	for outcome, want := range map[string]float64{"success": 1, "failure": 1, "timeout": 1} {
+		if v := testutil.ToFloat64(m.tasks.WithLabelValues("q", outcome)); v != want {
+			t.Errorf("outcome %s: %v, want %v", outcome, v, want)
+		}
+	}
+	if Outcome(queue.Event{Reason: queue.ReasonExit}) != "failure" {
+		t.Error("an exit without a code is not a success")
+	}
+}
+
+func TestNil_RecordsNothingAndDoesNotPanic(t *testing.T) {
+	var m *Metrics
+	m.Watch("k")
+	m.Gained("k")
+	m.Lost("k", LostExit)
+	m.Serving("q")
+	m.TaskEvent("q", queue.Event{Kind: queue.EventStarted})
+	f := &cmdutil.Factory{IO: &cmdutil.IOStreams{ErrOut: io.Discard}, Getenv: func(string) string { return "" }}
+	m, stop, err := Start(t.Context(), f, "run", "", Kind(KindSession))
+	if m != nil || err != nil || f.RenewHook != nil {
+		t.Errorf("Start without an address: %v, %v, hook set %v", m, err, f.RenewHook != nil)
+	}
+	stop()
+}
+
+func TestServe_ScrapesAndRefusesATakenAddress(t *testing.T) {
+	m := New("run", "i-1")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	addr, stop, err := m.Serve(ctx, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get("http://" + addr.String() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `baton_process_info{instance="i-1",verb="run",version=`) {
+		t.Errorf("GET /metrics: %d\n%s", resp.StatusCode, body)
+	}
+	if resp, err := http.Post("http://"+addr.String()+"/metrics", "text/plain", nil); err != nil || resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("POST /metrics: %v, %v", resp, err)
+	}
+
+	_, _, err = New("run", "i-2").Serve(ctx, addr.String())
+	if cmdutil.Code(err) != cmdutil.ExitConflict || !strings.Contains(err.Error(), addr.String()) {
+		t.Errorf("serving on a taken address: exit %d, %v; want exit 3 naming it", cmdutil.Code(err), err)
+	}
+	stop()
+	if _, err := net.DialTimeout("tcp", addr.String(), time.Second); err == nil {
+		t.Error("still listening after stop")
+	}
+}
