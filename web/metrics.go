@@ -36,6 +36,7 @@ var (
 	descTermAge     = desc("baton_agent_term_age_seconds", "How long each agent key's leader has led (from its acquired_at).", "agent_key")
 	descCandidates  = desc("baton_agent_candidates", "Live candidates of each agent key.", "agent_key")
 	descLeaderless  = desc("baton_agent_leaderless_seconds", "How long each agent key has had no leader (0 while led).", "agent_key")
+	descAgentTTL    = desc("baton_agent_ttl_seconds", "The TTL of each agent key's leadership (of its leader, else of its last candidacy seen): alert on leaderless_seconds against it.", "agent_key")
 	descChanges     = desc("baton_leadership_changes_total", "Leadership changes seen since the dashboard started, by reason (elected, transfer, expiry, takeover, resign).", "agent_key", "reason")
 	descQueueTasks  = desc("baton_queue_tasks", "Tasks of each queue by state.", "queue", "state")
 	descQueuePend   = desc("baton_queue_pending", "Tasks waiting to run, by priority.", "queue", "priority")
@@ -174,6 +175,9 @@ func (cm *clusterMetrics) collectAgents(ch chan<- prometheus.Metric) {
 			}
 		}
 		ch <- prometheus.MustNewConstMetric(descLeaderless, prometheus.GaugeValue, leaderless, k)
+		if a.ttl > 0 {
+			ch <- prometheus.MustNewConstMetric(descAgentTTL, prometheus.GaugeValue, a.ttl.Seconds(), k)
+		}
 		reasons := make([]string, 0, len(a.counts))
 		for r := range a.counts {
 			reasons = append(reasons, r)

@@ -52,6 +52,16 @@ type agent struct {
 	leaderless time.Time
 	ended      string            // why the last leader's term ended, until the next
 	counts     map[string]uint64 // leadership changes by reason
+	ttl        time.Duration     // the TTL of the last leader or candidacy seen
+}
+
+// saw keeps the TTL of a leader or candidacy of the key.
+func (a *agent) saw(in *lease.Info) {
+	if in.TTL > 0 {
+		a.ttl = in.TTL
+	} else if in.Record.TTL > 0 {
+		a.ttl = time.Duration(in.Record.TTL)
+	}
 }
 
 // undecodable is a live record that does not decode.
@@ -243,7 +253,9 @@ func (md *Model) applyLease(ev lease.Event) {
 		}
 	case isCand && live && ev.Err == nil:
 		md.candKey[ev.Key] = ak
-		md.agent(ak).cands[holder] = ev.Lease
+		a := md.agent(ak)
+		a.cands[holder] = ev.Lease
+		a.saw(ev.Lease)
 		md.notify(KindAgent, ak)
 	default:
 		if live && ev.Err != nil {
@@ -269,6 +281,7 @@ func (md *Model) applyLeader(ak string, ev lease.Event, live bool) {
 	switch {
 	case live:
 		a.leader = ev.Lease
+		a.saw(ev.Lease)
 		if ev.Kind != lease.EventAcquire {
 			a.leaderless = time.Time{}
 			return

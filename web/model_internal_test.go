@@ -1,11 +1,14 @@
 package web
 
 import (
+	"encoding/json"
 	"errors"
 	"testing"
 	"time"
 
+	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/lease"
+	"github.com/batonhq/baton/queue"
 )
 
 func leaderEvent(kind lease.EventKind, holder, prev string, fence uint64, at time.Time) lease.Event {
@@ -118,5 +121,37 @@ func TestModel_AnUndecodableLeaderIsHeldByNobodyKnowsWhom(t *testing.T) {
 	}
 	if c := md.Counts(0); c.Undecodable != 0 {
 		t.Errorf("counts %+v after a readable leader", c)
+	}
+}
+
+func TestQueues_ObserveTheWaitOfEachClaimSeenOnce(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var waits []time.Duration
+	qv := newQueues(nil, nil, func(q string, d time.Duration) {
+		if q != "jobs" {
+			t.Errorf("observed a wait of queue %q", q)
+		}
+		waits = append(waits, d)
+	})
+	entry := func(rev uint64, at time.Time, task queue.Task) kv.Entry {
+		task.ID, task.Queue, task.Key, task.Priority = "t1", "jobs", "alice", queue.Normal
+		b, err := json.Marshal(task)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return kv.Entry{Key: "jobs.task.t1", Value: b, Revision: rev, Created: at, Op: kv.OpPut}
+	}
+	qv.follow(entry(10, t0, queue.Task{State: queue.StatePending, AddedAt: t0.Add(-time.Hour)}), true)
+	// The claim (Run.Claimed 0: this very write) 3s after the add, by the
+	// server's clock, not the adder's.
+	run := &queue.Run{Attempt: 1, Slot: "alice", Fence: 11}
+	qv.follow(entry(11, t0.Add(3*time.Second), queue.Task{State: queue.StateActive, Attempts: 1, Run: run}), true)
+	// A rewrite of the running task (its pid, a cancel request) is no
+	// second start.
+	rewritten := *run
+	rewritten.Claimed = 11
+	qv.follow(entry(12, t0.Add(4*time.Second), queue.Task{State: queue.StateActive, Attempts: 1, Run: &rewritten}), true)
+	if len(waits) != 1 || waits[0] != 3*time.Second {
+		t.Errorf("waits observed %v, want one of 3s", waits)
 	}
 }

@@ -141,7 +141,7 @@ func (t *queues) follow(e kv.Entry, synced bool) {
 		at, ok := t.added[e.Key]
 		delete(t.added, e.Key)
 		t.mu.Unlock()
-		if !synced || task.Run == nil || task.Run.Claimed != 0 {
+		if !synced || task.Run == nil || task.Run.Claimed != e.Revision {
 			return // present before the dashboard started, or a rewrite of a running task
 		}
 		if !ok {

@@ -341,6 +341,9 @@ func TestAgents_LeaderCandidatesAndChangesWithReasons(t *testing.T) {
 	if !hasSample(fams["baton_leadership_changes_total"], map[string]string{"agent_key": "bot", "reason": "transfer"}) {
 		t.Errorf("no transfer counted: %v", fams["baton_leadership_changes_total"])
 	}
+	if !hasSample(fams["baton_agent_ttl_seconds"], map[string]string{"agent_key": "bot"}) {
+		t.Errorf("no leadership TTL for bot (alerts compare leaderless_seconds with it): %v", fams["baton_agent_ttl_seconds"])
+	}
 }
 
 func TestReadOnly_RefusesEveryAction(t *testing.T) {

@@ -116,7 +116,7 @@ func leadRun(ctx context.Context, o *Options) error {
 			return procmetrics.KindLeader
 		}
 		return procmetrics.KindCandidacy
-	})
+	}, procmetrics.KindLeader, procmetrics.KindCandidacy)
 	if err != nil {
 		return err
 	}

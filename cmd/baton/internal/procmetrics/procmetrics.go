@@ -115,8 +115,14 @@ func New(verb, instance string) *Metrics {
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 
 // RenewHook returns the hook that counts renewals (session.WithRenewHook,
-// lease.WithRenewHook, queue.WithRenewHook), labelled by kind(key).
-func (m *Metrics) RenewHook(kind func(key string) string) func(key string, took time.Duration, err error) {
+// lease.WithRenewHook, queue.WithRenewHook), labelled by kind(key). The
+// series of kinds are present from the start (at 0), so that a rate or an
+// alert on failures has a series before the first one.
+func (m *Metrics) RenewHook(kind func(key string) string, kinds ...string) func(key string, took time.Duration, err error) {
+	for _, k := range kinds {
+		m.renewals.WithLabelValues(k)
+		m.renewFails.WithLabelValues(k)
+	}
 	return func(key string, took time.Duration, err error) {
 		k := kind(key)
 		if err != nil {
@@ -127,16 +133,17 @@ func (m *Metrics) RenewHook(kind func(key string) string) func(key string, took 
 	}
 }
 
-// Kind returns a kind function that names every key kind.
+// Kind returns a kind function that names every key kind; pass kind as
+// Start's kinds too.
 func Kind(kind string) func(string) string { return func(string) string { return kind } }
 
 // Start serves a process's metrics on addr when it is not empty, and sets
 // f.RenewHook to count the renewals of the sessions, leases and queues f
-// makes next, labelled by kind(key). When addr's port is 0, it says on
+// makes next, labelled by kind(key), one of kinds. When addr's port is 0, it says on
 // stderr which port it picked. Without addr
 // it returns nil metrics, whose methods do nothing, and a stop that does
 // nothing.
-func Start(ctx context.Context, f *cmdutil.Factory, verb, addr string, kind func(key string) string) (*Metrics, func(), error) {
+func Start(ctx context.Context, f *cmdutil.Factory, verb, addr string, kind func(key string) string, kinds ...string) (*Metrics, func(), error) {
 	if addr == "" {
 		return nil, func() {}, nil
 	}
@@ -145,7 +152,7 @@ func Start(ctx context.Context, f *cmdutil.Factory, verb, addr string, kind func
 	if err != nil {
 		return nil, nil, err
 	}
-	f.RenewHook = m.RenewHook(kind)
+	f.RenewHook = m.RenewHook(kind, kinds...)
 	if _, port, _ := net.SplitHostPort(addr); port == "0" {
 		cmdutil.Fprintf(f.IO.ErrOut, "baton: %s: metrics at http://%s/metrics\n", verb, bound)
 	}
@@ -158,6 +165,9 @@ func (m *Metrics) Watch(agentKey string) {
 		return
 	}
 	m.gained.WithLabelValues(agentKey)
+	for _, r := range []string{LostExpired, LostHandover, LostExit} {
+		m.lost.WithLabelValues(agentKey, r)
+	}
 	m.isLeader.WithLabelValues(agentKey).Set(0)
 }
 

@@ -38,7 +38,10 @@ func TestRenewHook_CountsLatencyAndFailuresByKind(t *testing.T) {
 			return KindLeader
 		}
 		return KindCandidacy
-	})
+	}, KindLeader, KindCandidacy)
+	if v := testutil.ToFloat64(m.renewFails.WithLabelValues(KindCandidacy)); v != 0 || testutil.CollectAndCount(m.renewFails) != 2 {
+		t.Errorf("before any renewal: %d failure series, candidacy at %v; want both kinds at 0", testutil.CollectAndCount(m.renewFails), v)
+	}
 	hook("leader.k", 3*time.Millisecond, nil)
 	hook("leader.k", 4*time.Millisecond, nil)
 	hook("leader.k", time.Second, errors.New("timeout"))
@@ -52,6 +55,7 @@ func TestRenewHook_CountsLatencyAndFailuresByKind(t *testing.T) {
 	want := `
 # HELP baton_renewal_failures_total Renewals that failed (the server away or slow, or the key lost), by what was renewed.
 # TYPE baton_renewal_failures_total counter
+baton_renewal_failures_total{kind="candidacy"} 0
 baton_renewal_failures_total{kind="leader"} 1
 `
 	if err := testutil.CollectAndCompare(m.renewFails, strings.NewReader(want)); err != nil {

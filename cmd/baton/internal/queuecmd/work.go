@@ -105,7 +105,7 @@ func workRun(ctx context.Context, o *WorkOptions) error {
 	if err != nil {
 		return err
 	}
-	pm, stopMetrics, err := procmetrics.Start(ctx, o.F, "queue work", o.Metrics, procmetrics.Kind(procmetrics.KindTask))
+	pm, stopMetrics, err := procmetrics.Start(ctx, o.F, "queue work", o.Metrics, procmetrics.Kind(procmetrics.KindTask), procmetrics.KindTask)
 	if err != nil {
 		return err
 	}

@@ -94,7 +94,7 @@ func runRun(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
-	_, stopMetrics, err := procmetrics.Start(ctx, o.F, "run", o.Metrics, procmetrics.Kind(procmetrics.KindSession))
+	_, stopMetrics, err := procmetrics.Start(ctx, o.F, "run", o.Metrics, procmetrics.Kind(procmetrics.KindSession), procmetrics.KindSession)
 	if err != nil {
 		return err
 	}
