@@ -252,9 +252,9 @@ func checkGrafana(t *testing.T, path string) {
 		Title  string `json:"title"`
 		UID    string `json:"uid"`
 		Panels []struct {
-			ID      int    `json:"id"`
-			Type    string `json:"type"`
-			Title   string `json:"title"`
+			ID      int                      `json:"id"`
+			Type    string                   `json:"type"`
+			Title   string                   `json:"title"`
 			GridPos struct{ X, Y, W, H int } `json:"gridPos"`
 			Targets []struct {
 				Expr string `json:"expr"`
