@@ -74,6 +74,7 @@ type Checker struct {
 	staleAfter time.Duration
 	maxSkew    time.Duration
 	replicas   int
+	list       func(context.Context) (*session.Listing, error)
 }
 
 // Option configures a Checker.
@@ -105,9 +106,19 @@ func WithLeases(ls *lease.Leases) Option { return func(c *Checker) { c.ls = ls }
 // sessions only.
 func WithQueues(qs *queue.Queues) Option { return func(c *Checker) { c.qs = qs } }
 
+// WithListing takes the sessions to check from list instead of a listing
+// of the bucket: a process that keeps every session from a watch (the
+// dashboard) passes its own, and the check reads no record twice. list
+// must return sessions as they are in the bucket (their revisions are
+// those the fixes compare against), sorted by slot, and the server's time.
+// Default: Manager.List.
+func WithListing(list func(context.Context) (*session.Listing, error)) Option {
+	return func(c *Checker) { c.list = list }
+}
+
 // New returns a checker of m's sessions.
 func New(m *session.Manager, opts ...Option) *Checker {
-	c := &Checker{m: m, now: time.Now, maxSkew: DefaultMaxSkew}
+	c := &Checker{m: m, now: time.Now, maxSkew: DefaultMaxSkew, list: m.List}
 	for _, o := range opts {
 		o(c)
 	}
@@ -125,7 +136,7 @@ func (c *Checker) Run(ctx context.Context) (*Report, error) {
 	}
 	var listing *session.Listing
 	if present {
-		if listing, err = c.m.List(ctx); err != nil {
+		if listing, err = c.list(ctx); err != nil {
 			return nil, err
 		}
 		queues, err := c.queueLocks(ctx)

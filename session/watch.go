@@ -39,6 +39,10 @@ type Event struct {
 	Time time.Time
 	// Err is set when the record does not decode (held by nobody-knows-who).
 	Err error
+	// TTL is the TTL the server holds for the record written (present,
+	// join, commit), 0 when it has none: an undecodable record's only
+	// lifetime.
+	TTL time.Duration
 }
 
 // Watch streams the sessions present now (EventPresent, then EventSynced),
@@ -69,7 +73,7 @@ func classify(e kv.Entry, known map[string]*Session, synced bool) (Event, bool) 
 		default:
 			ev.Kind = EventJoin
 		}
-		ev.Session, ev.Err = s, err
+		ev.Session, ev.Err, ev.TTL = s, err, e.TTL
 		known[e.Key] = s // nil: live but undecodable
 		return ev, true
 	case kv.OpDelete:

@@ -2,7 +2,9 @@ package web
 
 import (
 	"context"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -88,6 +90,7 @@ type Model struct {
 	offset         time.Duration
 	syncedSessions bool
 	syncedLeases   bool
+	firstSync      chan struct{} // closed once both watches have read what was there
 	now            func() time.Time
 
 	// onChange is told of every change, with the kind and key it concerns.
@@ -108,7 +111,23 @@ func newModel(now func() time.Time, onChange func(kind, key string)) *Model {
 		sessions: map[string]*session.Session{}, badSessions: map[string]undecodable{},
 		leases: map[string]*lease.Info{}, badLeases: map[string]undecodable{},
 		agents: map[string]*agent{}, candKey: map[string]string{},
-		now: now, onChange: onChange,
+		now: now, onChange: onChange, firstSync: make(chan struct{}),
+	}
+}
+
+// firstSynced is closed once the model has read every session and lease
+// that was there when it started.
+func (md *Model) firstSynced() <-chan struct{} { return md.firstSync }
+
+// checkFirstSync closes firstSync when both watches are synced. The
+// caller holds md.mu.
+func (md *Model) checkFirstSync() {
+	if md.syncedSessions && md.syncedLeases {
+		select {
+		case <-md.firstSync:
+		default:
+			close(md.firstSync)
+		}
 	}
 }
 
@@ -126,6 +145,24 @@ func (md *Model) setServerTime(server, local time.Time) {
 	md.mu.Lock()
 	md.offset = server.Sub(local)
 	md.mu.Unlock()
+}
+
+// listing is every session and undecodable session record the model holds,
+// sorted by slot, as session.Manager.List gives them (without ServerTime).
+// The sessions are the model's own: read them, never change them.
+func (md *Model) listing() *session.Listing {
+	md.mu.RLock()
+	defer md.mu.RUnlock()
+	l := &session.Listing{Sessions: make([]*session.Session, 0, len(md.sessions))}
+	for _, s := range md.sessions {
+		l.Sessions = append(l.Sessions, s)
+	}
+	for slot, u := range md.badSessions {
+		l.Undecodable = append(l.Undecodable, session.Undecodable{Slot: slot, Revision: u.rev, Written: u.written, TTL: u.ttl, Err: u.err})
+	}
+	slices.SortFunc(l.Sessions, func(a, b *session.Session) int { return strings.Compare(a.Slot, b.Slot) })
+	slices.SortFunc(l.Undecodable, func(a, b session.Undecodable) int { return strings.Compare(a.Slot, b.Slot) })
+	return l
 }
 
 // Synced reports whether both watches have delivered what was present.
@@ -148,12 +185,13 @@ func (md *Model) applySession(ev session.Event) {
 	switch ev.Kind {
 	case session.EventSynced:
 		md.syncedSessions = true
+		md.checkFirstSync()
 		md.notify(KindOverview, "")
 		return
 	case session.EventPresent, session.EventJoin, session.EventCommit:
 		if ev.Err != nil {
 			delete(md.sessions, ev.Slot)
-			md.badSessions[ev.Slot] = undecodable{rev: ev.Revision, written: ev.Time, err: ev.Err}
+			md.badSessions[ev.Slot] = undecodable{rev: ev.Revision, written: ev.Time, ttl: ev.TTL, err: ev.Err}
 		} else {
 			delete(md.badSessions, ev.Slot)
 			md.sessions[ev.Slot] = ev.Session
@@ -208,6 +246,7 @@ func (md *Model) applyLease(ev lease.Event) {
 	defer md.mu.Unlock()
 	if ev.Kind == lease.EventSynced {
 		md.syncedLeases = true
+		md.checkFirstSync()
 		md.notify(KindOverview, "")
 		return
 	}

@@ -164,7 +164,16 @@ func (s *Server) Run(ctx context.Context) error {
 		wg.Go(func() { s.queues.run(ctx, onErr("queues")) })
 	}
 	wg.Go(func() { s.every(ctx, s.healthEvery, s.checkHealth) })
-	wg.Go(func() { s.every(ctx, s.doctorEvery, s.runDoctor) })
+	wg.Go(func() {
+		// The doctor lists every record: not while the watches are still
+		// reading them all, which would hold both at once.
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.model.firstSynced():
+		}
+		s.every(ctx, s.doctorEvery, s.runDoctor)
+	})
 	wg.Wait()
 	return nil
 }
@@ -303,11 +312,27 @@ func (s *Server) Ready() (bool, string) {
 }
 
 func (s *Server) checker() *doctor.Checker {
-	opts := []doctor.Option{doctor.WithStaleAfter(s.staleAfter), doctor.WithLeases(s.ls)}
+	opts := []doctor.Option{doctor.WithStaleAfter(s.staleAfter), doctor.WithLeases(s.ls), doctor.WithListing(s.listing)}
 	if s.qs != nil {
 		opts = append(opts, doctor.WithQueues(s.qs))
 	}
 	return doctor.New(s.m, opts...)
+}
+
+// listing is the sessions as the model holds them (the doctor's, so that
+// it does not read 100k records again every half minute), with the
+// server's time read after. Before the model is synced, the bucket's.
+func (s *Server) listing(ctx context.Context) (*session.Listing, error) {
+	if !s.model.Synced() {
+		return s.m.List(ctx)
+	}
+	l := s.model.listing()
+	now, err := s.m.ServerTime(ctx)
+	if err != nil {
+		return nil, err
+	}
+	l.ServerTime = now
+	return l, nil
 }
 
 // runDoctor refreshes the doctor's report.

@@ -702,3 +702,48 @@ func hasSample(d *dto, want map[string]string) bool {
 	}
 	return false
 }
+
+// The dashboard's doctor checks the sessions its watch holds (it lists no
+// records of its own) and its fix is the CLI's: an undecodable record is
+// judged by the TTL the server holds for it (stale after half of it) and
+// removed by a delete on the revision read; a live session is left.
+func TestDoctor_ChecksTheWatchedSessionsAndFixes(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	if _, err := e.m.Join(ctx, "healthy", "T", session.WithTTL(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	const ttl = 4 * time.Second
+	rev, err := e.m.Bucket().Create(ctx, "garbage", []byte("<not json>"), ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	written := time.Now()
+	var rep struct {
+		Findings []struct {
+			Kind  string `json:"kind"`
+			Key   string `json:"key"`
+			Fixed bool   `json:"fixed"`
+		} `json:"findings"`
+	}
+	eventually(t, "the doctor reports the undecodable record, and only it", func() bool {
+		rep.Findings = nil
+		e.get("/api/v1/doctor", &rep)
+		return len(rep.Findings) == 1 && rep.Findings[0].Kind == "undecodable" && rep.Findings[0].Key == "garbage"
+	})
+	time.Sleep(time.Until(written.Add(ttl/2 + 200*time.Millisecond))) // stale now, not yet expired
+	code, body := e.post("/api/v1/doctor/fix", "", nil)
+	if code != http.StatusOK {
+		t.Fatalf("fix: %d %v", code, body)
+	}
+	last, err := e.m.Bucket().Latest(ctx, "garbage")
+	if time.Since(written) >= ttl {
+		t.Skipf("the fix came after the record's TTL (%s): the machine is too slow to tell a fix from an expiry", time.Since(written))
+	}
+	if err != nil || last.Op != kv.OpDelete || last.Revision <= rev {
+		t.Errorf("the undecodable record after the fix: op %v rev %d (was %d), %v; want deleted by the fix (%v)", last.Op, last.Revision, rev, err, body)
+	}
+	if s, err := e.m.Bucket().Latest(ctx, "healthy"); err != nil || s.Op != kv.OpPut {
+		t.Errorf("the healthy session after the fix: op %v, %v", s.Op, err)
+	}
+}
