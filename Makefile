@@ -58,9 +58,9 @@ lint: $(TOOLS)/staticcheck
 $(TOOLS)/staticcheck:
 	GOBIN=$(TOOLS) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
-## run: baton up on the embedded default (127.0.0.1:4222, state in ~/.local/state/baton)
+## run: baton up on the embedded default (127.0.0.1:4222, state in ~/.local/state/baton) with the dashboard at http://127.0.0.1:7070/
 run: build
-	$(BIN)/baton up
+	$(BIN)/baton up --ui 127.0.0.1:7070
 
 ## demo: a short unattended story of slots, an election, a crash, a handover, a work queue whose worker is killed, status and doctor (about 15 s)
 demo: build
