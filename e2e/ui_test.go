@@ -253,6 +253,16 @@ func TestUI_InABrowser(t *testing.T) {
 	b.run(chromedp.Navigate(url + "#/queues"))
 	b.until(10*time.Second, "two tasks running in the queue view",
 		`(() => { const q = document.querySelector('[data-queue="agents"]'); return !!q && q.querySelectorAll('button').length >= 2 && q.innerText.includes('2 / 2'); })()`)
+	// The task list, on demand: running first, then waiting; a waiting
+	// task cancelled from its row, as the CLI would.
+	b.eval(`document.querySelector('[data-tasks-toggle="agents"]').click()`, nil)
+	b.until(10*time.Second, "the task list, running tasks first",
+		`(() => { const rows = [...document.querySelectorAll('[data-queue="agents"] tr[data-task]')]; return rows.length === 6 && rows[0].innerText.includes('active') && rows[1].innerText.includes('active'); })()`)
+	b.eval(`document.querySelector('tr[data-task="carol-2"] button').click()`, nil)
+	b.until(10*time.Second, "carol-2 shown cancelled", `(document.querySelector('tr[data-task="carol-2"]') || {innerText: ''}).innerText.includes('cancelled')`)
+	if doc := jsonOf(t, h1.must("queue", "get", "agents", "carol-2", "--json").stdout); doc["state"] != "cancelled" {
+		t.Errorf("carol-2 after its Cancel in the page: %v", doc["state"])
+	}
 	b.screenshot("queue.png")
 
 	b.run(chromedp.Navigate(url + "#/overview"))

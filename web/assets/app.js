@@ -33,6 +33,7 @@ const state = {
   agents: new Map(),
   leases: new Map(),
   queues: new Map(),
+  tasks: new Map(), // queue -> its task list, while shown
   sessions: null, // the page shown
   sessionQuery: { q: '', host: '', state: '', sort: 'slot', desc: false, offset: 0, limit: 100 },
   doctor: null,
@@ -137,6 +138,7 @@ function apply(c) {
       break;
     case 'queue':
       if (c.op === 'delete') state.queues.delete(c.key); else state.queues.set(c.key, c.doc);
+      if (state.tasks.has(c.key)) loadTasks(c.key);
       break;
     case 'overview':
       state.overview = c.doc;
@@ -386,6 +388,54 @@ async function queueAct(path, what) {
   try { await post(path); toast(what + ': done'); } catch (e) { toast(what + ': ' + e.message, true); }
 }
 
+// The task list of a queue is read on demand (a queue may hold many), then
+// again on each change of the queue while it is shown, one read at a time.
+const taskLimit = 200;
+const taskOrder = { active: 0, pending: 1, failed: 2, dead: 3, cancelled: 4, done: 5 };
+async function loadTasks(q) {
+  const cur = state.tasks.get(q) || {};
+  if (cur.loading) { cur.again = true; return; }
+  state.tasks.set(q, Object.assign(cur, { loading: true, again: false }));
+  try {
+    const doc = await api('queues/' + encodeURIComponent(q) + '?tasks=1');
+    if (!state.tasks.has(q)) return; // hidden meanwhile
+    const all = (doc.tasks || []).slice().sort((a, b) => (taskOrder[a.state] - taskOrder[b.state]) || (a.seq - b.seq));
+    cur.list = all.slice(0, taskLimit); cur.total = all.length; cur.error = null;
+  } catch (e) { cur.error = e.message; }
+  cur.loading = false;
+  scheduleRender();
+  if (cur.again && state.tasks.has(q)) loadTasks(q);
+}
+
+function toggleTasks(q) {
+  if (state.tasks.has(q)) state.tasks.delete(q); else loadTasks(q);
+  render();
+}
+
+function lastOf(t) {
+  const r = t.result;
+  if (!r) return '-';
+  if (r.reason === 'exit') return 'exit ' + r.exit_code;
+  return r.reason + (r.error ? ': ' + r.error : '');
+}
+
+function taskTable(q, ro) {
+  const qn = encodeURIComponent(q);
+  const tl = state.tasks.get(q);
+  if (!tl) return null;
+  if (tl.error) return h('p', { className: 'muted' }, 'Could not read the tasks: ' + tl.error);
+  if (!tl.list) return h('p', { className: 'muted' }, 'Reading the tasks…');
+  const act = (t, verb, label) => h('button', { onclick: () => queueAct('queues/' + qn + '/tasks/' + encodeURIComponent(t.id) + '/' + verb, verb + ' ' + t.id) }, label);
+  return h('div', {},
+    tl.total > tl.list.length ? h('p', { className: 'muted' }, 'The first ' + tl.list.length + ' of ' + tl.total + ' tasks, running and waiting first; `baton queue status ' + q + ' --tasks` lists them all.') : null,
+    table(['task', 'key', 'priority', 'state', 'attempts', 'last', ro ? '' : 'action'].filter(Boolean), tl.list.map(t => h('tr', { 'data-task': t.id },
+      h('td', { className: 'mono' }, t.id), h('td', { className: 'mono' }, t.key), h('td', {}, t.priority),
+      h('td', {}, stateChip(t.state)), h('td', { className: 'num' }, t.attempts), h('td', { className: 'mono' }, lastOf(t)),
+      ro ? null : h('td', {},
+        ['pending', 'active', 'failed'].includes(t.state) ? act(t, 'cancel', 'Cancel') : null,
+        ['failed', 'dead', 'cancelled'].includes(t.state) ? act(t, 'retry', 'Retry') : null))), { empty: 'no tasks' }));
+}
+
 function viewQueues() {
   const list = [...state.queues.values()].sort((a, b) => a.queue < b.queue ? -1 : 1);
   const ro = state.config.read_only;
@@ -415,10 +465,9 @@ function viewQueues() {
         h('td', {}, l.host), h('td', { className: 'num' }, l.pid), h('td', { className: 'num' }, l.fence),
         h('td', { className: 'num' }, dur(Math.max(l.ttl_left_ms - elapsed(), 0))),
         ro ? null : h('td', {}, h('button', { onclick: () => queueAct('queues/' + qn + '/keys/' + encodeURIComponent(l.key) + '/release', 'release ' + l.key) }, 'Release')))), { empty: 'no key locks held' }),
-      ro ? null : h('div', { className: 'tools', style: 'margin-top:10px' },
-        h('input', { id: 'task-' + q.queue, placeholder: 'task id', size: 28 }),
-        h('button', { onclick: () => { const id = document.getElementById('task-' + q.queue).value.trim(); if (id) queueAct('queues/' + qn + '/tasks/' + encodeURIComponent(id) + '/cancel', 'cancel ' + id); } }, 'Cancel'),
-        h('button', { onclick: () => { const id = document.getElementById('task-' + q.queue).value.trim(); if (id) queueAct('queues/' + qn + '/tasks/' + encodeURIComponent(id) + '/retry', 'retry ' + id); } }, 'Retry'))));
+      h('h3', { style: 'margin-top:12px' }, 'Tasks ',
+        h('button', { className: 'toggle', 'data-tasks-toggle': q.queue, onclick: () => toggleTasks(q.queue) }, state.tasks.has(q.queue) ? 'Hide' : 'Show')),
+      taskTable(q.queue, ro)));
   }
   return el;
 }
