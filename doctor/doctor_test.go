@@ -326,3 +326,37 @@ func TestFix_PIDFiles(t *testing.T) {
 		t.Errorf("after fix: %+v", r2.Findings)
 	}
 }
+
+// WithListing: the sessions checked are the listing's, not the bucket's
+// (a dashboard passes the sessions its watch holds), and a listing that
+// cannot be read is the run's error.
+func TestRun_WithListingChecksThoseSessions(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, true)
+	if _, err := e.m.Join(ctx, "in-bucket", "T1"); err != nil {
+		t.Fatal(err)
+	}
+	now, err := e.m.ServerTime(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := &session.Session{Record: session.Record{Slot: "held-elsewhere", TaskID: "T2", Host: "h2", Fence: 7,
+		StartedAt: now.Add(-time.Hour), RenewedAt: now.Add(-time.Hour)}, Revision: 7, Written: now.Add(-time.Hour), TTL: time.Minute}
+	listed := 0
+	r, err := doctor.New(e.m, doctor.WithListing(func(context.Context) (*session.Listing, error) {
+		listed++
+		return &session.Listing{Sessions: []*session.Session{held}, ServerTime: now}, nil
+	})).Run(ctx)
+	if err != nil || listed != 1 {
+		t.Fatalf("run: %v, listing read %d times", err, listed)
+	}
+	stale := kinds(r)[doctor.KindStale]
+	if len(stale) != 1 || stale[0].Key != "held-elsewhere" {
+		t.Errorf("stale findings %+v; want the listing's session only (the bucket's is live and not listed)", stale)
+	}
+
+	boom := errors.New("listing failed")
+	if _, err := doctor.New(e.m, doctor.WithListing(func(context.Context) (*session.Listing, error) { return nil, boom })).Run(ctx); !errors.Is(err, boom) {
+		t.Errorf("run with a listing that fails: %v, want %v", err, boom)
+	}
+}

@@ -66,6 +66,44 @@ func deployMetricNames(t *testing.T) map[string][]string {
 	return names
 }
 
+// selector is one equality matcher of a metric in deploy/.
+type selector struct{ name, label, value string }
+
+var (
+	selectorRE = regexp.MustCompile(`\b(baton_[a-z0-9_]+)\{([^}]*)\}`)
+	matcherRE  = regexp.MustCompile(`([a-z_]+)="([^"]*)"`)
+)
+
+// deploySelectors are the name{label="value"} matchers deploy/'s files use
+// (but on job, and values that are dashboard variables), with the files.
+func deploySelectors(t *testing.T) map[selector][]string {
+	t.Helper()
+	out := map[selector][]string{}
+	root := deployDir(t)
+	for _, rel := range []string{"prometheus/baton-alerts.yml", "grafana/baton.json"} {
+		b, err := os.ReadFile(filepath.Join(root, rel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := strings.ReplaceAll(string(b), `\"`, `"`) // the JSON's escaped quotes
+		for _, m := range selectorRE.FindAllStringSubmatch(text, -1) {
+			for _, mm := range matcherRE.FindAllStringSubmatch(m[2], -1) {
+				if mm[1] == "job" || strings.HasPrefix(mm[2], "$") {
+					continue
+				}
+				s := selector{m[1], mm[1], mm[2]}
+				if !slices.Contains(out[s], rel) {
+					out[s] = append(out[s], rel)
+				}
+			}
+		}
+	}
+	if len(out) == 0 {
+		t.Fatal("no label matchers found in deploy/: the pattern is wrong")
+	}
+	return out
+}
+
 // TestDeploy_EveryMetricNameExistsOnALiveMetricsPage runs a three-server
 // cluster with a dashboard, a leader, a run, a queue worker and a doctor
 // finding, scrapes the dashboard's /metrics and each process's --metrics,
@@ -135,10 +173,14 @@ func TestDeploy_EveryMetricNameExistsOnALiveMetricsPage(t *testing.T) {
 		return value(s, "baton_tasks_total", "queue", "deployq", "outcome", "success") == 2
 	})
 
-	served := map[string]string{} // family name -> page
+	served := map[string]string{}              // family name -> page
+	series := map[string][]map[string]string{} // family name -> each series' labels
 	for page, url := range pages {
-		for name := range scrapeAt(t, url) {
+		for name, ss := range scrapeAt(t, url) {
 			served[name] = page
+			for _, s := range ss {
+				series[name] = append(series[name], s.labels)
+			}
 		}
 	}
 	used := deployMetricNames(t)
@@ -156,6 +198,24 @@ func TestDeploy_EveryMetricNameExistsOnALiveMetricsPage(t *testing.T) {
 		}
 		if _, ok := served[base]; !ok {
 			t.Errorf("%s (used in %s) is on no live /metrics page", name, strings.Join(files, ", "))
+		}
+	}
+
+	// Each label value a selector names exactly (name{label="value"}) is
+	// one a live series carries: a misspelt state or reason matches nothing.
+	for sel, files := range deploySelectors(t) {
+		name := sel.name
+		for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+			if b, ok := strings.CutSuffix(name, suffix); ok && series[b] != nil {
+				name = b
+			}
+		}
+		found := false
+		for _, labels := range series[name] {
+			found = found || labels[sel.label] == sel.value
+		}
+		if !found {
+			t.Errorf("%s{%s=%q} (used in %s) matches no live series", sel.name, sel.label, sel.value, strings.Join(files, ", "))
 		}
 	}
 

@@ -153,6 +153,11 @@ func (md *Model) setServerTime(server, local time.Time) {
 func (md *Model) listing() *session.Listing {
 	md.mu.RLock()
 	defer md.mu.RUnlock()
+	return md.listingLocked()
+}
+
+// listingLocked is listing for a caller that holds md.mu.
+func (md *Model) listingLocked() *session.Listing {
 	l := &session.Listing{Sessions: make([]*session.Session, 0, len(md.sessions))}
 	for _, s := range md.sessions {
 		l.Sessions = append(l.Sessions, s)
@@ -294,7 +299,9 @@ func (md *Model) applyLease(ev lease.Event) {
 		md.candKey[ev.Key] = ak
 		a := md.agent(ak)
 		a.cands[holder] = ev.Lease
-		a.saw(ev.Lease)
+		if a.leader == nil {
+			a.saw(ev.Lease) // the leader's TTL, while there is one
+		}
 		md.notify(KindAgent, ak)
 	default:
 		if live && ev.Err != nil {

@@ -165,12 +165,15 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	wg.Go(func() { s.every(ctx, s.healthEvery, s.checkHealth) })
 	wg.Go(func() {
-		// The doctor lists every record: not while the watches are still
-		// reading them all, which would hold both at once.
+		// The doctor reads every session: not while the watches are
+		// still reading them all, which would hold both at once; but after
+		// one period anyway (a watch that cannot start, a missing bucket,
+		// is what the doctor is there to report).
 		select {
 		case <-ctx.Done():
 			return
 		case <-s.model.firstSynced():
+		case <-time.After(s.doctorEvery):
 		}
 		s.every(ctx, s.doctorEvery, s.runDoctor)
 	})

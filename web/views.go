@@ -327,14 +327,8 @@ func (md *Model) Status(queues []queue.Summary, staleAfter time.Duration) (map[s
 	md.mu.RLock()
 	defer md.mu.RUnlock()
 	now := md.serverNowLocked()
-	l := &session.Listing{ServerTime: now}
-	for _, slot := range slices.Sorted(maps.Keys(md.sessions)) {
-		l.Sessions = append(l.Sessions, md.sessions[slot])
-	}
-	for _, slot := range slices.Sorted(maps.Keys(md.badSessions)) {
-		u := md.badSessions[slot]
-		l.Undecodable = append(l.Undecodable, session.Undecodable{Slot: slot, Revision: u.rev, Written: u.written, TTL: u.ttl, Err: u.err})
-	}
+	l := md.listingLocked()
+	l.ServerTime = now
 	ll := &lease.Listing{ServerTime: now}
 	ll.Leases = slices.Collect(maps.Values(md.leases))
 	for _, a := range md.agents {

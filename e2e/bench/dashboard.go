@@ -408,13 +408,18 @@ func (b *bench) eventLatency(ctx context.Context, c *kv.Client, js jetstream.Jet
 // sseStream is an EventSource client of the dashboard: the keys of the
 // session changes it receives, in order.
 type sseStream struct {
-	body io.ReadCloser
-	keys chan string
-	mu   sync.Mutex
-	e    error
+	body   io.ReadCloser
+	keys   chan string
+	closed chan struct{}
+	once   sync.Once
+	mu     sync.Mutex
+	e      error
 }
 
-func (s *sseStream) Close() { _ = s.body.Close() }
+func (s *sseStream) Close() {
+	s.once.Do(func() { close(s.closed) })
+	_ = s.body.Close()
+}
 
 func (s *sseStream) err() error {
 	s.mu.Lock()
@@ -438,7 +443,7 @@ func (u *uiProc) events(ctx context.Context) (*sseStream, error) {
 		resp.Body.Close()
 		return nil, fmt.Errorf("events: %s", resp.Status)
 	}
-	s := &sseStream{body: resp.Body, keys: make(chan string, 1<<16)}
+	s := &sseStream{body: resp.Body, keys: make(chan string, 1<<16), closed: make(chan struct{})}
 	go func() {
 		defer close(s.keys)
 		r := bufio.NewReaderSize(resp.Body, 1<<20)
@@ -468,9 +473,12 @@ func (u *uiProc) events(ctx context.Context) (*sseStream, error) {
 				if json.Unmarshal([]byte(strings.TrimPrefix(line, "data:")), &doc) == nil {
 					for _, ch := range doc.Changes {
 						if ch.Kind == "session" && ch.Op == "put" {
+							// The probe loop reads every key; none is dropped
+							// (a dropped probe would look like a lost event).
 							select {
 							case s.keys <- ch.Key:
-							default: // the probe loop reads them; a full buffer drops renewals' keys only
+							case <-s.closed:
+								return
 							}
 						}
 					}

@@ -121,8 +121,9 @@ func (m *Machine) next() time.Time {
 // lost: renew returned an error for which lost is true (that error is
 // returned), or the local deadline passed (ErrDeadline). Each renewal gets a
 // context bounded by the local deadline. observe, if not nil, is told of
-// each renewal that ran to an answer (not one cut short by ctx): how long
-// it took and its error (nil when it succeeded).
+// each renewal that ran to an answer (a success, even as ctx ends; a
+// failure unless ctx ended, which may have caused it): how long it took and
+// its error (nil when it succeeded).
 func Run(ctx context.Context, m *Machine, renew func(context.Context) error, lost func(error) bool, observe func(took time.Duration, err error)) error {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -135,11 +136,13 @@ func Run(ctx context.Context, m *Machine, renew func(context.Context) error, los
 			rctx, cancel := context.WithDeadline(ctx, m.Deadline())
 			err := renew(rctx)
 			cancel()
+			// An answer is observed; a failure that may only be ctx's end
+			// is not.
+			if observe != nil && (err == nil || ctx.Err() == nil) {
+				observe(time.Since(now), err)
+			}
 			if ctx.Err() != nil {
 				return nil
-			}
-			if observe != nil {
-				observe(time.Since(now), err)
 			}
 			switch {
 			case err == nil:

@@ -177,8 +177,23 @@ func TestRun_ObservesEachAnsweredRenewal(t *testing.T) {
 		t.Errorf("the first renewal took at least 20ms, observed %s", took[0])
 	}
 
-	// A renewal cut short by the end of ctx is not an answer.
+	// A renewal that succeeds as ctx ends is observed.
 	ctx, cancel := context.WithCancel(context.Background())
+	var succeeded int
+	err = Run(ctx, New(300*time.Millisecond, 0, time.Now()), func(context.Context) error {
+		cancel()
+		return nil
+	}, isLost, func(_ time.Duration, err error) {
+		if err == nil {
+			succeeded++
+		}
+	})
+	if err != nil || succeeded != 1 {
+		t.Errorf("a renewal that succeeded as ctx ended: run %v, observed %d successes, want nil and 1", err, succeeded)
+	}
+
+	// A renewal cut short by the end of ctx is not an answer.
+	ctx, cancel = context.WithCancel(context.Background())
 	var observed int
 	err = Run(ctx, New(300*time.Millisecond, 0, time.Now()), func(context.Context) error {
 		cancel()

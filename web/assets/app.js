@@ -137,7 +137,7 @@ function apply(c) {
       if (c.op === 'delete') state.leases.delete(c.key); else state.leases.set(c.key, c.doc);
       break;
     case 'queue':
-      if (c.op === 'delete') state.queues.delete(c.key); else state.queues.set(c.key, c.doc);
+      if (c.op === 'delete') { state.queues.delete(c.key); state.tasks.delete(c.key); } else state.queues.set(c.key, c.doc);
       if (state.tasks.has(c.key)) loadTasks(c.key);
       break;
     case 'overview':
@@ -389,13 +389,21 @@ async function queueAct(path, what) {
 }
 
 // The task list of a queue is read on demand (a queue may hold many), then
-// again on each change of the queue while it is shown, one read at a time.
+// again on changes of the queue while it is shown: one read at a time, at
+// most one every two seconds (each reads every task of the queue).
 const taskLimit = 200;
 const taskOrder = { active: 0, pending: 1, failed: 2, dead: 3, cancelled: 4, done: 5 };
+const taskEvery = 2000;
 async function loadTasks(q) {
   const cur = state.tasks.get(q) || {};
-  if (cur.loading) { cur.again = true; return; }
-  state.tasks.set(q, Object.assign(cur, { loading: true, again: false }));
+  if (cur.loading || cur.waiting) { cur.again = true; return; }
+  const wait = (cur.at || 0) + taskEvery - Date.now();
+  if (wait > 0) {
+    cur.waiting = true; state.tasks.set(q, cur);
+    setTimeout(() => { cur.waiting = false; if (state.tasks.get(q) === cur) loadTasks(q); }, wait);
+    return;
+  }
+  state.tasks.set(q, Object.assign(cur, { loading: true, again: false, at: Date.now() }));
   try {
     const doc = await api('queues/' + encodeURIComponent(q) + '?tasks=1');
     if (!state.tasks.has(q)) return; // hidden meanwhile

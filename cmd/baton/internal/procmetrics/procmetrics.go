@@ -21,6 +21,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -60,12 +61,22 @@ type Metrics struct {
 	tasks        *prometheus.CounterVec
 	running      *prometheus.GaugeVec
 	taskDuration *prometheus.HistogramVec
+
+	mu      sync.Mutex
+	started map[runKey]bool // attempts started and not yet ended
+}
+
+// runKey names one attempt: its key lock's slot and fence.
+type runKey struct {
+	slot  string
+	fence uint64
 }
 
 // New returns the metrics of a process running verb, as instance.
 func New(verb, instance string) *Metrics {
 	m := &Metrics{
-		reg: prometheus.NewRegistry(),
+		reg:     prometheus.NewRegistry(),
+		started: map[runKey]bool{},
 		renewals: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "baton_renewal_duration_seconds",
 			Help:    "Round trip of each renewal that succeeded, by what was renewed (session, leader, candidacy, task).",
@@ -198,18 +209,30 @@ func (m *Metrics) Serving(q string) {
 	m.running.WithLabelValues(q).Set(0)
 }
 
-// TaskEvent counts a worker's event (queue.WithEvents).
+// TaskEvent counts a worker's event (queue.WithEvents). An attempt that
+// ended without having started (a claim given back while draining) is
+// counted by its outcome only: it neither ran nor took any time.
 func (m *Metrics) TaskEvent(q string, ev queue.Event) {
 	if m == nil {
 		return
 	}
+	k := runKey{ev.Slot, ev.Fence}
 	switch ev.Kind {
 	case queue.EventStarted:
+		m.mu.Lock()
+		m.started[k] = true
+		m.mu.Unlock()
 		m.running.WithLabelValues(q).Inc()
 	case queue.EventEnded:
-		m.running.WithLabelValues(q).Dec()
+		m.mu.Lock()
+		ran := m.started[k]
+		delete(m.started, k)
+		m.mu.Unlock()
 		m.tasks.WithLabelValues(q, Outcome(ev)).Inc()
-		m.taskDuration.WithLabelValues(q).Observe(ev.Took.Seconds())
+		if ran {
+			m.running.WithLabelValues(q).Dec()
+			m.taskDuration.WithLabelValues(q).Observe(ev.Took.Seconds())
+		}
 	}
 }
 
@@ -260,13 +283,12 @@ func (m *Metrics) Serve(ctx context.Context, addr string) (bound net.Addr, stop 
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg}))
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = hs.Serve(ln) }()
 	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = hs.Serve(ln) }) // ErrServerClosed once closed; nothing else stops it
+	wg.Go(func() {
 		<-ctx.Done()
 		_ = hs.Close()
-	}()
-	return ln.Addr(), func() { cancel(); <-done }, nil
+	})
+	return ln.Addr(), func() { cancel(); wg.Wait() }, nil
 }

@@ -87,18 +87,26 @@ func TestTaskEvent_OutcomesRunningAndDuration(t *testing.T) {
 	m.Serving("q")
 	code := func(c int) *int { return &c }
 	for _, ev := range []queue.Event{
-		{Kind: queue.EventStarted}, {Kind: queue.EventStarted}, {Kind: queue.EventStarted},
-		{Kind: queue.EventEnded, Reason: queue.ReasonExit, ExitCode: code(0), Took: time.Second},
-		{Kind: queue.EventEnded, Reason: queue.ReasonExit, ExitCode: code(2), Took: time.Second},
+		{Kind: queue.EventStarted, Slot: "a", Fence: 1}, {Kind: queue.EventStarted, Slot: "b", Fence: 2}, {Kind: queue.EventStarted, Slot: "c", Fence: 3},
+		{Kind: queue.EventEnded, Slot: "a", Fence: 1, Reason: queue.ReasonExit, ExitCode: code(0), Took: time.Second},
+		{Kind: queue.EventEnded, Slot: "b", Fence: 2, Reason: queue.ReasonExit, ExitCode: code(2), Took: time.Second},
 		{Kind: queue.EventError, Err: errors.New("retried")},
+		// A claim given back while draining: ended, never started.
+		{Kind: queue.EventEnded, Slot: "d", Fence: 4, Reason: queue.ReasonDrained},
 	} {
 		m.TaskEvent("q", ev)
 	}
 	if v := testutil.ToFloat64(m.running.WithLabelValues("q")); v != 1 {
-		t.Errorf("running %v, want 1 (3 started, 2 ended)", v)
+		t.Errorf("running %v, want 1 (3 started, 2 of them ended, 1 ended unstarted)", v)
 	}
-	m.TaskEvent("q", queue.Event{Kind: queue.EventEnded, Reason: queue.ReasonTimeout})
-	for outcome, want := range map[string]float64{"success": 1, "failure": 1, "timeout": 1} {
+	m.TaskEvent("q", queue.Event{Kind: queue.EventEnded, Slot: "c", Fence: 3, Reason: queue.ReasonTimeout, Took: time.Hour})
+	if v := testutil.ToFloat64(m.running.WithLabelValues("q")); v != 0 {
+		t.Errorf("running %v after every started task ended, want 0", v)
+	}
+	if n := histCount(t, m, "q"); n != 3 {
+		t.Errorf("%d task durations observed, want 3 (the unstarted one took none)", n)
+	}
+	for outcome, want := range map[string]float64{"success": 1, "failure": 1, "timeout": 1, "drained": 1} {
 		if v := testutil.ToFloat64(m.tasks.WithLabelValues("q", outcome)); v != want {
 			t.Errorf("outcome %s: %v, want %v", outcome, v, want)
 		}
@@ -152,4 +160,26 @@ func TestServe_ScrapesAndRefusesATakenAddress(t *testing.T) {
 	if _, err := net.DialTimeout("tcp", addr.String(), time.Second); err == nil {
 		t.Error("still listening after stop")
 	}
+}
+
+// histCount is the number of task durations observed for q.
+func histCount(t *testing.T, m *Metrics, q string) uint64 {
+	t.Helper()
+	fams, err := m.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() != "baton_task_duration_seconds" {
+			continue
+		}
+		for _, s := range f.GetMetric() {
+			for _, l := range s.GetLabel() {
+				if l.GetName() == "queue" && l.GetValue() == q {
+					return s.GetHistogram().GetSampleCount()
+				}
+			}
+		}
+	}
+	return 0
 }
