@@ -17,7 +17,9 @@
 // the server's time as this process estimates it (within a round trip);
 // queues are read again when they change, at most once a second (less often
 // when a read is slow), so their counts can lag a second behind the tasks.
-// The doctor's summary is at most 30 seconds old.
+// The doctor's summary is at most 30 seconds old; it checks the sessions
+// the watch holds (no second listing of the bucket), so it sees them as the
+// page does.
 //
 // Metrics never carry a label per slot, session, task or lease: their
 // labels are state, kind, reason, priority, queue, bucket, server and agent
