@@ -10,7 +10,7 @@ all: build
 
 ## build: the baton binary in bin/
 build:
-	$(GO) build -o $(BIN)/baton ./cmd/baton
+	$(GO) build -buildvcs=auto -o $(BIN)/baton ./cmd/baton
 
 ## test: unit, integration (real nats-servers, a 3-node cluster) and e2e (the built binary), with -race
 # The benchmark (e2e/bench, a module of its own) runs on Linux only.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -168,5 +169,29 @@ func TestHint_AnAccountWithoutJetStream(t *testing.T) {
 	}
 	if JetStreamOffForAccount(fmt.Errorf("%w: no responders", kv.ErrJetStreamDisabled)) {
 		t.Error("JetStream off on the server taken for an account without it")
+	}
+}
+
+func TestVersionOf(t *testing.T) {
+	set := func(kv ...string) []debug.BuildSetting {
+		var s []debug.BuildSetting
+		for i := 0; i+1 < len(kv); i += 2 {
+			s = append(s, debug.BuildSetting{Key: kv[i], Value: kv[i+1]})
+		}
+		return s
+	}
+	for _, tc := range []struct {
+		bi   debug.BuildInfo
+		want string
+	}{
+		{debug.BuildInfo{Main: debug.Module{Version: "v1.2.3"}}, "v1.2.3"},
+		{debug.BuildInfo{Main: debug.Module{Version: "(devel)"}}, "dev"},
+		{debug.BuildInfo{Main: debug.Module{Version: "(devel)"}, Settings: set("vcs.revision", "a33de8aa26a71a71b8d7d6219c8900ed7f98f02b", "vcs.modified", "false")}, "dev+a33de8aa26a7"},
+		{debug.BuildInfo{Settings: set("vcs.revision", "a33de8aa26a71a71b8d7d6219c8900ed7f98f02b", "vcs.modified", "true")}, "dev+a33de8aa26a7.dirty"},
+		{debug.BuildInfo{Settings: set("vcs.revision", "abc")}, "dev+abc"},
+	} {
+		if got := VersionOf(&tc.bi); got != tc.want {
+			t.Errorf("VersionOf(%+v) = %q, want %q", tc.bi, got, tc.want)
+		}
 	}
 }

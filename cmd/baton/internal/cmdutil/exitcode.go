@@ -191,10 +191,13 @@ func JetStreamOffForAccount(err error) bool {
 
 // Message is the one-line error of the contract:
 // "baton: <verb>: <what happened>; <what to do>".
-func Message(verb string, err error) string {
+func Message(verb string, err error) string { // verb "" for the root's own errors
 	what := strings.TrimSpace(trimPrefixes(err.Error()))
 	if hint := Hint(err); hint != "" {
 		what += "; " + hint
+	}
+	if verb == "" {
+		return strings.ReplaceAll("baton: "+what, "\n", " ")
 	}
 	return strings.ReplaceAll(fmt.Sprintf("baton: %s: %s", verb, what), "\n", " ")
 }

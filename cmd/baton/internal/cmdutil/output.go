@@ -33,10 +33,38 @@ func Fprintf(w io.Writer, format string, a ...any) {
 	_, _ = fmt.Fprintf(w, format, a...)
 }
 
-// Version is baton's version: the module's, or "dev" for a local build.
+// Version is baton's version: the module's (go install of a tag), else
+// "dev" with the commit it was built from, as the build recorded it
+// ("dev+0123456789ab", ".dirty" when the tree had changes), else "dev".
 func Version() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "dev"
 	}
-	return "dev"
+	return VersionOf(bi)
+}
+
+// VersionOf is Version from the given build information.
+func VersionOf(bi *debug.BuildInfo) string {
+	if v := bi.Main.Version; v != "" && v != "(devel)" {
+		return v // a module version names its code already
+	}
+	var rev string
+	dirty := false
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
+		}
+	}
+	if rev == "" {
+		return "dev"
+	}
+	v := "dev+" + rev[:min(len(rev), 12)]
+	if dirty {
+		v += ".dirty"
+	}
+	return v
 }

@@ -356,3 +356,19 @@ func checkParsed(t *testing.T, args []string, r *stubbedRoot) {
 		t.Fatalf("baton %q: %s ran with options %T", args, r.verb, r.opts)
 	}
 }
+
+// The root's own errors (an unknown verb, a bad global flag) name baton
+// once, and cobra's suggestion reads as part of the one line.
+func TestRootErrors_NameBatonOnce(t *testing.T) {
+	for args, want := range map[string]string{
+		"frobnicate": `baton: unknown command "frobnicate"; see --help` + "\n",
+		"joni":       `baton: unknown command "joni" (did you mean join?); see --help` + "\n",
+		"--bogus":    "baton: unknown flag: --bogus; see --help\n",
+	} {
+		r := newStubbedRoot()
+		code := execute(t.Context(), r.f, r.root, strings.Fields(args))
+		if code != cmdutil.ExitUsage || r.errOut.String() != want {
+			t.Errorf("baton %s: exit %d, stderr %q; want exit 2, %q", args, code, r.errOut, want)
+		}
+	}
+}

@@ -208,10 +208,19 @@ func execute(ctx context.Context, f *cmdutil.Factory, root *cobra.Command, args 
 	if errors.As(err, &ee) && ee.Err == nil {
 		return code
 	}
-	verb := strings.TrimPrefix(cmd.CommandPath(), root.Name()+" ")
 	if cmd == root {
-		verb = root.Name()
+		// No verb to name: an unknown one, or a bad global flag. cobra says
+		// `unknown command "x" for "baton"`; the line says baton once.
+		line := strings.Replace(cmdutil.Message("", err), ` for "`+root.Name()+`"`, "", 1)
+		if before, after, ok := strings.Cut(line, " Did you mean this? "); ok {
+			// cobra's suggestions: `  Did you mean this?\n\tjoin\n` (as spaces by now).
+			names, hint, _ := strings.Cut(after, ";")
+			line = strings.TrimSpace(before) + " (did you mean " + strings.Join(strings.Fields(names), " or ") + "?);" + hint
+		}
+		cmdutil.Fprintf(f.IO.ErrOut, "%s\n", line)
+		return code
 	}
+	verb := strings.TrimPrefix(cmd.CommandPath(), root.Name()+" ")
 	cmdutil.Fprintf(f.IO.ErrOut, "%s\n", cmdutil.Message(verb, err))
 	return code
 }
