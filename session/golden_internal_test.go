@@ -1,0 +1,67 @@
+package session
+
+import (
+	"encoding/json"
+	"maps"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/batonhq/baton/kv"
+)
+
+// goldenSession is the record in testdata/golden/session-*.json: every
+// field set, as a session record was written when the file was made.
+var goldenSession = Record{
+	Slot: "rendering", TaskID: "T-42", AgentID: "claude-1", Host: "build-1", PID: 4242,
+	PIDStart: "3f0c9e1a-5b7d-4c1e-9a2b-6d8e7f6a5b4c:1234567", Instance: "2b8575f5-990f-451e-989d-05b3fb2ee174",
+	Fence: 7, StartedAt: time.Date(2026, 11, 23, 15, 0, 0, 0, time.UTC), RenewedAt: time.Date(2026, 11, 23, 15, 0, 30, 0, time.UTC),
+	Renewals: 3, Message: "halfway", Result: "success", Meta: map[string]string{"ticket": "T-42", "model": "opus"},
+}
+
+// TestGolden_RecordsWrittenBeforeStillDecode reads every session record
+// checked in under testdata/golden (as earlier versions wrote them): each
+// decodes to the same session, and this version writes every field it has,
+// under the same name. A change may add fields; it may not drop, rename or
+// reinterpret one.
+func TestGolden_RecordsWrittenBeforeStillDecode(t *testing.T) {
+	files, err := filepath.Glob("testdata/golden/session-*.json")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no golden session records: %v", err)
+	}
+	written, err := json.Marshal(goldenSession)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var now map[string]any
+	if err := json.Unmarshal(written, &now); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := decode(kv.Entry{Key: "rendering", Value: b, Revision: 9, Op: kv.OpPut})
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		got := s.Record
+		got.unknown = nil
+		if !reflect.DeepEqual(got, goldenSession) {
+			t.Errorf("%s decodes to\n%+v\nwant\n%+v", f, got, goldenSession)
+		}
+		var old map[string]any
+		if err := json.Unmarshal(b, &old); err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range slices.Sorted(maps.Keys(old)) {
+			if _, ok := now[k]; !ok {
+				t.Errorf("%s has %q, which this version no longer writes", f, k)
+			}
+		}
+	}
+}
