@@ -503,3 +503,26 @@ func TestSecurity_TokenNKeyAndTLS(t *testing.T) {
 		up.user(t, "NATS_CA="+ca.File).expect(6, []string{"status"}, "--tls-cert")
 	})
 }
+
+// A symbolic link planted at a gate's path in the state directory (as an
+// attacker who can write there would) is refused, never followed: the join
+// fails with exit 2 naming it, and the file it points to is untouched.
+func TestStateDir_APlantedGateLinkIsRefused(t *testing.T) {
+	w := newWorld(t)
+	h := w.host("h1")
+	victim := filepath.Join(t.TempDir(), "victim")
+	if err := os.WriteFile(victim, []byte("precious\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h.must("join", "warmup", "--task", "T") // the state directory and its locks/ exist
+	if err := os.Symlink(victim, filepath.Join(h.state, "locks", "slot-target.lock")); err != nil {
+		t.Fatal(err)
+	}
+	h.expect(2, []string{"join", "target", "--task", "T"}, "symbolic link", "slot-target.lock")
+	if b, err := os.ReadFile(victim); err != nil || string(b) != "precious\n" {
+		t.Errorf("the file the link points to: %q, %v; want it untouched", b, err)
+	}
+	if _, ok := h.sessions()["target"]; ok {
+		t.Error("a session was joined through a refused gate")
+	}
+}

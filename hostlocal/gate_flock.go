@@ -23,7 +23,9 @@ const filePerm = 0o600
 // started while the gate is held does not inherit it and cannot keep the
 // gate held after this process is gone.
 func openGate(path string, create bool) (int, error) {
-	flags := unix.O_RDWR | unix.O_CLOEXEC
+	// O_NOFOLLOW: a symbolic link planted at the gate's path would have
+	// baton lock, truncate and write the file it points to.
+	flags := unix.O_RDWR | unix.O_CLOEXEC | unix.O_NOFOLLOW | unix.O_NONBLOCK
 	if create {
 		flags |= unix.O_CREAT
 	}
@@ -31,6 +33,9 @@ func openGate(path string, create bool) (int, error) {
 		fd, err := unix.Open(path, flags, filePerm)
 		if err == unix.EINTR {
 			continue
+		}
+		if err == unix.ELOOP {
+			return -1, symlinkError(path)
 		}
 		if err != nil {
 			return -1, &fs.PathError{Op: "open", Path: path, Err: err}

@@ -110,7 +110,7 @@ func (d *StateDir) Locks() ([]LockInfo, error) {
 
 // readGateFile returns a gate file's metadata and content, without locking.
 func readGateFile(path string) (fs.FileInfo, []byte, error) {
-	f, err := os.Open(path)
+	f, err := openNoFollow(path)
 	if err != nil {
 		return nil, nil, err
 	}

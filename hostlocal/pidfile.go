@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -16,6 +17,9 @@ const (
 	pidsDir = "pids"
 	// pidExt is the extension of a pid file.
 	pidExt = ".pid"
+	// maxPIDFileSize bounds what is read of a pid file (a few hundred
+	// bytes when baton wrote it).
+	maxPIDFileSize = 64 << 10
 )
 
 // pidFilePath validates group and name and returns the pid file's path.
@@ -75,7 +79,12 @@ func (d *StateDir) ReadPIDFile(group, name string, v any) error {
 	if err != nil {
 		return err
 	}
-	b, err := os.ReadFile(path)
+	f, err := openNoFollow(path)
+	if err != nil {
+		return fmt.Errorf("hostlocal: pid file %s/%s: %w", group, name, err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxPIDFileSize))
 	if err != nil {
 		return fmt.Errorf("hostlocal: pid file %s/%s: %w", group, name, err)
 	}

@@ -2,8 +2,10 @@ package hostlocal
 
 import (
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 )
 
@@ -86,11 +88,48 @@ func (d *StateDir) subdir(elem ...string) (string, error) {
 	if err := os.MkdirAll(dir, dirPerm); err != nil {
 		return "", fmt.Errorf("%w: %w", ErrStateDir, err)
 	}
+	if err := d.checkNoLinks(dir); err != nil {
+		return "", err
+	}
 	if d.made == nil {
 		d.made = map[string]bool{}
 	}
 	d.made[dir] = true
 	return dir, nil
+}
+
+// symlinkError is the refusal of a symbolic link baton did not make, met
+// where it opens or creates a file of its state directory.
+func symlinkError(path string) error {
+	return fmt.Errorf("%w: %s is a symbolic link, and baton never follows a link in its state directory that it did not make; remove it", ErrStateDir, path)
+}
+
+// checkNoLinks refuses dir if it, or a directory between the state
+// directory and it, is a symbolic link or not a directory: a link planted
+// there would make baton create its files elsewhere.
+func (d *StateDir) checkNoLinks(dir string) error {
+	rel, err := filepath.Rel(d.path, dir)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrStateDir, err)
+	}
+	at := d.path
+	for _, elem := range strings.Split(rel, string(filepath.Separator)) {
+		if elem == "." {
+			continue
+		}
+		at = filepath.Join(at, elem)
+		fi, err := os.Lstat(at)
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrStateDir, err)
+		}
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			return symlinkError(at)
+		}
+		if !fi.IsDir() {
+			return fmt.Errorf("%w: %s is not a directory; remove it", ErrStateDir, at)
+		}
+	}
+	return nil
 }
 
 // forget drops what subdir knows of dir, after it turned out to be gone.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -74,9 +75,14 @@ func (f *Factory) ServerURL() string {
 }
 
 // RunningServer returns what a `baton up` of the state directory dir wrote,
-// if that process still runs.
+// if that process still runs. A server.json that is a symbolic link is not
+// one baton wrote (it renames a file of its own there): it is ignored.
 func RunningServer(dir string) (kv.ServerInfo, bool) {
-	info, err := kv.ReadServerInfo(filepath.Join(dir, ServerFile))
+	path := filepath.Join(dir, ServerFile)
+	if fi, err := os.Lstat(path); err != nil || !fi.Mode().IsRegular() {
+		return kv.ServerInfo{}, false
+	}
+	info, err := kv.ReadServerInfo(path)
 	if err != nil || info.URL == "" {
 		return info, false
 	}
