@@ -11,3 +11,6 @@ func RefuseInProgress(c *Client, n int32) { c.inProcess.Store(n) }
 
 // InProgressRetries is how many writes c sent again after such a refusal.
 func InProgressRetries(c *Client) int64 { return c.inProcessRetries.Load() }
+
+// Dialable is dialable, for its test.
+func Dialable(u string) string { return dialable(u) }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -237,8 +238,29 @@ func StartServer(opts ...ServerOption) (*Server, error) {
 	return &Server{ns: ns, tempDir: tempDir}, nil
 }
 
-// ClientURL is the URL clients connect to.
-func (s *Server) ClientURL() string { return s.ns.ClientURL() }
+// ClientURL is the URL clients on this host connect to: loopback when the
+// server listens on every interface.
+func (s *Server) ClientURL() string { return dialable(s.ns.ClientURL()) }
+
+// dialable makes a client URL whose host is a wildcard listen address
+// (0.0.0.0, ::: the server listens on every interface) name loopback,
+// which a client on this host can dial; any other URL is returned as is.
+func dialable(u string) string {
+	pu, err := url.Parse(u)
+	if err != nil {
+		return u
+	}
+	ip := net.ParseIP(pu.Hostname())
+	if ip == nil || !ip.IsUnspecified() {
+		return u
+	}
+	loop := "127.0.0.1"
+	if ip.To4() == nil {
+		loop = "::1"
+	}
+	pu.Host = net.JoinHostPort(loop, pu.Port())
+	return pu.String()
+}
 
 // NATS is the underlying nats-server, for what this package does not wrap.
 func (s *Server) NATS() *server.Server { return s.ns }

@@ -118,3 +118,21 @@ func TestStartServer_BadConfigFileIsInvalidConfig(t *testing.T) {
 		t.Errorf("empty path: %v, want ErrInvalidConfig", err)
 	}
 }
+
+// A server listening on every interface is named by a loopback URL (what
+// `baton up` writes into server.json for the host's other commands), never
+// by the wildcard address.
+func TestClientURL_AWildcardListenIsNamedByLoopback(t *testing.T) {
+	for in, want := range map[string]string{
+		"nats://0.0.0.0:4222":      "nats://127.0.0.1:4222",
+		"tls://0.0.0.0:4333":       "tls://127.0.0.1:4333",
+		"nats://[::]:4222":         "nats://[::1]:4222",
+		"nats://127.0.0.1:4222":    "nats://127.0.0.1:4222",
+		"nats://10.1.2.3:4222":     "nats://10.1.2.3:4222",
+		"nats://nats.example:4222": "nats://nats.example:4222",
+	} {
+		if got := kv.Dialable(in); got != want {
+			t.Errorf("dialable(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
