@@ -179,16 +179,17 @@ func TestSecurity_PrefixUsersCannotTouchEachOthersBuckets(t *testing.T) {
 	admin := up.user(t, "NATS_USER=admin", "NATS_PASSWORD=admin-pw")
 	admin.must("doctor", "--fix", "--prefix", "b") // creates b's buckets
 
-	// alice's credentials and inbox prefix are in a nats context; bob passes flags.
+	// alice's credentials and inbox prefix are in a nats context; bob passes
+	// flags, and his inbox prefix in BATON_INBOX_PREFIX.
 	ctxDir := filepath.Join(dir, "nats", "context")
 	if err := os.MkdirAll(ctxDir, 0o700); err != nil {
 		t.Fatal(err)
 	}
 	writeFile(t, ctxDir, "alice.json", `{"user": "alice", "password": "alice-pw", "inbox_prefix": "_INBOX_alice"}`)
 	alice := up.user(t, "XDG_CONFIG_HOME="+dir, "NATS_CONTEXT=alice")
-	bob := up.user(t)
+	bob := up.user(t, "BATON_INBOX_PREFIX=_INBOX_bob")
 	asBob := func(args ...string) []string {
-		return append(args, "--prefix", "b", "--user", "bob", "--password", "bob-pw", "--inbox-prefix", "_INBOX_bob")
+		return append(args, "--prefix", "b", "--user", "bob", "--password", "bob-pw")
 	}
 
 	bob.must(asBob("join", "s", "--task", "T-bob")...)

@@ -70,6 +70,7 @@ func TestConfig_FlagsBeatEnvironment(t *testing.T) {
 	env := map[string]string{
 		"BATON_URL": "nats://from-baton-url:4222", "NATS_URL": "nats://from-nats-url:4222",
 		"BATON_HOST_ID": "env-host", "BATON_TIMEOUT": "9s", "BATON_PREFIX": "envp",
+		"BATON_INBOX_PREFIX": "_INBOX_env",
 	}
 	getenv := func(k string) string { return env[k] }
 
@@ -82,7 +83,7 @@ func TestConfig_FlagsBeatEnvironment(t *testing.T) {
 	if err := c.Resolve(getenv); err != nil {
 		t.Fatal(err)
 	}
-	if c.Server != "nats://from-baton-url:4222" || c.HostID != "flag-host" || c.Timeout != 9*time.Second || c.Prefix != "envp" {
+	if c.Server != "nats://from-baton-url:4222" || c.HostID != "flag-host" || c.Timeout != 9*time.Second || c.Prefix != "envp" || c.Inbox != "_INBOX_env" {
 		t.Errorf("resolved %+v", c)
 	}
 
