@@ -318,6 +318,40 @@ func TestPermissions_ABucketsUserDoesEverythingOnThemAndNothingElse(t *testing.T
 		}
 	})
 
+	t.Run("a connection of the caller's, through NewClient", func(t *testing.T) {
+		var errs asyncErrors
+		nc, err := nats.Connect(s.ClientURL(), nats.UserInfo("alice", "alice-pw"), nats.CustomInboxPrefix("_INBOX_alice"),
+			nats.ErrorHandler(errs.handler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		c, err := kv.NewClient(nc, kv.WithTimeout(20*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		_, err = c.Bucket(cfgB).Create(ctx, "y", []byte("alice's"), 0)
+		if !errors.Is(err, kv.ErrPermission) || time.Since(start) > 5*time.Second {
+			t.Errorf("create on another's bucket: %v after %s, want ErrPermission at once", err, time.Since(start))
+		}
+		if _, err := c.Bucket(cfgA).Latest(ctx, "bulk1"); err != nil {
+			t.Errorf("read of its own bucket: %v", err)
+		}
+		// The caller's handler is still told of asynchronous errors, but of
+		// the refusal the call returned.
+		_ = nc.Publish("not.allowed", nil)
+		_ = nc.Flush()
+		deadline := time.Now().Add(5 * time.Second)
+		for len(errs.get()) == 0 && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		got := errs.get()
+		if len(got) != 1 || !strings.Contains(got[0].Error(), "not.allowed") {
+			t.Errorf("the caller's handler got %v, want the one refusal no call returned", got)
+		}
+	})
+
 	t.Run("without its inbox prefix", func(t *testing.T) {
 		c := kvtest.Connect(t, s.ClientURL(), kv.WithUserPassword("alice", "alice-pw"), kv.WithTimeout(20*time.Second),
 			kv.WithNATSOptions(nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {})))

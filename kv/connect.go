@@ -251,7 +251,12 @@ func Connect(ctx context.Context, opts ...Option) (*Client, error) {
 }
 
 // NewClient wraps a connection the caller made and keeps owning: Close does
-// not close it. Only WithTimeout applies.
+// not close it. Only WithTimeout applies. As with Connect, a call the server
+// refuses fails at once with ErrPermission: NewClient wraps the
+// connection's error handler, which still gets every asynchronous error but
+// the refusals that failed one of this client's calls (each reported once,
+// by that call). A handler set on the connection afterwards replaces the
+// wrapper, and refused calls then wait out their timeout.
 func NewClient(nc *nats.Conn, opts ...Option) (*Client, error) {
 	cfg := config{timeout: DefaultTimeout}
 	for _, o := range opts {
@@ -264,6 +269,8 @@ func NewClient(nc *nats.Conn, opts ...Option) (*Client, error) {
 		return nil, err
 	}
 	c.url = RedactURL(nc.ConnectedUrl())
+	c.refusals = newRefusals(nc)
+	c.refusals.install(nc)
 	return c, nil
 }
 

@@ -14,7 +14,7 @@ import (
 // asynchronous error, and a request on a refused subject otherwise waits
 // for an answer that never comes. refusals routes each refusal to the calls
 // waiting on it, so they fail at once with ErrPermission instead of timing
-// out. It is installed on the connections Connect makes.
+// out. It is installed on the connections Connect makes and NewClient wraps.
 type refusals struct {
 	inbox string // the connection's reply inbox prefix, ending in "."
 
