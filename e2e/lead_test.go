@@ -513,3 +513,15 @@ func TestLead_AFollowerPausedPastItsTTLStandsAgain(t *testing.T) {
 	first.Process.Signal(syscall.SIGTERM)
 	w.awaitLeader(t, "k", 10*time.Second, "second leads once first goes", func(in *lease.Info) bool { return in != nil && in.Holder == "second" })
 }
+
+// An instance id with a dot may not campaign (adr/0024): exit 2 naming the
+// rule, before anything is written.
+func TestLead_AnInstanceIDWithADotIsRefused(t *testing.T) {
+	w := newWorld(t)
+	h := w.host("h1")
+	h.env = append(h.env, "BATON_INSTANCE=bot.1")
+	h.expect(2, []string{"lead", "chat", "--", "true"}, `"bot.1"`, "may not contain '.'")
+	if in := w.leader(t, "chat"); in != nil {
+		t.Errorf("a leader after the refusal: %+v", in)
+	}
+}

@@ -159,7 +159,7 @@ func (e *Election) Eligible() bool {
 
 func (e *Election) leaseOpts() []AcquireOption {
 	return []AcquireOption{
-		WithTTL(e.cfg.ttl), WithScore(e.cfg.score), WithCapabilities(e.cfg.caps...), WithGrace(e.cfg.grace),
+		WithTTL(e.cfg.ttl), WithScore(e.cfg.score), WithCapabilities(e.cfg.caps...), withRequire(e.cfg.require...), WithGrace(e.cfg.grace),
 	}
 }
 
@@ -170,6 +170,11 @@ func (e *Election) candidacy(ctx context.Context) error {
 	defer e.mu.Unlock()
 	if e.cand != nil && e.cand.Err() == nil {
 		return nil
+	}
+	if strings.Contains(e.ls.instance, ".") {
+		// candidate.KEY.INSTANCE: with a dot in INSTANCE, candidate.a.b.c
+		// would be both a.b's candidacy of c and a's of b.c.
+		return fmt.Errorf("%w: instance id %q: an instance that campaigns may not contain '.' (its candidacy key would be ambiguous); use letters, digits, '-' and '_'", ErrInvalid, e.ls.instance)
 	}
 	l, err := e.ls.acquireKey(ctx, CandidateKey(e.key, e.ls.instance), false, e.leaseOpts())
 	if err != nil {
@@ -257,7 +262,8 @@ type Candidate struct {
 	Since        time.Time
 	Score        int
 	Capabilities []string
-	// Eligible: it has every capability the election requires.
+	// Eligible: it has every capability the election requires: this
+	// Election's, and its own (Record.Require).
 	Eligible bool
 	// Written is the server time of its last renewal.
 	Written time.Time
@@ -294,7 +300,7 @@ func (e *Election) isCandidacy(key, holder string) bool { return key == Candidat
 func (e *Election) candidateOf(in *Info) Candidate {
 	return Candidate{
 		Instance: in.Holder, Host: in.Host, PID: in.PID, Since: in.AcquiredAt, Score: in.Score,
-		Capabilities: in.Capabilities, Eligible: in.HasAll(e.cfg.require), Written: in.Written, TTL: in.TTL,
+		Capabilities: in.Capabilities, Eligible: in.HasAll(e.cfg.require) && in.Eligible(), Written: in.Written, TTL: in.TTL,
 	}
 }
 
@@ -358,7 +364,8 @@ func (e *Election) RequestTransfer(ctx context.Context, to string) error {
 		return err
 	}
 	if !c.Eligible {
-		return fmt.Errorf("%w: %s lacks a required capability (%s)", ErrNoCandidate, to, strings.Join(e.cfg.require, ","))
+		return fmt.Errorf("%w: %s may not lead: it lacks a capability its election requires (it has %q)", ErrNoCandidate, to,
+			strings.Join(c.Capabilities, ","))
 	}
 	for attempt := 1; ; attempt++ {
 		cur, err := e.Leader(ctx)

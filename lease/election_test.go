@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -262,6 +263,33 @@ func TestEligibility_ByCapability(t *testing.T) {
 	cs, _ := strong.Candidates(ctx)
 	if len(cs) != 2 || cs[0].Instance != "inst-strong" || !cs[0].Eligible || cs[1].Eligible {
 		t.Errorf("candidates %+v, want the eligible one first", cs)
+	}
+	// An observer that knows no requirement (the dashboard, `baton leader
+	// transfer` without --require) still tells them apart: each candidacy
+	// records its own election's requirement, and a transfer to the weak one
+	// is refused.
+	blind := election(t, e, "op2", "h3")
+	cs, _ = blind.Candidates(ctx)
+	if len(cs) != 2 || cs[0].Instance != "inst-strong" || !cs[0].Eligible || cs[1].Eligible {
+		t.Errorf("candidates as an observer without the requirement sees them: %+v", cs)
+	}
+	if err := blind.RequestTransfer(ctx, "inst-weak"); !errors.Is(err, lease.ErrNoCandidate) {
+		t.Errorf("transfer to an ineligible candidate, asked without its requirement: %v, want ErrNoCandidate", err)
+	}
+}
+
+// An instance id with a dot cannot campaign: candidate.a.b.c would be both
+// agent key a.b's candidacy of c and a's of b.c.
+func TestCampaign_AnInstanceWithADotIsRefused(t *testing.T) {
+	ctx := ctxT(t)
+	e := newEnv(t)
+	_, err := election(t, e, "b.c", "h1").Campaign(ctx)
+	if !errors.Is(err, lease.ErrInvalid) || !strings.Contains(err.Error(), "'.'") {
+		t.Fatalf("campaign as b.c: %v, want ErrInvalid naming the dot", err)
+	}
+	// Observing is fine: only a candidacy's key is at stake.
+	if _, err := election(t, e, "b.c", "h1").Leader(ctx); err != nil && !errors.Is(err, lease.ErrNoLeader) {
+		t.Errorf("observing as b.c: %v", err)
 	}
 }
 

@@ -23,6 +23,7 @@ type acquireConfig struct {
 	meta      map[string]string
 	score     int
 	caps      []string
+	require   []string
 	child     hostlocal.Process
 	keepAlive bool
 	grace     time.Duration
@@ -53,6 +54,12 @@ func WithScore(n int) AcquireOption {
 // WithCapabilities records what the holder can do. Default: none.
 func WithCapabilities(caps ...string) AcquireOption {
 	return func(c *acquireConfig) error { c.caps = slices.Clone(caps); return nil }
+}
+
+// withRequire records the capabilities the holder's election requires of a
+// leader (a candidacy's, so that any reader can tell whether it may lead).
+func withRequire(caps ...string) AcquireOption {
+	return func(c *acquireConfig) error { c.require = slices.Clone(caps); return nil }
 }
 
 // WithChild records the process the holder runs for the lease. Default:
@@ -97,7 +104,7 @@ func (ls *Leases) newRecord(key string, cfg acquireConfig) Record {
 	return Record{
 		Key: key, Holder: ls.instance, Host: ls.host, PID: ls.proc.PID, PIDStart: ls.proc.Start,
 		ChildPID: cfg.child.PID, ChildPIDStart: cfg.child.Start, TTL: Duration(cfg.ttl),
-		AcquiredAt: now, RenewedAt: now, Score: cfg.score, Capabilities: cfg.caps, Meta: cfg.meta,
+		AcquiredAt: now, RenewedAt: now, Score: cfg.score, Capabilities: cfg.caps, Require: cfg.require, Meta: cfg.meta,
 	}
 }
 

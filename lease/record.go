@@ -42,6 +42,10 @@ type Record struct {
 	Chosen       bool              `json:"chosen,omitempty"`
 	Score        int               `json:"score"`
 	Capabilities []string          `json:"capabilities"`
+	// Require is, in a candidacy (and its leader's lease), the capabilities
+	// its election requires of a leader, as this instance was told: a
+	// candidate without them may not lead (Eligible).
+	Require []string `json:"require,omitempty"`
 	Meta         map[string]string `json:"meta"`
 
 	unknown jsonrec.Unknown
@@ -57,7 +61,7 @@ var knownFields = map[string]bool{
 	"key": true, "holder": true, "host": true, "pid": true, "pid_start": true, "child_pid": true,
 	"child_pid_start": true, "fence": true, "ttl": true, "acquired_at": true, "renewed_at": true,
 	"renewals": true, "transfer_to": true, "score": true, "capabilities": true, "meta": true,
-	"prev_holder": true, "prev_fence": true, "chosen": true,
+	"prev_holder": true, "prev_fence": true, "chosen": true, "require": true,
 }
 
 // MarshalJSON writes the known fields and any unknown ones read earlier.
@@ -89,6 +93,10 @@ func (r Record) clone() Record {
 	r.unknown = r.unknown.Clone()
 	return r
 }
+
+// Eligible reports whether the holder has every capability its own
+// election requires (Require).
+func (r Record) Eligible() bool { return r.HasAll(r.Require) }
 
 // HasAll reports whether the record's capabilities include every one of caps.
 func (r Record) HasAll(caps []string) bool {

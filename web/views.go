@@ -246,7 +246,7 @@ func (md *Model) agentViewLocked(key string, now time.Time) (*AgentView, error) 
 	for _, c := range cands {
 		row := view.CandidateJSON(lease.Candidate{
 			Instance: c.Holder, Host: c.Host, PID: c.PID, Since: c.AcquiredAt, Score: c.Score,
-			Capabilities: c.Capabilities, Eligible: true, Written: c.Written, TTL: c.TTL,
+			Capabilities: c.Capabilities, Eligible: c.Eligible(), Written: c.Written, TTL: c.TTL,
 		})
 		seen := now.Sub(c.Written)
 		row["last_seen"] = c.Written

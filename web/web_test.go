@@ -747,3 +747,35 @@ func TestDoctor_ChecksTheWatchedSessionsAndFixes(t *testing.T) {
 		t.Errorf("the healthy session after the fix: op %v, %v", s.Op, err)
 	}
 }
+
+// A candidate that lacks a capability its own election requires shows as
+// not eligible, and the dashboard's "Make leader" on it is refused (404, as
+// for no candidate), though the dashboard knows no requirement itself.
+func TestAgents_ACandidateWithoutTheRequiredCapabilityIsNotEligible(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	ls, err := lease.New(e.client, lease.WithHostID("h-weak"), lease.WithInstance("weak"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	el, err := ls.Election("trainer", lease.ElectTTL(3*time.Second), lease.Require("gpu"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer el.Withdraw(context.Background())
+	if _, err := el.Campaign(ctx); !errors.Is(err, lease.ErrNotEligible) {
+		t.Fatalf("campaign without the capability: %v", err)
+	}
+	var v web.AgentView
+	eventually(t, "the weak candidate shown", func() bool {
+		v = web.AgentView{}
+		e.get("/api/v1/agents/trainer", &v)
+		return len(v.Candidates) == 1
+	})
+	if v.Candidates[0]["eligible"] != false {
+		t.Errorf("the candidate without gpu: %v, want eligible false", v.Candidates[0])
+	}
+	if code, doc := e.post("/api/v1/agents/trainer/transfer", `{"to":"weak"}`, nil); code != http.StatusNotFound {
+		t.Errorf("make leader of an ineligible candidate: %d %v, want 404", code, doc)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -105,6 +106,9 @@ without a leader.`,
 func leadRun(ctx context.Context, o *Options) error {
 	if err := kv.ValidateTTL(o.TTL.D); err != nil {
 		return cmdutil.Usagef("--ttl %s: a TTL is a whole number of seconds, at least 1s", o.TTL.D)
+	}
+	if inst := o.F.Instance(); strings.Contains(inst, ".") {
+		return cmdutil.Usagef("instance id %q (BATON_INSTANCE): an instance that campaigns may not contain '.' (its candidacy key would be ambiguous); use letters, digits, '-' and '_'", inst)
 	}
 	command, err := cmdutil.LookCommand(o.Command)
 	if err != nil {
