@@ -39,14 +39,14 @@ type Record struct {
 	PrevFence  uint64 `json:"prev_fence,omitempty"`
 	// Chosen: leadership was handed to this holder by an explicit transfer;
 	// a better-scored candidate does not take it back.
-	Chosen       bool              `json:"chosen,omitempty"`
-	Score        int               `json:"score"`
-	Capabilities []string          `json:"capabilities"`
+	Chosen       bool     `json:"chosen,omitempty"`
+	Score        int      `json:"score"`
+	Capabilities []string `json:"capabilities"`
 	// Require is, in a candidacy (and its leader's lease), the capabilities
 	// its election requires of a leader, as this instance was told: a
 	// candidate without them may not lead (Eligible).
-	Require []string `json:"require,omitempty"`
-	Meta         map[string]string `json:"meta"`
+	Require []string          `json:"require,omitempty"`
+	Meta    map[string]string `json:"meta"`
 
 	unknown jsonrec.Unknown
 }
