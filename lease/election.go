@@ -135,6 +135,17 @@ func AgentKeyOf(leaseKey, holder string) (agentKey string, leader, candidacy boo
 	return "", false, false
 }
 
+// ValidateCandidate refuses (ErrInvalid) an instance id that may not
+// campaign: one with a dot, since in candidate.KEY.INSTANCE the key
+// candidate.a.b.c would be both agent key a.b's candidacy of c and a's of
+// b.c (adr/0024). Any instance id may observe an election.
+func ValidateCandidate(instance string) error {
+	if strings.Contains(instance, ".") {
+		return fmt.Errorf("%w: instance id %q: an instance that campaigns may not contain '.' (its candidacy key would be ambiguous); use letters, digits, '-' and '_'", ErrInvalid, instance)
+	}
+	return nil
+}
+
 // Election returns the election of the agent key, as this instance.
 func (ls *Leases) Election(key string, opts ...ElectionOption) (*Election, error) {
 	if err := validKey(key); err != nil {
@@ -171,10 +182,8 @@ func (e *Election) candidacy(ctx context.Context) error {
 	if e.cand != nil && e.cand.Err() == nil {
 		return nil
 	}
-	if strings.Contains(e.ls.instance, ".") {
-		// candidate.KEY.INSTANCE: with a dot in INSTANCE, candidate.a.b.c
-		// would be both a.b's candidacy of c and a's of b.c.
-		return fmt.Errorf("%w: instance id %q: an instance that campaigns may not contain '.' (its candidacy key would be ambiguous); use letters, digits, '-' and '_'", ErrInvalid, e.ls.instance)
+	if err := ValidateCandidate(e.ls.instance); err != nil {
+		return err
 	}
 	l, err := e.ls.acquireKey(ctx, CandidateKey(e.key, e.ls.instance), false, e.leaseOpts())
 	if err != nil {

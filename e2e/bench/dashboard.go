@@ -137,9 +137,9 @@ func (b *bench) dashboardRows(ctx context.Context) ([]row, error) {
 	}, nil
 }
 
-// prefixManager is a session manager of prefix with every bucket the
-// dashboard reads present.
-func (b *bench) prefixManager(ctx context.Context, c *kv.Client, prefix string) (*session.Manager, error) {
+// sessionManager is a session manager of prefix, as host PREFIX-host, its
+// bucket present.
+func (b *bench) sessionManager(ctx context.Context, c *kv.Client, prefix string) (*session.Manager, error) {
 	sd, err := hostlocal.OpenStateDir(mkdir(b.shm, prefix+"-state"))
 	if err != nil {
 		return nil, err
@@ -148,7 +148,14 @@ func (b *bench) prefixManager(ctx context.Context, c *kv.Client, prefix string) 
 	if err != nil {
 		return nil, err
 	}
-	if err := m.Ensure(ctx, 1); err != nil {
+	return m, m.Ensure(ctx, 1)
+}
+
+// prefixManager is sessionManager with every bucket the dashboard reads
+// present.
+func (b *bench) prefixManager(ctx context.Context, c *kv.Client, prefix string) (*session.Manager, error) {
+	m, err := b.sessionManager(ctx, c, prefix)
+	if err != nil {
 		return nil, err
 	}
 	ls, err := lease.New(c, lease.WithPrefix(prefix))
@@ -265,24 +272,6 @@ func (u *uiProc) firstPage(ctx context.Context) error {
 		return fmt.Errorf("first page: %d, %d rows of %d", resp.StatusCode, len(doc.Rows), doc.Total)
 	}
 	return nil
-}
-
-// peakRSS is a running process's peak resident memory (VmHWM), in bytes.
-func peakRSS(pid int) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	for line := range strings.SplitSeq(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			var kb int64
-			if _, err := fmt.Sscanf(strings.TrimSpace(rest), "%d kB", &kb); err != nil {
-				return 0, err
-			}
-			return kb << 10, nil
-		}
-	}
-	return 0, fmt.Errorf("no VmHWM in /proc/%d/status", pid)
 }
 
 // eventSamples are, per probe write, the time to a raw KV watch and to the

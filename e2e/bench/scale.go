@@ -9,7 +9,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/batonhq/baton/hostlocal"
 	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/session"
 )
@@ -25,15 +24,8 @@ func (b *bench) scaleRows(ctx context.Context) ([]row, error) {
 	}
 	defer c.Close()
 	manager := func(prefix string) (*session.Manager, jetstream.KeyValue, error) {
-		sd, err := hostlocal.OpenStateDir(mkdir(b.shm, prefix+"-state"))
+		m, err := b.sessionManager(ctx, c, prefix)
 		if err != nil {
-			return nil, nil, err
-		}
-		m, err := session.NewManager(c, session.WithHostID(prefix+"-host"), session.WithStateDir(sd), session.WithPrefix(prefix))
-		if err != nil {
-			return nil, nil, err
-		}
-		if err := m.Ensure(ctx, 1); err != nil {
 			return nil, nil, err
 		}
 		js, err := jetstream.New(c.Conn())

@@ -84,13 +84,19 @@ func (p *proc) exited() bool {
 }
 
 // rss is the resident set size of pid in bytes, from /proc.
-func rss(pid int) (int64, error) {
+func rss(pid int) (int64, error) { return procStatusBytes(pid, "VmRSS") }
+
+// peakRSS is a running process's peak resident memory (VmHWM), in bytes.
+func peakRSS(pid int) (int64, error) { return procStatusBytes(pid, "VmHWM") }
+
+// procStatusBytes is the field of /proc/PID/status given in kB, in bytes.
+func procStatusBytes(pid int, field string) (int64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, err
 	}
 	for line := range strings.SplitSeq(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
 			f := strings.Fields(rest)
 			if len(f) == 2 && f[1] == "kB" {
 				kb, err := strconv.ParseInt(f[0], 10, 64)
@@ -98,7 +104,7 @@ func rss(pid int) (int64, error) {
 			}
 		}
 	}
-	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
+	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
 }
 
 var servingURL = regexp.MustCompile(`nats://[0-9.]+:[0-9]+`)

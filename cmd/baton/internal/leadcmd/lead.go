@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -107,8 +106,8 @@ func leadRun(ctx context.Context, o *Options) error {
 	if err := kv.ValidateTTL(o.TTL.D); err != nil {
 		return cmdutil.Usagef("--ttl %s: a TTL is a whole number of seconds, at least 1s", o.TTL.D)
 	}
-	if inst := o.F.Instance(); strings.Contains(inst, ".") {
-		return cmdutil.Usagef("instance id %q (BATON_INSTANCE): an instance that campaigns may not contain '.' (its candidacy key would be ambiguous); use letters, digits, '-' and '_'", inst)
+	if err := lease.ValidateCandidate(o.F.Instance()); err != nil {
+		return err // before connecting: nothing is written
 	}
 	command, err := cmdutil.LookCommand(o.Command)
 	if err != nil {
