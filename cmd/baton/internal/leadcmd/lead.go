@@ -107,7 +107,7 @@ func leadRun(ctx context.Context, o *Options) error {
 		return cmdutil.Usagef("--ttl %s: a TTL is a whole number of seconds, at least 1s", o.TTL.D)
 	}
 	if err := lease.ValidateCandidate(o.F.Instance()); err != nil {
-		return err // before connecting: nothing is written
+		return fmt.Errorf("%w (the id is BATON_INSTANCE's)", err) // before connecting: nothing is written
 	}
 	command, err := cmdutil.LookCommand(o.Command)
 	if err != nil {
