@@ -19,6 +19,7 @@ LINUX := $(filter Linux,$(shell uname -s))
 test: test-tools
 	$(GO) test -race -count=1 -timeout 9m ./...
 	$(if $(LINUX),cd e2e/bench && $(GO) test -race -count=1 ./...)
+	$(if $(LINUX),cd e2e/fault && $(GO) test -race -count=1 ./...)
 	GO=$(GO) ./scripts/fuzz.sh 3s
 
 # Chromium for the dashboard's browser tests (Debian's, if missing).
@@ -44,16 +45,18 @@ fuzz-short:
 ## fault: every fuzz target for 30s (5 minutes), then three baton up as one cluster under a randomized workload (sessions, runs, leaders, a work queue) while clients and servers are killed, paused and fed garbage (4 minutes); the last line is the verdict
 fault: build
 	GO=$(GO) ./scripts/fuzz.sh 30s
-	$(GO) build -o $(BIN)/batonfault ./e2e/fault
+	cd e2e/fault && $(GO) build -o $(BIN)/batonfault .
 	$(BIN)/batonfault -baton $(BIN)/baton -duration 4m
 
 ## lint: go vet, gofmt and staticcheck (installed into .tools/)
 lint: $(TOOLS)/staticcheck
 	$(GO) vet ./...
 	$(if $(LINUX),cd e2e/bench && $(GO) vet ./...)
+	$(if $(LINUX),cd e2e/fault && $(GO) vet ./...)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt -l:"; echo "$$out"; exit 1; fi
 	$(TOOLS)/staticcheck ./...
 	$(if $(LINUX),cd e2e/bench && $(TOOLS)/staticcheck ./...)
+	$(if $(LINUX),cd e2e/fault && $(TOOLS)/staticcheck ./...)
 
 $(TOOLS)/staticcheck:
 	GOBIN=$(TOOLS) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
