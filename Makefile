@@ -42,11 +42,13 @@ fuzz:
 fuzz-short:
 	GO=$(GO) ./scripts/fuzz.sh 3s
 
-## fault: every fuzz target for 30s (5 minutes), then three baton up as one cluster under a randomized workload (sessions, runs, leaders, a work queue) while clients and servers are killed, paused and fed garbage (4 minutes); the last line is the verdict
+## fault: every fuzz target for 30s (5 minutes), then three baton up as one cluster, each server and client host in a network namespace of its own (as root), under a randomized workload (sessions, runs, leaders, a work queue) while clients and servers are killed, paused and fed garbage, links are partitioned, flapped and slowed (toxiproxy), then a rolling restart (FAULT_SECONDS of workload, default 240; about 11 minutes in all); the last line is the verdict
+FAULT_SECONDS ?= 240
 fault: build
 	GO=$(GO) ./scripts/fuzz.sh 30s
+	./scripts/install-iproute2.sh
 	cd e2e/fault && $(GO) build -o $(BIN)/batonfault .
-	$(BIN)/batonfault -baton $(BIN)/baton -duration 4m
+	$(BIN)/batonfault -baton $(BIN)/baton -duration $(FAULT_SECONDS)s
 
 ## lint: go vet, gofmt and staticcheck (installed into .tools/)
 lint: $(TOOLS)/staticcheck

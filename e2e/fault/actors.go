@@ -16,16 +16,17 @@ import (
 
 // The workload's shape: host ids, keys, TTLs.
 var (
-	hosts      = []string{"h1", "h2", "h3"}
-	cliActors  = 4
-	cliSlots   = []string{"c1", "c2", "c3"}
-	runSlots   = []string{"r1", "r2", "r3"}
-	leadKeys   = []string{"L1", "L2"}
-	skews      = []time.Duration{3 * time.Hour, -5 * time.Hour}
-	skewSlots  = []string{"k1", "k2"}
-	sessionTTL = 12 * time.Second // join/commit sessions: longer than a stream leader election
-	runTTL     = 4 * time.Second
-	leadTTL    = 3 * time.Second
+	hosts       = []string{"h1", "h2", "h3"}
+	serverNames = []string{"n1", "n2", "n3"}
+	cliActors   = 4
+	cliSlots    = []string{"c1", "c2", "c3"}
+	runSlots    = []string{"r1", "r2", "r3"}
+	leadKeys    = []string{"L1", "L2"}
+	skews       = []time.Duration{3 * time.Hour, -5 * time.Hour}
+	skewSlots   = []string{"k1", "k2"}
+	sessionTTL  = 12 * time.Second // join/commit sessions: longer than a stream leader election
+	runTTL      = 4 * time.Second
+	leadTTL     = 3 * time.Second
 )
 
 // cliSessions is one agent using join, commit and close through the CLI on
@@ -83,6 +84,7 @@ func (h *harness) runner(ctx context.Context, slot, host string, j int) {
 			h.stats.stick("start run %s: %v", actor, err)
 			return
 		}
+		d.key = "run/" + slot
 		h.hold(ctx, d, h.between(5*time.Second, 15*time.Second))
 		sleep(ctx, h.between(300*time.Millisecond, 1500*time.Millisecond))
 	}
@@ -99,6 +101,7 @@ func (h *harness) leader(ctx context.Context, key, host string, j int) {
 			h.stats.stick("start lead %s: %v", actor, err)
 			return
 		}
+		d.key = "lead/" + key
 		h.hold(ctx, d, h.between(10*time.Second, 30*time.Second))
 		sleep(ctx, h.between(200*time.Millisecond, time.Second))
 	}

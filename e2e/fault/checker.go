@@ -27,7 +27,13 @@ type checker struct {
 type resource struct {
 	max    uint64
 	owner  map[uint64]string // fence -> the writer accepted with it
-	writes []time.Time       // accepted writes, for gaps around server kills
+	writes []accepted        // accepted writes, in time order
+}
+
+// accepted is one write the resource took.
+type accepted struct {
+	at    time.Time
+	fence uint64
 }
 
 type writerState struct {
@@ -70,7 +76,7 @@ func (c *checker) write(key string, fence uint64, writer string, at time.Time) b
 	}
 	r.owner[fence] = writer
 	r.max = fence
-	r.writes = append(r.writes, at)
+	r.writes = append(r.writes, accepted{at, fence})
 	c.accepted++
 	return true
 }
@@ -103,13 +109,31 @@ func (c *checker) longestGap(key string, from, to time.Time) time.Duration {
 	if r == nil {
 		return to.Sub(from)
 	}
-	i := sort.Search(len(r.writes), func(i int) bool { return !r.writes[i].Before(from) })
+	i := sort.Search(len(r.writes), func(i int) bool { return !r.writes[i].at.Before(from) })
 	prev, gap := from, time.Duration(0)
-	for ; i < len(r.writes) && !r.writes[i].After(to); i++ {
-		gap = max(gap, r.writes[i].Sub(prev))
-		prev = r.writes[i]
+	for ; i < len(r.writes) && !r.writes[i].at.After(to); i++ {
+		gap = max(gap, r.writes[i].at.Sub(prev))
+		prev = r.writes[i].at
 	}
 	return max(gap, to.Sub(prev))
+}
+
+// firstAbove is the first accepted write to key after from with a fence
+// larger than fence: the next holder's first act.
+func (c *checker) firstAbove(key string, fence uint64, from time.Time) (time.Time, uint64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r := c.keys[key]
+	if r == nil {
+		return time.Time{}, 0, false
+	}
+	i := sort.Search(len(r.writes), func(i int) bool { return !r.writes[i].at.Before(from) })
+	for ; i < len(r.writes); i++ {
+		if r.writes[i].fence > fence {
+			return r.writes[i].at, r.writes[i].fence, true
+		}
+	}
+	return time.Time{}, 0, false
 }
 
 func (c *checker) counts() (accepted, rejected int, violations []string) {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -18,6 +19,7 @@ import (
 // node is one `baton up` of the cluster.
 type node struct {
 	name        string
+	host        string // the address it listens on
 	port, cport int
 	state       string
 	cmd         *exec.Cmd
@@ -29,6 +31,7 @@ type node struct {
 type cluster struct {
 	bin    string
 	dir    string
+	net    *network
 	nodes  []*node
 	routes string
 }
@@ -52,20 +55,26 @@ func freePorts(n int) ([]int, error) {
 	return ports, nil
 }
 
-func newCluster(bin, dir string) (*cluster, error) {
+// newCluster lays out three servers: each in its namespace of nw on the
+// standard ports, or on loopback on free ports when nw is off.
+func newCluster(bin, dir string, nw *network) (*cluster, error) {
 	ports, err := freePorts(6)
 	if err != nil {
 		return nil, err
 	}
-	c := &cluster{bin: bin, dir: dir}
+	c := &cluster{bin: bin, dir: dir, net: nw}
 	var routes []string
 	for i := range 3 {
-		n := &node{name: fmt.Sprintf("n%d", i+1), port: ports[2*i], cport: ports[2*i+1], state: filepath.Join(dir, fmt.Sprintf("n%d", i+1))}
+		name := fmt.Sprintf("n%d", i+1)
+		n := &node{name: name, host: nw.addr(name), port: ports[2*i], cport: ports[2*i+1], state: filepath.Join(dir, name)}
+		if nw.on {
+			n.port, n.cport = 4222, 6222
+		}
 		if err := os.MkdirAll(n.state, 0o700); err != nil {
 			return nil, err
 		}
 		c.nodes = append(c.nodes, n)
-		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", n.cport))
+		routes = append(routes, fmt.Sprintf("nats://%s:%d", n.host, n.cport))
 	}
 	c.routes = strings.Join(routes, ",")
 	return c, nil
@@ -75,9 +84,18 @@ func newCluster(bin, dir string) (*cluster, error) {
 func (c *cluster) urls() string {
 	var us []string
 	for _, n := range c.nodes {
-		us = append(us, fmt.Sprintf("nats://127.0.0.1:%d", n.port))
+		us = append(us, fmt.Sprintf("nats://%s:%d", n.host, n.port))
 	}
 	return strings.Join(us, ",")
+}
+
+// hostPorts are the servers' client addresses, for the proxies.
+func (c *cluster) hostPorts() []string {
+	var hp []string
+	for _, n := range c.nodes {
+		hp = append(hp, net.JoinHostPort(n.host, strconv.Itoa(n.port)))
+	}
+	return hp
 }
 
 // start starts node i and waits until it accepts clients.
@@ -88,8 +106,8 @@ func (c *cluster) start(ctx context.Context, i int) error {
 		return err
 	}
 	defer logf.Close()
-	cmd := exec.Command(c.bin, "up", "--listen", fmt.Sprintf("127.0.0.1:%d", n.port), "--server-name", n.name,
-		"--cluster-name", "baton-fault", "--cluster-listen", fmt.Sprintf("127.0.0.1:%d", n.cport), "--routes", c.routes)
+	cmd := c.net.command(n.name, c.bin, "up", "--listen", net.JoinHostPort(n.host, strconv.Itoa(n.port)), "--server-name", n.name,
+		"--cluster-name", "baton-fault", "--cluster-listen", net.JoinHostPort(n.host, strconv.Itoa(n.cport)), "--routes", c.routes)
 	cmd.Env = append(os.Environ(), "BATON_STATE_DIR="+n.state)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -100,7 +118,7 @@ func (c *cluster) start(ctx context.Context, i int) error {
 	go func(done chan struct{}) { cmd.Wait(); close(done) }(n.exited)
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		conn, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", n.port), time.Second)
+		conn, err := net.DialTimeout("tcp", net.JoinHostPort(n.host, strconv.Itoa(n.port)), time.Second)
 		if err == nil {
 			conn.Close()
 			return nil
@@ -127,6 +145,28 @@ func (c *cluster) kill(i int) {
 	_ = n.cmd.Process.Kill()
 	<-n.exited
 	n.cmd = nil
+}
+
+// terminate stops node i as an operator would for an upgrade (SIGTERM) and
+// waits for it to be gone, SIGKILLing it after 30 s; it reports how long it
+// took to exit and whether it exited on its own.
+func (c *cluster) terminate(i int) (time.Duration, bool) {
+	n := c.nodes[i]
+	if n.cmd == nil {
+		return 0, true
+	}
+	start := time.Now()
+	_ = n.cmd.Process.Signal(syscall.SIGTERM)
+	clean := true
+	select {
+	case <-n.exited:
+	case <-time.After(30 * time.Second):
+		clean = false
+		_ = n.cmd.Process.Kill()
+		<-n.exited
+	}
+	n.cmd = nil
+	return time.Since(start), clean
 }
 
 // stop ends every node with SIGTERM, then SIGKILL after 10 s.

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -25,7 +24,7 @@ func (h *harness) clientFaults(ctx context.Context) {
 			continue
 		}
 		if h.intn(10) < 4 {
-			if d.cmd.Process.Kill() == nil {
+			if d.kill() {
 				h.stats.fault("client_sigkill")
 				h.logf("SIGKILL %s", d.actor)
 			}
@@ -190,53 +189,4 @@ func (h *harness) removeGarbage(js jetstream.JetStream, bucket, key string, junk
 		time.Sleep(500 * time.Millisecond)
 	}
 	h.stats.stick("could not remove the garbage in %s %s within %s", bucket, key, stuckAfter)
-}
-
-// serverFaults SIGKILLs a server every 20–30 s, alternating between the
-// server leading a bucket's stream and each server in turn, and restarts it
-// 2–6 s later.
-func (h *harness) serverFaults(ctx context.Context) error {
-	var kills []time.Time
-	defer func() {
-		for _, at := range kills {
-			if d, ok := h.stats.firstWriteAfter(at); ok {
-				h.stats.mu.Lock()
-				h.stats.recovery = append(h.stats.recovery, d)
-				h.stats.mu.Unlock()
-			}
-			var worst time.Duration
-			to := at.Add(30 * time.Second)
-			if now := time.Now(); now.Before(to) {
-				to = now
-			}
-			for _, key := range leadKeys {
-				worst = max(worst, h.chk.longestGap("lead/"+key, at, to))
-			}
-			h.stats.mu.Lock()
-			h.stats.leadGaps = append(h.stats.leadGaps, worst)
-			h.stats.mu.Unlock()
-		}
-	}()
-	streams := []string{"KV_baton-sessions", "KV_baton-leases", "KV_baton-queues"}
-	for k := 0; sleep(ctx, h.between(20*time.Second, 30*time.Second)); k++ {
-		i, kind := (k/2)%len(h.cl.nodes), "server_sigkill"
-		if k%2 == 0 {
-			name, err := h.cl.leaderOf(ctx, streams[(k/2)%len(streams)])
-			if j := h.cl.index(name); err == nil && j >= 0 {
-				i, kind = j, "server_sigkill_stream_leader"
-			}
-		}
-		at := time.Now()
-		h.cl.kill(i)
-		kills = append(kills, at)
-		h.stats.fault(kind)
-		h.stats.serverKilled(h.cl.nodes[i].name)
-		down := h.between(2*time.Second, 6*time.Second)
-		h.logf("SIGKILL server %s (%s), restart in %s", h.cl.nodes[i].name, kind, down)
-		time.Sleep(down)
-		if err := h.cl.start(context.Background(), i); err != nil {
-			return fmt.Errorf("restart %s: %w", h.cl.nodes[i].name, err)
-		}
-	}
-	return nil
 }

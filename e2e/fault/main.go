@@ -109,6 +109,8 @@ type harness struct {
 	dir        string
 	out        io.Writer
 	cl         *cluster
+	net        *network
+	px         *proxies
 	chk        *checker
 	qchk       *queueChecker
 	checkerURL string
@@ -120,7 +122,11 @@ type harness struct {
 	daemons map[*daemon]bool
 	slots   map[string]*slotState
 	pauses  []pauseCheck
+	cutOff  []holding
+	kills   []time.Time
 	rng     *rand.Rand
+
+	killCount int
 }
 
 func newHarness(cfg config, out io.Writer) (*harness, error) {
@@ -137,7 +143,13 @@ func newHarness(cfg config, out io.Writer) (*harness, error) {
 	if err := os.Mkdir(filepath.Join(dir, "clients"), 0o700); err != nil {
 		return nil, err
 	}
-	if h.cl, err = newCluster(cfg.bin, dir); err != nil {
+	h.net = newNetwork(context.Background(), append(serverNames, hosts...))
+	if h.cl, err = newCluster(cfg.bin, dir, h.net); err != nil {
+		h.net.teardown()
+		return nil, err
+	}
+	if h.px, err = newProxies(h.net.harnessAddr(), h.cl.hostPorts()); err != nil {
+		h.net.teardown()
 		return nil, err
 	}
 	return h, nil
@@ -148,6 +160,8 @@ func (h *harness) cleanup() {
 		_ = h.httpSrv.Close()
 	}
 	h.cl.stop()
+	h.px.stop()
+	h.net.teardown()
 	if h.cfg.keep {
 		fmt.Fprintf(os.Stderr, "batonfault: kept %s\n", h.dir) // stdout ends with the closing line
 		return
@@ -194,7 +208,12 @@ func (h *harness) run(ctx context.Context) (bool, error) {
 			return false, err
 		}
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if h.net.on {
+		fmt.Fprintf(h.out, "batonfault: servers and hosts in network namespaces on bridge %s (%s); %s's links go through toxiproxy\n", h.net.bridge, h.net.gw, slowHost)
+	} else {
+		fmt.Fprintf(h.out, "batonfault: network namespaces unavailable (%s): every process on loopback; partitions, host isolation and link flaps are SKIPPED (run as root with iproute2 for them); slow links (toxiproxy) still run\n", h.net.why)
+	}
+	l, err := net.Listen("tcp", net.JoinHostPort(h.net.harnessAddr(), "0"))
 	if err != nil {
 		return false, err
 	}
@@ -253,7 +272,7 @@ func (h *harness) run(ctx context.Context) (bool, error) {
 	goActor(h.garbage)
 	serverErr := make(chan error, 1)
 	wg.Add(1)
-	go func() { defer wg.Done(); serverErr <- h.serverFaults(wctx) }()
+	go func() { defer wg.Done(); serverErr <- h.faultSchedule(wctx) }()
 
 	<-wctx.Done()
 	stopping := time.Now()
@@ -261,13 +280,21 @@ func (h *harness) run(ctx context.Context) (bool, error) {
 	wg.Wait()
 	h.finishAll()
 	h.checkPauses()
+	h.stats.isolationsChecked = h.checkIsolations()
 	if err := <-serverErr; err != nil {
 		return false, err
 	}
 	if ctx.Err() != nil {
 		return false, errors.New("interrupted")
 	}
-	fmt.Fprintf(h.out, "batonfault: every client stopped in %s; draining the queue with one worker, no faults\n", time.Since(stopping).Round(time.Millisecond))
+	fmt.Fprintf(h.out, "batonfault: every client stopped in %s; restarting the servers one by one (SIGTERM) while holders renew at TTL %s\n", time.Since(stopping).Round(time.Millisecond), rollTTL)
+	h.waitHealthy(ctx)
+	roll, err := h.rollingRestart(ctx)
+	if err != nil {
+		return false, err
+	}
+	h.stats.roll = roll
+	fmt.Fprintf(h.out, "batonfault: rolling restart done in %s; draining the queue with one worker, no faults\n", roll.took.Round(time.Millisecond))
 	drained := time.Now()
 	h.drainQueue(ctx)
 	fmt.Fprintf(h.out, "batonfault: queue drained in %s\n", time.Since(drained).Round(time.Millisecond))

@@ -29,12 +29,16 @@ type result struct {
 
 // env is what every baton process of the run gets: the cluster and a host.
 func (h *harness) env(host string) []string {
+	url := h.cl.urls()
+	if host == slowHost {
+		url = h.px.urls()
+	}
 	return []string{
 		"PATH=" + os.Getenv("PATH"),
 		"HOME=" + h.hostDir(host),
 		"BATON_STATE_DIR=" + h.hostDir(host),
 		"BATON_HOST_ID=" + host,
-		"BATON_URL=" + h.cl.urls(),
+		"BATON_URL=" + url,
 		"BATON_TIMEOUT=3s",
 	}
 }
@@ -42,7 +46,7 @@ func (h *harness) env(host string) []string {
 // cli runs one short baton verb for host and waits for it; after stuckAfter
 // it is killed and counted as stuck.
 func (h *harness) cli(host string, args ...string) result {
-	cmd := exec.Command(h.bin, args...)
+	cmd := h.net.command(host, h.bin, args...)
 	cmd.Env = h.env(host)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -91,19 +95,37 @@ func exitCode(err error) int {
 // injected into.
 type daemon struct {
 	actor  string
+	host   string
 	verb   string
 	ttl    time.Duration
 	cmd    *exec.Cmd
 	exited chan struct{}
 	code   int
 
+	key     string // the resource its command writes to
 	mu      sync.Mutex
 	stopped bool // SIGSTOPped now
+	hit     bool // a client fault paused or killed it
+}
+
+// faulted reports whether a client fault paused or killed d.
+func (d *daemon) faulted() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.hit
+}
+
+// kill SIGKILLs d as a client fault.
+func (d *daemon) kill() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.hit = true
+	return d.cmd.Process.Kill() == nil
 }
 
 // spawn starts a long-running baton process for actor on host.
 func (h *harness) spawn(actor, host string, ttl time.Duration, args ...string) (*daemon, error) {
-	cmd := exec.Command(h.bin, args...)
+	cmd := h.net.command(host, h.bin, args...)
 	cmd.Env = append(h.env(host), "FAULT_ACTOR="+actor, "FAULT_CHECKER="+h.checkerURL, "FAULT_QUEUE="+h.queueURL)
 	logf, err := os.Create(filepath.Join(h.dir, "clients", actor+".log"))
 	if err != nil {
@@ -115,7 +137,7 @@ func (h *harness) spawn(actor, host string, ttl time.Duration, args ...string) (
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	d := &daemon{actor: actor, verb: args[0], ttl: ttl, cmd: cmd, exited: make(chan struct{})}
+	d := &daemon{actor: actor, host: host, verb: args[0], ttl: ttl, cmd: cmd, exited: make(chan struct{})}
 	go func() {
 		d.code = exitCode(cmd.Wait())
 		close(d.exited)
@@ -157,7 +179,7 @@ func (d *daemon) pause() bool {
 	if d.stopped || d.cmd.Process.Signal(syscall.SIGSTOP) != nil {
 		return false
 	}
-	d.stopped = true
+	d.stopped, d.hit = true, true
 	return true
 }
 

@@ -23,6 +23,9 @@ type stats struct {
 	recovery   []time.Duration // server kill -> first acknowledged session write
 	leadGaps   []time.Duration // longest gap in a leader's accepted writes after a server kill
 	sessionOK  []span          // acknowledged session writes
+
+	isolationsChecked int // holders cut off whose successor acted
+	roll              rollResult
 }
 
 func newStats() *stats {
@@ -101,6 +104,14 @@ func (s *stats) firstWriteAfter(t time.Time) (time.Duration, bool) {
 	return best.Sub(t), true
 }
 
+func durations(ds []time.Duration) string {
+	var parts []string
+	for _, d := range ds {
+		parts = append(parts, d.Round(10*time.Millisecond).String())
+	}
+	return strings.Join(parts, ", ")
+}
+
 func quantiles(ds []time.Duration) string {
 	if len(ds) == 0 {
 		return "none"
@@ -155,6 +166,13 @@ func (s *stats) report(w io.Writer, accepted, rejected int, checkerViolations []
 	fmt.Fprintf(w, "protected resource: %d writes accepted, %d rejected for a stale fence\n", accepted, rejected)
 	fmt.Fprintf(w, "server killed -> first acknowledged session write: %s\n", quantiles(s.recovery))
 	fmt.Fprintf(w, "server killed -> longest gap in a leader's accepted writes (30 s window): %s\n", quantiles(s.leadGaps))
+	fmt.Fprintf(w, "holders cut off from the servers whose successor then acted: %d, each checked to have stopped before it\n", s.isolationsChecked)
+	r := s.roll
+	fmt.Fprintf(w, "rolling restart (SIGTERM, one server at a time, %d holders at TTL %s): %d restarts in %s, slowest exit %s, %d unclean; longest write pause %s (per restart: %s; goal <= 1s)\n",
+		r.holders, rollTTL, r.restarts, r.took.Round(100*time.Millisecond), r.slowestExit.Round(10*time.Millisecond), r.unclean, r.pause.Round(10*time.Millisecond), durations(r.pauses))
+	for _, l := range r.lost {
+		fmt.Fprintf(w, "LOST (rolling restart): %s\n", l)
+	}
 	for _, v := range violations {
 		fmt.Fprintf(w, "VIOLATION: %s\n", v)
 	}
@@ -164,7 +182,7 @@ func (s *stats) report(w io.Writer, accepted, rejected int, checkerViolations []
 	for _, st := range s.stuck {
 		fmt.Fprintf(w, "STUCK: %s\n", st)
 	}
-	fmt.Fprintf(w, "fault: %d ops, %d faults, %d exclusion violations, %d acknowledged sessions lost, %d stuck operations; queue: %d tasks done, %d key exclusion violations, %d over capacity, %d acknowledged tasks lost\n",
-		s.ops, faults, len(violations)-q.exclusion-q.overCapacity, len(s.lost)-q.lost, len(s.stuck), q.done, q.exclusion, q.overCapacity, q.lost)
-	return len(violations) == 0 && len(s.lost) == 0 && len(s.stuck) == 0
+	fmt.Fprintf(w, "fault: %d ops, %d faults, %d exclusion violations, %d acknowledged sessions lost, %d stuck operations; queue: %d tasks done, %d key exclusion violations, %d over capacity, %d acknowledged tasks lost; rolling restart: %d holders lost, longest write pause %s\n",
+		s.ops, faults, len(violations)-q.exclusion-q.overCapacity, len(s.lost)-q.lost, len(s.stuck), q.done, q.exclusion, q.overCapacity, q.lost, len(r.lost), r.pause.Round(10*time.Millisecond))
+	return len(violations) == 0 && len(s.lost) == 0 && len(s.stuck) == 0 && len(r.lost) == 0
 }
