@@ -280,7 +280,8 @@ func (h *harness) isolated(host string) {
 // holder's first accepted write under a larger one was not stopped by its
 // local deadline in time. Holders that a client fault paused or killed are
 // left out (a paused process may act late: that is what fences are for).
-func (h *harness) checkIsolations() (checked int) {
+func (h *harness) checkIsolations() (checked map[string]int) {
+	checked = map[string]int{}
 	h.mu.Lock()
 	list := slices.Clone(h.cutOff)
 	h.mu.Unlock()
@@ -292,7 +293,7 @@ func (h *harness) checkIsolations() (checked int) {
 		if !ok {
 			continue // nobody took over (the cut was shorter than the TTL)
 		}
-		checked++
+		checked[c.d.verb]++
 		if last, _ := h.chk.lastWrite(c.actor, c.fence); last.After(next) {
 			h.stats.violation("%s on %s, cut off from the servers at %s, acted under fence %d until %s, after the next holder's first accepted write (fence %d) at %s",
 				c.actor, c.host, c.at.Format("15:04:05.000"), c.fence, last.Format("15:04:05.000"), nextFence, next.Format("15:04:05.000"))

@@ -24,7 +24,7 @@ type stats struct {
 	leadGaps   []time.Duration // longest gap in a leader's accepted writes after a server kill
 	sessionOK  []span          // acknowledged session writes
 
-	isolationsChecked int // holders cut off whose successor acted
+	isolationsChecked map[string]int // holders cut off whose successor acted, by verb
 	roll              rollResult
 }
 
@@ -166,7 +166,8 @@ func (s *stats) report(w io.Writer, accepted, rejected int, checkerViolations []
 	fmt.Fprintf(w, "protected resource: %d writes accepted, %d rejected for a stale fence\n", accepted, rejected)
 	fmt.Fprintf(w, "server killed -> first acknowledged session write: %s\n", quantiles(s.recovery))
 	fmt.Fprintf(w, "server killed -> longest gap in a leader's accepted writes (30 s window): %s\n", quantiles(s.leadGaps))
-	fmt.Fprintf(w, "holders cut off from the servers whose successor then acted: %d, each checked to have stopped before it\n", s.isolationsChecked)
+	fmt.Fprintf(w, "holders cut off from the servers whose successor then acted, each checked to have stopped before the successor's first accepted write: %d lead, %d run\n",
+		s.isolationsChecked["lead"], s.isolationsChecked["run"])
 	r := s.roll
 	fmt.Fprintf(w, "rolling restart (SIGTERM, one server at a time, %d holders at TTL %s): %d restarts in %s, slowest exit %s, %d unclean; longest write pause %s (per restart: %s; goal <= 1s)\n",
 		r.holders, rollTTL, r.restarts, r.took.Round(100*time.Millisecond), r.slowestExit.Round(10*time.Millisecond), r.unclean, r.pause.Round(10*time.Millisecond), durations(r.pauses))
