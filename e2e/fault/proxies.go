@@ -89,20 +89,6 @@ func (p *proxies) remove(name string) {
 	}
 }
 
-// reset closes every connection through the proxies (the clients see their
-// connection dropped and reconnect).
-func (p *proxies) reset() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, px := range p.list {
-		px.Stop()
-		if err := px.Start(); err != nil {
-			return fmt.Errorf("restart proxy %s: %w", px.Name, err)
-		}
-	}
-	return nil
-}
-
 func (p *proxies) stop() {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -39,9 +39,9 @@ var faultKinds = []faultKind{
 		return h.toxic(ctx, "bandwidth", fmt.Sprintf(`{"rate":%d}`, 2+h.intn(14)), h.between(8*time.Second, 12*time.Second))
 	}},
 	{"slow_reset_connections", false, func(h *harness, ctx context.Context) error {
-		if err := h.px.reset(); err != nil {
-			return err
-		}
+		// Every connection that carries data is reset (TCP RST) at once or
+		// within 200 ms, again and again: the clients reconnect, and lose
+		// the answers in flight.
 		return h.toxic(ctx, "reset_peer", fmt.Sprintf(`{"timeout":%d}`, h.intn(200)), h.between(4*time.Second, 8*time.Second))
 	}},
 	{"slow_stall", false, func(h *harness, ctx context.Context) error {
