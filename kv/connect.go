@@ -44,6 +44,8 @@ type Client struct {
 	inProcess atomic.Int32
 	// inProcessRetries counts writes sent again after such a refusal.
 	inProcessRetries atomic.Int64
+
+	trace *tracing // WithTracer; nil: none
 }
 
 // Option configures Connect or NewClient.
@@ -64,6 +66,7 @@ type config struct {
 	tlsKey      string
 	inboxPrefix string
 	natsOpts    []nats.Option
+	tracer      Tracer
 }
 
 // WithURL sets the server URL (a comma-separated list is allowed). Default:
@@ -245,13 +248,14 @@ func Connect(ctx context.Context, opts ...Option) (*Client, error) {
 	}
 	c.ownConn = true
 	c.url = redacted
+	c.trace = newTracing(cfg.tracer)
 	c.refusals = newRefusals(nc)
 	c.refusals.install(nc)
 	return c, nil
 }
 
 // NewClient wraps a connection the caller made and keeps owning: Close does
-// not close it. Only WithTimeout applies. As with Connect, a call the server
+// not close it. Only WithTimeout and WithTracer apply. As with Connect, a call the server
 // refuses fails at once with ErrPermission: NewClient wraps the
 // connection's error handler, which still gets every asynchronous error but
 // the refusals that failed one of this client's calls (each reported once,
@@ -269,6 +273,7 @@ func NewClient(nc *nats.Conn, opts ...Option) (*Client, error) {
 		return nil, err
 	}
 	c.url = RedactURL(nc.ConnectedUrl())
+	c.trace = newTracing(cfg.tracer)
 	c.refusals = newRefusals(nc)
 	c.refusals.install(nc)
 	return c, nil

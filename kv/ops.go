@@ -21,6 +21,14 @@ const maxCASAttempts = 4
 // whatever it is: a value, a tombstone (OpDelete) or an expiry marker
 // (OpExpire). It returns ErrNotFound if the key has no message at all.
 func (b *Bucket) Latest(ctx context.Context, key string) (Entry, error) {
+	s := b.begin(TraceLatest, key, 0, nil, 0)
+	e, err := b.latestCall(ctx, key)
+	s.read(e, err)
+	return e, err
+}
+
+// latestCall is Latest, untraced.
+func (b *Bucket) latestCall(ctx context.Context, key string) (Entry, error) {
 	if err := validStoredKey(key); err != nil {
 		return Entry{}, err
 	}
@@ -72,12 +80,14 @@ func (b *Bucket) entryOf(subject string, seq uint64, t time.Time, h nats.Header,
 // Get returns the key's live value. A key without one (never written,
 // deleted or expired) is ErrNotFound.
 func (b *Bucket) Get(ctx context.Context, key string) (Entry, error) {
-	e, err := b.Latest(ctx, key)
+	s := b.begin(TraceGet, key, 0, nil, 0)
+	e, err := b.latestCall(ctx, key)
+	if err == nil && !e.Live() {
+		err = fmt.Errorf("%w: %s/%s: %s at revision %d", ErrNotFound, b.cfg.Name, key, e.Op, e.Revision)
+	}
+	s.read(e, err) // for ErrNotFound, the tombstone or marker in the way
 	if err != nil {
 		return Entry{}, err
-	}
-	if !e.Live() {
-		return Entry{}, fmt.Errorf("%w: %s/%s: %s at revision %d", ErrNotFound, b.cfg.Name, key, e.Op, e.Revision)
 	}
 	return e, nil
 }
@@ -86,7 +96,11 @@ func (b *Bucket) Get(ctx context.Context, key string) (Entry, error) {
 // TTL (0: only the bucket's). It returns the new revision, or a
 // *ConflictError (ErrConflict) carrying the live entry that is in the way.
 func (b *Bucket) Create(ctx context.Context, key string, value []byte, ttl time.Duration) (uint64, error) {
-	return b.create(ctx, key, value, ttl, 0)
+	s := b.begin(TraceCreate, key, 0, value, ttl)
+	var w casWrite
+	rev, err := b.create(ctx, key, value, ttl, 0, &w)
+	s.wrote(rev, err, w.lost)
+	return rev, err
 }
 
 // CreateAfter is Create for a key the caller saw deleted or expired at
@@ -96,16 +110,19 @@ func (b *Bucket) Create(ctx context.Context, key string, value []byte, ttl time.
 // live value's (which would be overwritten). If the key changed since, it
 // goes on as Create.
 func (b *Bucket) CreateAfter(ctx context.Context, key string, value []byte, ttl time.Duration, last uint64) (uint64, error) {
-	return b.create(ctx, key, value, ttl, last)
+	s := b.begin(TraceCreateAfter, key, last, value, ttl)
+	var w casWrite
+	rev, err := b.create(ctx, key, value, ttl, last, &w)
+	s.wrote(rev, err, w.lost)
+	return rev, err
 }
 
-func (b *Bucket) create(ctx context.Context, key string, value []byte, ttl time.Duration, expected uint64) (uint64, error) {
+func (b *Bucket) create(ctx context.Context, key string, value []byte, ttl time.Duration, expected uint64, w *casWrite) (uint64, error) {
 	if err := b.checkWrite(key, ttl); err != nil {
 		return 0, err
 	}
 	ctx, cancel := b.c.callCtx(ctx)
 	defer cancel()
-	var w casWrite
 	for attempt := 1; ; attempt++ {
 		rev, err := w.try(b.publish(ctx, b.putMsg(key, value, ttl, expected)))
 		if !w.undecided(err) {
@@ -139,6 +156,14 @@ func (b *Bucket) create(ctx context.Context, key string, value []byte, ttl time.
 // exactly value at a later revision; values should therefore differ from one
 // write to the next (baton's records carry the time of the write).
 func (b *Bucket) Update(ctx context.Context, key string, value []byte, ttl time.Duration, rev uint64) (uint64, error) {
+	s := b.begin(TraceUpdate, key, rev, value, ttl)
+	var w casWrite
+	newRev, err := b.update(ctx, key, value, ttl, rev, &w)
+	s.wrote(newRev, err, w.lost)
+	return newRev, err
+}
+
+func (b *Bucket) update(ctx context.Context, key string, value []byte, ttl time.Duration, rev uint64, w *casWrite) (uint64, error) {
 	if err := b.checkWrite(key, ttl); err != nil {
 		return 0, err
 	}
@@ -147,7 +172,6 @@ func (b *Bucket) Update(ctx context.Context, key string, value []byte, ttl time.
 	}
 	ctx, cancel := b.c.callCtx(ctx)
 	defer cancel()
-	var w casWrite
 	for attempt := 1; ; attempt++ {
 		newRev, err := w.try(b.publish(ctx, b.putMsg(key, value, ttl, rev)))
 		if !w.undecided(err) {
@@ -187,6 +211,14 @@ func (b *Bucket) Delete(ctx context.Context, key string, rev uint64, note []byte
 // the caller can create the key again over it in one round trip
 // (CreateAfter).
 func (b *Bucket) DeleteRevision(ctx context.Context, key string, rev uint64, note []byte) (uint64, error) {
+	s := b.begin(TraceDelete, key, rev, note, 0) // the tombstone's TTL: see tracing.call
+	var w casWrite
+	tomb, err := b.deleteRevision(ctx, key, rev, note, &w)
+	s.wrote(tomb, err, w.lost)
+	return tomb, err
+}
+
+func (b *Bucket) deleteRevision(ctx context.Context, key string, rev uint64, note []byte, w *casWrite) (uint64, error) {
 	if err := validStoredKey(key); err != nil {
 		return 0, err
 	}
@@ -195,7 +227,6 @@ func (b *Bucket) DeleteRevision(ctx context.Context, key string, rev uint64, not
 	}
 	ctx, cancel := b.c.callCtx(ctx)
 	defer cancel()
-	var w casWrite
 	for attempt := 1; ; attempt++ {
 		tomb, err := w.try(b.publish(ctx, b.deleteMsg(key, note, rev)))
 		if !w.undecided(err) {
@@ -290,10 +321,19 @@ func (b *Bucket) deleteMsg(key string, note []byte, expected uint64) *nats.Msg {
 	m.Header.Set(hdrKVOperation, kvOpPurge)
 	m.Header.Set(hdrRollup, rollupSubject)
 	m.Header.Set(hdrExpectedLastSS, strconv.FormatUint(expected, 10))
-	if b.cfg.MarkerTTL >= time.Second {
-		m.Header.Set(hdrTTL, b.cfg.MarkerTTL.String())
+	if ttl := b.tombstoneTTL(); ttl > 0 {
+		m.Header.Set(hdrTTL, ttl.String())
 	}
 	return m
+}
+
+// tombstoneTTL is the TTL a delete gives its tombstone: the bucket's marker
+// TTL (0: none, the tombstone stays).
+func (b *Bucket) tombstoneTTL() time.Duration {
+	if b.cfg.MarkerTTL >= time.Second {
+		return b.cfg.MarkerTTL
+	}
+	return 0
 }
 
 // errNoAnswer marks a publish whose answer was lost: it may have landed.

@@ -37,6 +37,40 @@ type Factory struct {
 	state    *hostlocal.StateDir
 	client   *kv.Client
 	instance string
+
+	traceOpened bool
+	traceFile   *os.File
+	tracer      kv.Tracer
+	traceErr    error
+}
+
+// TraceEnv names the file to which every kv client of a baton command
+// appends a JSON line per KV call and return (kv.NewJSONTracer), for the
+// fault harness's linearizability check.
+const TraceEnv = "BATON_KV_TRACE"
+
+// Tracer is the tracer of $BATON_KV_TRACE, opened once (appending, created
+// 0600, never through a symbolic link) and closed by Close; nil when the
+// variable is not set.
+func (f *Factory) Tracer() (kv.Tracer, error) {
+	if f.traceOpened {
+		return f.tracer, f.traceErr
+	}
+	f.traceOpened = true
+	path := ""
+	if f.Getenv != nil {
+		path = f.Getenv(TraceEnv)
+	}
+	if path == "" {
+		return nil, nil
+	}
+	file, err := openTraceFile(path)
+	if err != nil {
+		f.traceErr = Usagef("%s=%s: %v", TraceEnv, path, err)
+		return nil, f.traceErr
+	}
+	f.traceFile, f.tracer = file, kv.NewJSONTracer(file)
+	return f.tracer, nil
 }
 
 // StateDir opens (creating, mode 0700) the host-local state directory.
@@ -93,6 +127,9 @@ func RunningServer(dir string) (kv.ServerInfo, bool) {
 func (f *Factory) Client(ctx context.Context, natsOpts ...nats.Option) (*kv.Client, error) {
 	if f.client != nil {
 		return f.client, nil
+	}
+	if _, err := f.Tracer(); err != nil {
+		return nil, err
 	}
 	opts := append([]kv.Option{kv.WithURL(f.ServerURL()), kv.WithName("baton")}, f.ConnectOptions()...)
 	if len(natsOpts) > 0 {
@@ -151,6 +188,13 @@ func (f *Factory) ConnectOptions() []kv.Option {
 	}
 	if c.Inbox != "" {
 		opts = append(opts, kv.WithInboxPrefix(c.Inbox))
+	}
+	if t, err := f.Tracer(); err != nil {
+		// Client reports it before connecting; a caller of ConnectOptions
+		// alone (baton up) fails to connect with it.
+		opts = append(opts, kv.WithNATSOptions(func(*nats.Options) error { return err }))
+	} else if t != nil {
+		opts = append(opts, kv.WithTracer(t))
 	}
 	return opts
 }
@@ -261,9 +305,13 @@ func (f *Factory) LongLived(verb string, notify func(connected bool)) []nats.Opt
 	}
 }
 
-// Close releases the connection, if any.
+// Close releases the connection, if any, and closes the trace file.
 func (f *Factory) Close() {
 	if f.client != nil {
 		f.client.Close()
+	}
+	if f.traceFile != nil {
+		_ = f.traceFile.Close()
+		f.traceFile = nil
 	}
 }

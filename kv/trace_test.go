@@ -1,0 +1,347 @@
+package kv_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/kv/kvtest"
+)
+
+// recorder is a Tracer that keeps every event.
+type recorder struct {
+	mu      sync.Mutex
+	calls   []kv.TraceCall
+	returns []kv.TraceReturn
+}
+
+func (r *recorder) Call(c kv.TraceCall) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c.Value = bytes.Clone(c.Value)
+	r.calls = append(r.calls, c)
+}
+
+func (r *recorder) Return(ret kv.TraceReturn) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.returns = append(r.returns, ret)
+}
+
+// last is the last call and its return; it fails unless they pair up.
+func (r *recorder) last(t *testing.T) (kv.TraceCall, kv.TraceReturn) {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.calls) == 0 || len(r.calls) != len(r.returns) {
+		t.Fatalf("%d calls, %d returns", len(r.calls), len(r.returns))
+	}
+	c, ret := r.calls[len(r.calls)-1], r.returns[len(r.returns)-1]
+	if c.ID != ret.ID || c.Client != ret.Client || c.Client == "" {
+		t.Fatalf("call %s/%d paired with return %s/%d", c.Client, c.ID, ret.Client, ret.ID)
+	}
+	if ret.Time.Before(c.Time) {
+		t.Fatalf("return at %v before its call at %v", ret.Time, c.Time)
+	}
+	return c, ret
+}
+
+func tracedBucket(t *testing.T, opts ...kv.Option) (*kv.Server, *kv.Client, *kv.Bucket, *recorder) {
+	t.Helper()
+	rec := &recorder{}
+	s := kvtest.StartServer(t)
+	c := kvtest.Connect(t, s.ClientURL(), append([]kv.Option{kv.WithTracer(rec)}, opts...)...)
+	b, err := c.Ensure(context.Background(), kv.BucketConfig{Name: "test", MarkerTTL: time.Minute})
+	if err != nil {
+		t.Fatalf("ensure: %v", err)
+	}
+	return s, c, b, rec
+}
+
+func TestTracer_SeesEachCallWithItsOutcome(t *testing.T) {
+	ctx := context.Background()
+	_, _, b, rec := tracedBucket(t)
+	check := func(what string, op kv.TraceOp, expected uint64, outcome kv.Outcome) (kv.TraceCall, kv.TraceReturn) {
+		t.Helper()
+		c, r := rec.last(t)
+		if c.Op != op || c.Bucket != "test" || c.Key != "a" || c.Expected != expected || c.MarkerTTL != time.Minute {
+			t.Errorf("%s: call %+v, want op %s on test/a expecting %d, marker TTL 1m", what, c, op, expected)
+		}
+		if r.Outcome != outcome {
+			t.Errorf("%s: outcome %s (err %v), want %s", what, r.Outcome, r.Err, outcome)
+		}
+		return c, r
+	}
+
+	if _, err := b.Get(ctx, "a"); !errors.Is(err, kv.ErrNotFound) {
+		t.Fatalf("get of a fresh key: %v", err)
+	}
+	if _, r := check("get of a fresh key", kv.TraceGet, 0, kv.OutcomeNotFound); r.Entry != nil {
+		t.Errorf("get of a fresh key traced entry %+v", r.Entry)
+	}
+
+	r1, err := b.Create(ctx, "a", []byte("v1"), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, r := check("create", kv.TraceCreate, 0, kv.OutcomeOK)
+	if string(c.Value) != "v1" || c.TTL != 5*time.Second || r.Revision != r1 || r.Err != nil {
+		t.Errorf("create traced %+v -> %+v, want v1 with TTL 5s at revision %d", c, r, r1)
+	}
+
+	if _, err := b.Create(ctx, "a", []byte("v2"), 0); !errors.Is(err, kv.ErrConflict) {
+		t.Fatalf("second create: %v", err)
+	}
+	if _, r := check("second create", kv.TraceCreate, 0, kv.OutcomeConflict); r.Entry == nil || r.Entry.Revision != r1 || r.Revision != 0 {
+		t.Errorf("second create's conflict traced %+v, want the live entry at %d", r, r1)
+	}
+
+	if _, err := b.Update(ctx, "a", []byte("v3"), 0, r1+100); !errors.Is(err, kv.ErrConflict) {
+		t.Fatalf("stale update: %v", err)
+	}
+	check("stale update", kv.TraceUpdate, r1+100, kv.OutcomeConflict)
+
+	r2, err := b.Update(ctx, "a", []byte("v4"), 5*time.Second, r1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, r := check("update", kv.TraceUpdate, r1, kv.OutcomeOK); r.Revision != r2 {
+		t.Errorf("update traced revision %d, want %d", r.Revision, r2)
+	}
+
+	if _, err := b.Get(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, r := check("get", kv.TraceGet, 0, kv.OutcomeOK); r.Entry == nil || r.Entry.Revision != r2 || string(r.Entry.Value) != "v4" || r.Entry.Op != kv.OpPut {
+		t.Errorf("get traced %+v, want v4 at %d", r.Entry, r2)
+	}
+
+	tomb, err := b.DeleteRevision(ctx, "a", r2, []byte("bye"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, r := check("delete", kv.TraceDelete, r2, kv.OutcomeOK); r.Revision != tomb || string(c.Value) != "bye" || c.TTL != time.Minute {
+		t.Errorf("delete traced %+v -> %+v, want note bye, tombstone TTL 1m, revision %d", c, r, tomb)
+	}
+
+	if _, err := b.Get(ctx, "a"); !errors.Is(err, kv.ErrNotFound) {
+		t.Fatalf("get of a deleted key: %v", err)
+	}
+	if _, r := check("get of a deleted key", kv.TraceGet, 0, kv.OutcomeNotFound); r.Entry == nil || r.Entry.Op != kv.OpDelete || r.Entry.Revision != tomb {
+		t.Errorf("get of a deleted key traced %+v, want the tombstone at %d", r.Entry, tomb)
+	}
+	if _, err := b.Latest(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, r := check("latest", kv.TraceLatest, 0, kv.OutcomeOK); r.Entry == nil || string(r.Entry.Value) != "bye" {
+		t.Errorf("latest traced %+v, want the tombstone with its note", r.Entry)
+	}
+
+	if err := b.Delete(ctx, "a", tomb+100, nil); !errors.Is(err, kv.ErrConflict) {
+		t.Fatalf("stale delete: %v", err)
+	}
+	check("stale delete", kv.TraceDelete, tomb+100, kv.OutcomeConflict)
+
+	r3, err := b.CreateAfter(ctx, "a", []byte("v5"), 0, tomb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, r := check("create after", kv.TraceCreateAfter, tomb, kv.OutcomeOK); r.Revision != r3 {
+		t.Errorf("create after traced revision %d, want %d", r.Revision, r3)
+	}
+
+	if _, err := b.Update(ctx, "a", []byte("v6"), 0, 0); !errors.Is(err, kv.ErrInvalidConfig) {
+		t.Fatalf("update of revision 0: %v", err)
+	}
+	check("update of revision 0", kv.TraceUpdate, 0, kv.OutcomeFailed)
+
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	seen := map[uint64]bool{}
+	for _, c := range rec.calls {
+		if seen[c.ID] {
+			t.Errorf("id %d traced twice", c.ID)
+		}
+		seen[c.ID] = true
+	}
+}
+
+func TestTracer_LostAnswerThatLandedIsOK(t *testing.T) {
+	ctx := context.Background()
+	_, c, b, rec := tracedBucket(t)
+	r1, err := b.Create(ctx, "a", []byte("v1"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv.DropAnswers(c, 1)
+	r2, err := b.Update(ctx, "a", []byte("v2"), 0, r1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, r := rec.last(t); r.Outcome != kv.OutcomeOK || r.Revision != r2 {
+		t.Errorf("update whose answer was lost traced %+v, want ok at %d", r, r2)
+	}
+}
+
+// A conflict seen while an earlier attempt's answer was lost is not a
+// definite refusal: as far as the caller can tell, that attempt may have
+// landed and been replaced since.
+func TestTracer_ConflictAfterLostAnswerIsUnknown(t *testing.T) {
+	ctx := context.Background()
+	_, c, b, rec := tracedBucket(t)
+	r1, err := b.Create(ctx, "a", []byte("v1"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Update(ctx, "a", []byte("rival"), 0, r1); err != nil {
+		t.Fatal(err)
+	}
+	kv.DropAnswers(c, 1) // the refusal's answer is lost
+	if _, err := b.Update(ctx, "a", []byte("v2"), 0, r1); !errors.Is(err, kv.ErrConflict) {
+		t.Fatalf("stale update: %v, want ErrConflict", err)
+	}
+	if _, r := rec.last(t); r.Outcome != kv.OutcomeUnknown {
+		t.Errorf("conflict after a lost answer traced %s, want unknown", r.Outcome)
+	}
+}
+
+func TestTracer_WriteToAStoppedServerIsUnknown(t *testing.T) {
+	ctx := context.Background()
+	s, _, b, rec := tracedBucket(t, kv.WithTimeout(time.Second))
+	r1, err := b.Create(ctx, "a", []byte("v1"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Shutdown()
+	// The client buffers the write while it reconnects: it is sent if the
+	// server comes back in time, so nobody can say whether it lands.
+	if _, err := b.Update(ctx, "a", []byte("v2"), 0, r1); !errors.Is(err, kv.ErrUnavailable) {
+		t.Fatalf("update with the server stopped: %v, want ErrUnavailable", err)
+	}
+	if c, r := rec.last(t); c.Op != kv.TraceUpdate || r.Outcome != kv.OutcomeUnknown || r.Outcome.Definite() || r.Err == nil {
+		t.Errorf("update with the server stopped traced %+v, want unknown", r)
+	}
+	if _, err := b.Get(ctx, "a"); err == nil {
+		t.Fatal("get with the server stopped succeeded")
+	}
+	if _, r := rec.last(t); r.Outcome == kv.OutcomeOK || r.Outcome == kv.OutcomeNotFound {
+		t.Errorf("get with the server stopped traced %s", r.Outcome)
+	}
+}
+
+// A write the stream's leader kept refusing (in progress, 10164) until the
+// deadline is unavailable, but certainly not applied.
+func TestTracer_RefusedUntilTheDeadlineIsDefinite(t *testing.T) {
+	ctx := context.Background()
+	_, c, b, rec := tracedBucket(t, kv.WithTimeout(500*time.Millisecond))
+	r1, err := b.Create(ctx, "a", []byte("v1"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv.RefuseInProgress(c, 1_000_000)
+	defer kv.RefuseInProgress(c, 0)
+	if _, err := b.Update(ctx, "a", []byte("v2"), 0, r1); !errors.Is(err, kv.ErrUnavailable) {
+		t.Fatalf("refused update: %v, want ErrUnavailable", err)
+	}
+	if _, r := rec.last(t); r.Outcome != kv.OutcomeFailed {
+		t.Errorf("refused update traced %s (%v), want failed", r.Outcome, r.Err)
+	}
+}
+
+// writes records each Write call.
+type writes struct {
+	mu    sync.Mutex
+	calls [][]byte
+}
+
+func (w *writes) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.calls = append(w.calls, bytes.Clone(p))
+	return len(p), nil
+}
+
+func TestJSONTracer_OneWritePerLineFromConcurrentCalls(t *testing.T) {
+	ctx := context.Background()
+	out := &writes{}
+	s := kvtest.StartServer(t)
+	c := kvtest.Connect(t, s.ClientURL(), kv.WithTracer(kv.NewJSONTracer(out)))
+	b, err := c.Ensure(ctx, kv.BucketConfig{Name: "test", MarkerTTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const workers, rounds = 4, 10
+	value := func(w, i int) []byte { return []byte(strings.Repeat(fmt.Sprintf("w%d-%d ", w, i), 50)) }
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := range rounds {
+				e, err := b.Get(ctx, "k")
+				if errors.Is(err, kv.ErrNotFound) {
+					_, _ = b.Create(ctx, "k", value(w, i), 0)
+					continue
+				}
+				if err == nil {
+					_, _ = b.Update(ctx, "k", value(w, i), 0, e.Revision)
+				}
+			}
+		})
+	}
+	wg.Wait()
+
+	out.mu.Lock()
+	defer out.mu.Unlock()
+	open := map[uint64]kv.TraceLine{}
+	returns := 0
+	for _, p := range out.calls {
+		if bytes.Count(p, []byte("\n")) != 1 || p[len(p)-1] != '\n' {
+			t.Fatalf("a write is not one line: %q", p)
+		}
+		var l kv.TraceLine
+		dec := json.NewDecoder(bytes.NewReader(p))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&l); err != nil {
+			t.Fatalf("line %q: %v", p, err)
+		}
+		switch l.Event {
+		case "call":
+			if l.Op.Write() {
+				if !strings.HasSuffix(l.Value, fmt.Sprintf(":%d", len(value(0, 0)))) || len(l.Value) != 16+1+3 {
+					t.Errorf("write's value recorded as %q, want a digest and length %d", l.Value, len(value(0, 0)))
+				}
+			}
+			open[l.ID] = l
+		case "return":
+			call, ok := open[l.ID]
+			if !ok {
+				t.Fatalf("return %d without its call", l.ID)
+			}
+			delete(open, l.ID)
+			returns++
+			if l.Client != call.Client || l.Time.Before(call.Time) {
+				t.Errorf("return %+v does not follow its call %+v", l, call)
+			}
+			if call.Op.Write() && l.Outcome == kv.OutcomeOK && l.Revision == 0 {
+				t.Errorf("acknowledged write %+v without its revision", l)
+			}
+			if call.Op == kv.TraceGet && l.Outcome == kv.OutcomeOK && (l.Entry == nil || l.Entry.Op != "put" || l.Entry.Value == "") {
+				t.Errorf("read %+v without its entry", l)
+			}
+		default:
+			t.Fatalf("line %q: event %q", p, l.Event)
+		}
+	}
+	if len(open) != 0 || returns < workers*rounds {
+		t.Errorf("%d calls without a return, %d returns, want none and at least %d", len(open), returns, workers*rounds)
+	}
+	if kv.Digest([]byte("a")) == kv.Digest([]byte("b")) || kv.Digest(nil) != "e3b0c44298fc1c14:0" {
+		t.Errorf("digests: %s %s %s", kv.Digest([]byte("a")), kv.Digest([]byte("b")), kv.Digest(nil))
+	}
+}
