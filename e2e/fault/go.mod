@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/Shopify/toxiproxy/v2 v2.5.0
+	github.com/anishathalye/porcupine v1.3.1
 	github.com/batonhq/baton v0.0.0-00010101000000-000000000000
 	github.com/nats-io/nats.go v1.55.0
 	github.com/rs/zerolog v1.35.1

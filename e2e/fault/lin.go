@@ -1,0 +1,728 @@
+package main
+
+// The linearizability check of the KV traces (adr/0026): every baton
+// process of a run appends its KV calls and returns to a trace
+// (BATON_KV_TRACE, kv.NewJSONTracer), the harness adds its own raw writes,
+// and checkTraces checks each key's history with porcupine against a model
+// of one JetStream KV key as baton configures its buckets.
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/batonhq/baton/kv"
+)
+
+// linResult sums up checkTraces: how many keys' histories were checked,
+// how many are linearizable, not, or could not be decided in time, how many
+// operations they hold and how many of those have an unknown outcome.
+// Failures names each key that is not linearizable and the HTML file that
+// shows why.
+type linResult struct {
+	Histories, Linearizable, NotLinearizable, TimedOut, Ops, Unknown int
+	Failures                                                         []string
+}
+
+// linNever is the return time of a call that never returned, or of a write
+// whose outcome is unknown: it may take effect at any later time.
+const linNever = math.MaxInt64
+
+// checkTraces reads every *.jsonl trace in traceDir, builds one history per
+// bucket and key, and checks each with porcupine within timeout. For each
+// key that is not linearizable it writes porcupine's visualization into
+// artifactDir (lin-BUCKET-KEY.html).
+func checkTraces(traceDir, artifactDir string, timeout time.Duration) (linResult, error) {
+	var res linResult
+	files, err := filepath.Glob(filepath.Join(traceDir, "*.jsonl"))
+	if err != nil {
+		return res, fmt.Errorf("lin: list traces in %s: %w", traceDir, err)
+	}
+	t := newLinTraces()
+	for _, f := range files {
+		if err := t.read(f); err != nil {
+			return res, err
+		}
+	}
+	hists, err := t.histories()
+	if err != nil {
+		return res, err
+	}
+	res.Histories = len(hists)
+	for _, h := range hists {
+		res.Ops += len(h.ops)
+		for _, op := range h.ops {
+			if op.Output.(linOutput).Outcome == kv.OutcomeUnknown {
+				res.Unknown++
+			}
+		}
+	}
+
+	verdicts := make([]porcupine.CheckResult, len(hists))
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for range max(1, runtime.GOMAXPROCS(0)) {
+		wg.Go(func() {
+			for i := range work {
+				verdicts[i] = hists[i].check(timeout)
+			}
+		})
+	}
+	for i := range hists {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+
+	for i, h := range hists {
+		switch verdicts[i] {
+		case porcupine.Ok:
+			res.Linearizable++
+		case porcupine.Unknown:
+			res.TimedOut++
+		default:
+			res.NotLinearizable++
+			path, err := h.visualize(artifactDir, timeout)
+			if err != nil {
+				return res, err
+			}
+			res.Failures = append(res.Failures, fmt.Sprintf("%s/%s: not linearizable (%d ops); see %s", h.bucket, h.key, len(h.ops), path))
+		}
+	}
+	return res, nil
+}
+
+// String is the verdict in one line.
+func (r linResult) String() string {
+	return fmt.Sprintf("%d keys' histories (%d ops, %d of unknown outcome): %d linearizable, %d not, %d timed out",
+		r.Histories, r.Ops, r.Unknown, r.Linearizable, r.NotLinearizable, r.TimedOut)
+}
+
+// linCallID identifies a call across the traces.
+type linCallID struct {
+	file, client string
+	id           uint64
+}
+
+type linCall struct {
+	line kv.TraceLine
+	ret  *kv.TraceLine
+}
+
+// linTraces are the calls read so far, in the order read.
+type linTraces struct {
+	calls  map[linCallID]*linCall
+	order  []linCallID
+	bucket map[string]linBucket
+}
+
+// linBucket is a bucket's settings, as the traced clients knew them.
+type linBucket struct{ ttl, markerTTL time.Duration }
+
+func newLinTraces() *linTraces {
+	return &linTraces{calls: map[linCallID]*linCall{}, bucket: map[string]linBucket{}}
+}
+
+// read adds one trace file's lines. A last line without its newline (the
+// process was killed while writing it) is ignored if it does not decode.
+func (t *linTraces) read(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("lin: %w", err)
+	}
+	defer f.Close()
+	r := bufio.NewReader(f)
+	for n := 1; ; n++ {
+		raw, rerr := r.ReadBytes('\n')
+		if len(bytes.TrimSpace(raw)) > 0 {
+			var l kv.TraceLine
+			if err := json.Unmarshal(raw, &l); err != nil {
+				if rerr == io.EOF {
+					return nil // a torn last line
+				}
+				return fmt.Errorf("lin: %s line %d: %w", path, n, err)
+			}
+			if err := t.add(path, n, l); err != nil {
+				return err
+			}
+		}
+		if rerr == io.EOF {
+			return nil
+		}
+		if rerr != nil {
+			return fmt.Errorf("lin: read %s: %w", path, rerr)
+		}
+	}
+}
+
+func (t *linTraces) add(path string, n int, l kv.TraceLine) error {
+	id := linCallID{path, l.Client, l.ID}
+	switch l.Event {
+	case "call":
+		if _, dup := t.calls[id]; dup {
+			return fmt.Errorf("lin: %s line %d: call %s/%d made twice", path, n, l.Client, l.ID)
+		}
+		if l.Bucket == "" || l.Key == "" || l.Op == "" {
+			return fmt.Errorf("lin: %s line %d: a call without its bucket, key or operation", path, n)
+		}
+		t.calls[id] = &linCall{line: l}
+		t.order = append(t.order, id)
+		b := t.bucket[l.Bucket]
+		b.ttl, b.markerTTL = max(b.ttl, l.BucketTTL), max(b.markerTTL, l.MarkerTTL)
+		t.bucket[l.Bucket] = b
+	case "return":
+		c, ok := t.calls[id]
+		if !ok {
+			return fmt.Errorf("lin: %s line %d: return of %s/%d without its call", path, n, l.Client, l.ID)
+		}
+		if c.ret != nil {
+			return fmt.Errorf("lin: %s line %d: call %s/%d returned twice", path, n, l.Client, l.ID)
+		}
+		c.ret = &l
+	default:
+		return fmt.Errorf("lin: %s line %d: event %q", path, n, l.Event)
+	}
+	return nil
+}
+
+// linHistory is one key's operations and the model to check them with.
+type linHistory struct {
+	bucket, key string
+	ops         []porcupine.Operation
+	// lean is ops without the writes of unknown outcome whose value no
+	// read saw; nil when there are none.
+	lean  []porcupine.Operation
+	model porcupine.Model
+}
+
+// check decides the history within timeout (for each of at most two
+// passes). A write of unknown outcome may have been applied at any time
+// after its call, so each one left pending multiplies the orders to try.
+// The first pass leaves out those whose value no read saw: a history
+// linearizable without them is linearizable with them (each can be
+// linearized as not applied). Only if it is not is the whole history
+// checked.
+func (h *linHistory) check(timeout time.Duration) porcupine.CheckResult {
+	if h.lean != nil {
+		if porcupine.CheckOperationsTimeout(h.model, h.lean, timeout) == porcupine.Ok {
+			return porcupine.Ok
+		}
+	}
+	return porcupine.CheckOperationsTimeout(h.model, h.ops, timeout)
+}
+
+// bound gives writes of unknown outcome a return time where one can be
+// told, and sets lean. A write whose value a read saw (a value no other
+// write of the key wrote) was applied by that read's return. An Update or
+// a Delete expecting revision E can apply only while E is the key's latest
+// revision: not after any call returned showing a later revision, since
+// revisions only grow. (No entry at all says nothing: it may come before
+// E.)
+func (h *linHistory) bound() {
+	type revAt struct {
+		rev uint64
+		ret int64
+	}
+	var revs []revAt
+	for _, op := range h.ops {
+		out := op.Output.(linOutput)
+		switch {
+		case out.Entry != nil:
+			revs = append(revs, revAt{out.Entry.Rev, out.Return})
+		case out.Outcome == kv.OutcomeOK && out.Rev != 0:
+			revs = append(revs, revAt{out.Rev, out.Return})
+		}
+	}
+	sort.Slice(revs, func(i, j int) bool { return revs[i].rev < revs[j].rev })
+	for i := len(revs) - 2; i >= 0; i-- { // the earliest return showing at least revs[i].rev
+		revs[i].ret = min(revs[i].ret, revs[i+1].ret)
+	}
+	for i, op := range h.ops {
+		in, out := op.Input.(linInput), op.Output.(linOutput)
+		if out.Outcome != kv.OutcomeUnknown || in.Op != kv.TraceUpdate && in.Op != kv.TraceDelete {
+			continue
+		}
+		j := sort.Search(len(revs), func(j int) bool { return revs[j].rev > in.Expected })
+		if j < len(revs) && revs[j].ret < out.Return {
+			out.Return = max(revs[j].ret, in.Call)
+			h.ops[i].Output, h.ops[i].Return = out, out.Return
+		}
+	}
+
+	type seen struct {
+		kind  linKind
+		value string
+	}
+	writes := map[seen]int{}
+	first := map[seen]int64{}
+	kindOf := func(in linInput) linKind {
+		if in.Op == kv.TraceDelete {
+			return linDeleted
+		}
+		return linLive
+	}
+	for _, op := range h.ops {
+		in, out := op.Input.(linInput), op.Output.(linOutput)
+		if in.Op.Write() {
+			writes[seen{kindOf(in), in.Value}]++
+		}
+		if e := out.Entry; e != nil && e.Kind != linExpired {
+			k := seen{e.Kind, e.Value}
+			if t, ok := first[k]; !ok || out.Return < t {
+				first[k] = out.Return
+			}
+		}
+	}
+	dropped := false
+	lean := make([]porcupine.Operation, 0, len(h.ops))
+	for i, op := range h.ops {
+		in, out := op.Input.(linInput), op.Output.(linOutput)
+		if !in.Op.Write() || out.Outcome != kv.OutcomeUnknown {
+			lean = append(lean, op)
+			continue
+		}
+		k := seen{kindOf(in), in.Value}
+		t, observed := first[k]
+		if !observed {
+			dropped = true
+			continue
+		}
+		if writes[k] == 1 && t < out.Return {
+			out.Return = max(t, in.Call)
+			h.ops[i].Output, h.ops[i].Return = out, out.Return
+		}
+		lean = append(lean, h.ops[i])
+	}
+	if dropped {
+		h.lean = lean
+	}
+}
+
+// histories turns the calls into one history per key, dropping what says
+// nothing: failed reads, reads that never returned, and writes that
+// certainly did not happen without telling why (OutcomeFailed).
+func (t *linTraces) histories() ([]*linHistory, error) {
+	byKey := map[[2]string]*linHistory{}
+	for _, id := range t.order {
+		c := t.calls[id]
+		in, out, keep, err := t.operation(c)
+		if err != nil {
+			return nil, fmt.Errorf("lin: %s: call %s/%d: %w", id.file, id.client, id.id, err)
+		}
+		if !keep {
+			continue
+		}
+		k := [2]string{c.line.Bucket, c.line.Key}
+		h := byKey[k]
+		if h == nil {
+			h = &linHistory{bucket: k[0], key: k[1]}
+			byKey[k] = h
+		}
+		h.ops = append(h.ops, porcupine.Operation{
+			Input: in, Call: in.Call, Output: out, Return: out.Return,
+			Metadata: fmt.Sprintf("%s %s/%d", filepath.Base(id.file), id.client, id.id),
+		})
+	}
+	out := make([]*linHistory, 0, len(byKey))
+	for _, h := range byKey {
+		sort.SliceStable(h.ops, func(i, j int) bool { return h.ops[i].Call < h.ops[j].Call })
+		h.bound()
+		linLanes(h.ops)
+		h.model = linModel(h.ops[0].Call)
+		out = append(out, h)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		return out[i].bucket < out[j].bucket || out[i].bucket == out[j].bucket && out[i].key < out[j].key
+	})
+	return out, nil
+}
+
+// linLanes gives each operation a ClientId such that one lane's operations
+// never overlap: porcupine draws one row per ClientId.
+func linLanes(ops []porcupine.Operation) {
+	var free []int64 // each lane's last return
+	for i := range ops {
+		lane := -1
+		for l, until := range free {
+			if until < ops[i].Call {
+				lane = l
+				break
+			}
+		}
+		if lane < 0 {
+			lane = len(free)
+			free = append(free, 0)
+		}
+		free[lane] = ops[i].Return
+		ops[i].ClientId = lane
+	}
+}
+
+// operation is a call as the model's input and output.
+func (t *linTraces) operation(c *linCall) (linInput, linOutput, bool, error) {
+	l := c.line
+	b := t.bucket[l.Bucket]
+	in := linInput{
+		Op: l.Op, Called: l.Op, Expected: l.Expected, Value: l.Value, Call: l.Time.UnixNano(),
+		TTL:       int64(minTTL(l.TTL, b.ttl)),
+		MarkerTTL: int64(minTTL(b.markerTTL, b.ttl)),
+	}
+	switch l.Op {
+	case kv.TraceLatest, kv.TraceGet, kv.TraceCreate, kv.TraceCreateAfter, kv.TraceUpdate, kv.TraceDelete, kv.TracePut:
+	default:
+		return in, linOutput{}, false, fmt.Errorf("operation %q", l.Op)
+	}
+	if l.Op == kv.TraceLatest || l.Op == kv.TraceGet {
+		in.Op = kv.TraceLatest // Get's answers say as much: an entry or the marker in the way, or none
+		in.Value = ""
+	}
+	out := linOutput{Outcome: kv.OutcomeUnknown, Return: linNever}
+	if c.ret != nil {
+		out.Outcome, out.Rev = c.ret.Outcome, c.ret.Revision
+		out.Return = max(c.ret.Time.UnixNano(), in.Call)
+		if e := c.ret.Entry; e != nil {
+			out.Entry = &linEntry{Rev: e.Revision, Kind: linKindOf(e.Op), Value: e.Value}
+			if out.Entry.Kind == linAbsent {
+				return in, out, false, fmt.Errorf("entry of op %q", e.Op)
+			}
+		}
+	}
+	if !l.Op.Write() {
+		// A read that failed, or never returned, says nothing.
+		return in, out, out.Outcome == kv.OutcomeOK || out.Outcome == kv.OutcomeNotFound, nil
+	}
+	switch out.Outcome {
+	case kv.OutcomeOK:
+		if out.Rev == 0 {
+			return in, out, false, errors.New("an acknowledged write without its revision")
+		}
+	case kv.OutcomeUnknown:
+		out.Return = linNever // it may land at any time after
+	case kv.OutcomeConflict:
+	default:
+		return in, out, false, nil // certainly not applied; nothing learnt
+	}
+	return in, out, true, nil
+}
+
+// minTTL is the shorter of two TTLs, 0 meaning none.
+func minTTL(a, b time.Duration) time.Duration {
+	switch {
+	case a <= 0:
+		return max(b, 0)
+	case b <= 0:
+		return a
+	}
+	return min(a, b)
+}
+
+// visualize writes the history's porcupine visualization into dir.
+func (h *linHistory) visualize(dir string, timeout time.Duration) (string, error) {
+	_, info := porcupine.CheckOperationsVerbose(h.model, h.ops, timeout)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("lin: %w", err)
+	}
+	name := strings.Map(func(r rune) rune {
+		if r == '/' || r == os.PathSeparator {
+			return '_'
+		}
+		return r
+	}, "lin-"+h.bucket+"-"+h.key+".html")
+	path := filepath.Join(dir, name)
+	if err := porcupine.VisualizePath(h.model, info, path); err != nil {
+		return "", fmt.Errorf("lin: visualize %s/%s: %w", h.bucket, h.key, err)
+	}
+	return path, nil
+}
+
+// linInput is an operation as invoked: Op is TraceLatest for both reads,
+// Called the operation called.
+type linInput struct {
+	Op, Called kv.TraceOp
+	Expected   uint64
+	Value      string // a write's digest
+	// TTL is the written value's or tombstone's TTL, the bucket's applied
+	// (0: none); MarkerTTL is how long the bucket keeps expiry markers.
+	TTL, MarkerTTL int64
+	Call           int64 // invoked, Unix ns
+}
+
+// linOutput is how it returned.
+type linOutput struct {
+	Outcome kv.Outcome
+	Rev     uint64    // an acknowledged write's revision
+	Entry   *linEntry // what a read (or a conflict) saw
+	Return  int64     // Unix ns, or linNever
+}
+
+// linEntry is an entry a read returned.
+type linEntry struct {
+	Rev   uint64
+	Kind  linKind
+	Value string
+}
+
+// linKind is what a key's latest message is.
+type linKind uint8
+
+const (
+	linAbsent  linKind = iota // no message at all
+	linLive                   // a value
+	linDeleted                // a tombstone a client wrote
+	linExpired                // the marker the server wrote when the value's TTL ran out
+)
+
+func linKindOf(op string) linKind {
+	switch op {
+	case kv.OpPut.String():
+		return linLive
+	case kv.OpDelete.String():
+		return linDeleted
+	case kv.OpExpire.String():
+		return linExpired
+	}
+	return linAbsent
+}
+
+func (k linKind) String() string {
+	return [...]string{"absent", "live", "deleted", "expired"}[k]
+}
+
+// linState is one possible state of a key: its latest message.
+type linState struct {
+	kind linKind
+	// rev is the message's revision, 0 while unknown (written by a call
+	// whose outcome is unknown, or by the server's expiry, and not read
+	// since); floor is a revision known to be smaller (for absent: the last
+	// revision the key had).
+	rev, floor uint64
+	value      string // a value's or a tombstone's digest
+	// since is when a value's TTL started (its write's invocation, the
+	// earliest it can have been applied) or the earliest a marker can have
+	// appeared; ttl is how long after since it may go (0: it stays).
+	since, ttl int64
+	// notBefore bounds the linearization point from below: a timeout that
+	// happened in this state's past cannot have happened before it.
+	notBefore int64
+}
+
+// revOrFloor is the largest revision the key is known to have had.
+func (s linState) revOrFloor() uint64 { return max(s.rev, s.floor) }
+
+// hasRev reports whether the message may be at revision r.
+func (s linState) hasRev(r uint64) bool {
+	if s.kind == linAbsent {
+		return false
+	}
+	if s.rev != 0 {
+		return s.rev == r
+	}
+	return r > s.floor
+}
+
+// timeouts are the states s can turn into on its own by time now: a value
+// whose TTL ran out becomes an expiry marker, a marker whose TTL ran out
+// disappears.
+func (s linState) timeouts(now, markerTTL int64, out []linState) []linState {
+	out = append(out, s)
+	if s.ttl <= 0 || s.kind == linAbsent || s.since > now-s.ttl {
+		return out
+	}
+	at := s.since + s.ttl
+	next := linState{floor: s.revOrFloor(), notBefore: max(s.notBefore, at)}
+	if s.kind == linLive {
+		next.kind, next.since, next.ttl = linExpired, at, markerTTL
+	}
+	return next.timeouts(now, markerTTL, out)
+}
+
+// observe is s as a read that saw e (nil: no message at all) leaves it, if
+// s can show e.
+func (s linState) observe(e *linEntry) (linState, bool) {
+	if e == nil {
+		return s, s.kind == linAbsent
+	}
+	if s.kind != e.Kind || !s.hasRev(e.Rev) || e.Kind != linExpired && s.value != e.Value {
+		return s, false
+	}
+	s.rev = e.Rev
+	return s, true
+}
+
+// holds reports whether a write's condition may hold in s, and certain
+// whether it certainly does.
+func (in linInput) holds(s linState) (may, certain bool) {
+	switch in.Op {
+	case kv.TracePut:
+		return true, true
+	case kv.TraceCreate, kv.TraceCreateAfter:
+		if s.kind != linLive {
+			return true, true
+		}
+		if in.Expected != 0 && s.hasRev(in.Expected) {
+			return true, s.rev != 0 // CreateAfter of a live revision: the server takes it
+		}
+		return false, false
+	default: // update, delete: the latest revision must be Expected
+		return s.hasRev(in.Expected), s.rev != 0 && s.rev == in.Expected
+	}
+}
+
+// apply is the state after in was applied in s at revision rev (0: unknown).
+func (in linInput) apply(s linState, rev uint64) linState {
+	n := linState{kind: linLive, rev: rev, value: in.Value, since: in.Call, ttl: in.TTL, notBefore: s.notBefore}
+	if in.Op == kv.TraceDelete {
+		n.kind = linDeleted
+	}
+	if rev == 0 {
+		n.floor = s.revOrFloor()
+		if in.Op == kv.TraceUpdate || in.Op == kv.TraceDelete {
+			n.floor = max(n.floor, in.Expected)
+		}
+	}
+	return n
+}
+
+// linStep is the model's step: every state s can be in after the operation.
+func linStep(st, input, output any) []any {
+	s, in, out := st.(linState), input.(linInput), output.(linOutput)
+	if out.Return < s.notBefore {
+		return nil
+	}
+	var next []any
+	if in.Op == kv.TraceLatest || out.Outcome != kv.OutcomeUnknown {
+		for _, c := range s.timeouts(out.Return, in.MarkerTTL, nil) {
+			switch {
+			case in.Op == kv.TraceLatest:
+				if n, ok := c.observe(out.Entry); ok {
+					next = append(next, n)
+				}
+			case out.Outcome == kv.OutcomeOK:
+				may, _ := in.holds(c)
+				floor := c.revOrFloor()
+				if in.Op == kv.TraceUpdate || in.Op == kv.TraceDelete {
+					floor = max(floor, in.Expected)
+				}
+				if may && out.Rev > floor {
+					next = append(next, in.apply(c, out.Rev))
+				}
+			case out.Outcome == kv.OutcomeConflict:
+				if _, certain := in.holds(c); certain {
+					continue
+				}
+				if out.Entry == nil {
+					next = append(next, c)
+				} else if n, ok := c.observe(out.Entry); ok {
+					next = append(next, n)
+				}
+			}
+		}
+		return next
+	}
+	// Unknown: not applied (yet), or applied now at a revision not known.
+	next = append(next, s)
+	for _, c := range s.timeouts(out.Return, in.MarkerTTL, nil) {
+		if may, _ := in.holds(c); may {
+			next = append(next, in.apply(c, 0))
+		}
+	}
+	return next
+}
+
+// linModel is the model of one key; t0 is the history's first call, which
+// descriptions count time from.
+func linModel(t0 int64) porcupine.Model {
+	at := func(ns int64) string {
+		if ns == linNever {
+			return "never"
+		}
+		return time.Duration(ns - t0).Round(time.Millisecond).String()
+	}
+	short := func(d string) string {
+		if i := strings.IndexByte(d, ':'); i > 8 {
+			return d[:8] + d[i:]
+		}
+		return d
+	}
+	nm := porcupine.NondeterministicModel{
+		Init: func() []any { return []any{linState{}} },
+		Step: linStep,
+		Hash: func(st any) uint64 {
+			s := st.(linState)
+			b := make([]byte, 0, 1+6*8+len(s.value))
+			b = append(b, byte(s.kind))
+			for _, n := range []uint64{s.rev, s.floor, uint64(s.since), uint64(s.ttl), uint64(s.notBefore)} {
+				b = binary.LittleEndian.AppendUint64(b, n)
+			}
+			h := fnv.New64a()
+			_, _ = h.Write(append(b, s.value...))
+			return h.Sum64()
+		},
+		DescribeOperation: func(input, output any) string {
+			in, out := input.(linInput), output.(linOutput)
+			var b strings.Builder
+			b.WriteString(string(in.Called))
+			if in.Op == kv.TraceLatest {
+				b.WriteString("()")
+			} else {
+				fmt.Fprintf(&b, "(%s", short(in.Value))
+				if in.Expected != 0 {
+					fmt.Fprintf(&b, ", rev %d", in.Expected)
+				}
+				if in.TTL != 0 {
+					fmt.Fprintf(&b, ", ttl %s", time.Duration(in.TTL))
+				}
+				b.WriteString(")")
+			}
+			fmt.Fprintf(&b, " -> %s", out.Outcome)
+			if out.Rev != 0 {
+				fmt.Fprintf(&b, " %d", out.Rev)
+			}
+			if e := out.Entry; e != nil {
+				fmt.Fprintf(&b, " %s@%d %s", e.Kind, e.Rev, short(e.Value))
+			}
+			fmt.Fprintf(&b, " [%s, %s]", at(in.Call), at(out.Return))
+			return b.String()
+		},
+		DescribeState: func(st any) string {
+			s := st.(linState)
+			rev := fmt.Sprint(s.rev)
+			if s.rev == 0 {
+				rev = fmt.Sprintf(">%d", s.floor)
+			}
+			if s.kind == linAbsent {
+				return fmt.Sprintf("absent (after %d)", s.floor)
+			}
+			d := fmt.Sprintf("%s@%s %s since %s", s.kind, rev, short(s.value), at(s.since))
+			if s.ttl > 0 {
+				d += " ttl " + time.Duration(s.ttl).String()
+			}
+			if s.notBefore > 0 {
+				d += " not before " + at(s.notBefore)
+			}
+			return d
+		},
+		DescribeOperationMetadata: func(info any) string {
+			if info == nil {
+				return ""
+			}
+			return info.(string)
+		},
+	}
+	return nm.ToModel()
+}
