@@ -70,9 +70,13 @@ type Bucket struct {
 }
 
 // Bucket returns a handle on the bucket cfg names, without checking that it
-// exists or has cfg's settings (see Ensure and Check).
+// exists or has cfg's settings (see Ensure and Check). On a cluster, the
+// client follows the bucket's stream's leader changes from then on (see
+// the package doc).
 func (c *Client) Bucket(cfg BucketConfig) *Bucket {
-	return &Bucket{c: c, cfg: cfg, stream: "KV_" + cfg.Name, prefix: "$KV." + cfg.Name + "."}
+	b := &Bucket{c: c, cfg: cfg, stream: "KV_" + cfg.Name, prefix: "$KV." + cfg.Name + "."}
+	c.refusals.follow(b.stream)
+	return b
 }
 
 // Name is the bucket's name.

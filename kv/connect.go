@@ -158,7 +158,13 @@ func WithNATSOptions(opts ...nats.Option) Option {
 // message names the URL tried, never a secret. On the connection it makes,
 // a call the server refuses fails at once with ErrPermission, and such a
 // refusal is not passed on to an error handler given with WithNATSOptions
-// (the call reports it); other asynchronous errors are.
+// (the call reports it); other asynchronous errors are. A request whose
+// answer will not come is sent again at once instead of after half the
+// timeout: when the connection is lost, when the server announces
+// lame-duck mode (the client then moves at once to another server it
+// knows; a lame-duck handler given with WithNATSOptions is still called),
+// and when the stream of a bucket the client handles elects a new leader
+// (see the package doc).
 func Connect(ctx context.Context, opts ...Option) (*Client, error) {
 	cfg := config{name: "baton", timeout: DefaultTimeout}
 	for _, o := range opts {
@@ -229,6 +235,9 @@ func Connect(ctx context.Context, opts ...Option) (*Client, error) {
 		nopts = append(nopts, nats.CustomInboxPrefix(cfg.inboxPrefix))
 	}
 	nopts = append(nopts, cfg.natsOpts...)
+	// Last, so that it wraps a lame-duck handler given in natsOpts.
+	r := newRefusals()
+	nopts = append(nopts, r.lameDuckOption())
 
 	redacted := RedactURL(serverURL)
 	if err := checkURLs(serverURL); err != nil {
@@ -249,7 +258,7 @@ func Connect(ctx context.Context, opts ...Option) (*Client, error) {
 	c.ownConn = true
 	c.url = redacted
 	c.trace = newTracing(cfg.tracer)
-	c.refusals = newRefusals(nc)
+	c.refusals = r
 	c.refusals.install(nc)
 	return c, nil
 }
@@ -259,8 +268,12 @@ func Connect(ctx context.Context, opts ...Option) (*Client, error) {
 // refuses fails at once with ErrPermission: NewClient wraps the
 // connection's error handler, which still gets every asynchronous error but
 // the refusals that failed one of this client's calls (each reported once,
-// by that call). A handler set on the connection afterwards replaces the
-// wrapper, and refused calls then wait out their timeout.
+// by that call). It wraps the disconnect handler too: a lost connection
+// ends the requests in flight, which are sent again at once, as with
+// Connect; the server's lame-duck mode is the caller's to act on
+// (nats.LameDuckModeHandler, Conn.ForceReconnect). A handler set on the
+// connection afterwards replaces the wrapper, and refused or cut-off calls
+// then wait out their timeout.
 func NewClient(nc *nats.Conn, opts ...Option) (*Client, error) {
 	cfg := config{timeout: DefaultTimeout}
 	for _, o := range opts {
@@ -274,7 +287,7 @@ func NewClient(nc *nats.Conn, opts ...Option) (*Client, error) {
 	}
 	c.url = RedactURL(nc.ConnectedUrl())
 	c.trace = newTracing(cfg.tracer)
-	c.refusals = newRefusals(nc)
+	c.refusals = newRefusals()
 	c.refusals.install(nc)
 	return c, nil
 }
@@ -315,6 +328,7 @@ func (c *Client) Timeout() time.Duration { return c.timeout }
 
 // Close closes the connection if Connect made it. It is idempotent.
 func (c *Client) Close() {
+	c.refusals.close()
 	if c.ownConn {
 		c.nc.Close()
 	}

@@ -15,22 +15,30 @@ import (
 // for an answer that never comes. refusals routes each refusal to the calls
 // waiting on it, so they fail at once with ErrPermission instead of timing
 // out. It is installed on the connections Connect makes and NewClient wraps.
+//
+// The same waiters are ended, without failing their call, when their answer
+// will not come for another reason: the connection was lost, its server
+// entered lame-duck mode, or the stream the request went to elected a new
+// leader (failover.go). Only request attempts (begin) are ended so; the
+// call sends them again at once, as after the attempt's timeout.
 type refusals struct {
-	inbox string // the connection's reply inbox prefix, ending in "."
-
 	mu      sync.Mutex
+	inbox   string     // the connection's reply inbox prefix, ending in "."; set by install
+	nc      *nats.Conn // set by install
 	waiting map[*refusalWaiter]struct{}
+	follows map[string]*nats.Subscription // leader-elected advisories followed, by stream
+	closed  bool                          // close was called: follow no more streams
 }
 
 // refusalWaiter is one call waiting for its answer. A refusal ends it with
 // cancel (the refusal as the context's cause) or, for a call registered by
-// begin, with stop, keeping the refusal in err.
+// begin, with stop, keeping the refusal (or the interruption) in err.
 type refusalWaiter struct {
 	publish string // the subject the call publishes to
 	prefix  bool   // publish is a prefix: a refusal of any subject under it counts
 	cancel  context.CancelCauseFunc
 	stop    context.CancelFunc
-	err     *refusedError // guarded by refusals.mu
+	err     error // a *refusedError or an *interruptedError; guarded by refusals.mu
 }
 
 // begin registers one request to subject, whose context stop cancels: a
@@ -48,7 +56,10 @@ func (r *refusals) begin(subject string, stop context.CancelFunc) *refusalWaiter
 	return w
 }
 
-// end unregisters w and returns the refusal that ended its request, or err.
+// end unregisters w and returns the refusal or interruption that ended its
+// request, or err. A request cut off by a reconnection (nats.go fails the
+// requests in flight when the connection is forced to reconnect) is an
+// interruption too, unless the connection is closed for good.
 func (r *refusals) end(w *refusalWaiter, err error) error {
 	if r == nil || w == nil {
 		return err
@@ -56,9 +67,15 @@ func (r *refusals) end(w *refusalWaiter, err error) error {
 	r.mu.Lock()
 	delete(r.waiting, w)
 	re := w.err
+	nc := r.nc
 	r.mu.Unlock()
-	if err != nil && re != nil {
+	switch {
+	case err == nil:
+		return nil
+	case re != nil:
 		return re
+	case errors.Is(err, nats.ErrConnectionClosed) && nc != nil && !nc.IsClosed():
+		return &interruptedError{why: "the connection was reset"}
 	}
 	return err
 }
@@ -68,22 +85,42 @@ func (r *refusals) end(w *refusalWaiter, err error) error {
 // `... for Subscription to "S"`.
 var refusalRE = regexp.MustCompile(`Permissions Violation for (Publish to|Subscription to) "([^"]+)"`)
 
-func newRefusals(nc *nats.Conn) *refusals {
-	inbox := nats.InboxPrefix
-	if p := nc.Opts.InboxPrefix; p != "" {
-		inbox = p + "."
-	}
-	return &refusals{inbox: inbox, waiting: map[*refusalWaiter]struct{}{}}
+func newRefusals() *refusals {
+	return &refusals{inbox: nats.InboxPrefix, waiting: map[*refusalWaiter]struct{}{}, follows: map[string]*nats.Subscription{}}
 }
 
-// install makes nc report its refusals to r. The handler the caller set,
-// if any, still gets every asynchronous error but the refusals that failed
-// a call, which that call returns: each is reported once.
+// install makes nc report its refusals and lost connections to r. The
+// handlers the caller set, if any, are still called: the error handler with
+// every asynchronous error but the refusals that failed a call, which that
+// call returns (each is reported once), and the disconnect handler (or the
+// older DisconnectedCB) with every disconnection.
 func (r *refusals) install(nc *nats.Conn) {
+	r.mu.Lock()
+	r.nc = nc
+	if p := nc.Opts.InboxPrefix; p != "" {
+		r.inbox = p + "."
+	}
+	r.mu.Unlock()
 	prev := nc.ErrorHandler()
 	nc.SetErrorHandler(func(nc *nats.Conn, sub *nats.Subscription, err error) {
 		if !r.refused(err) && prev != nil {
 			prev(nc, sub, err)
+		}
+	})
+	prevDisconnect := nc.DisconnectErrHandler()
+	var prevDisconnected nats.ConnHandler
+	if prevDisconnect == nil {
+		// Set with nats.DisconnectHandler: nats.go calls it only while no
+		// DisconnectErrHandler is set, so the wrapper calls it instead.
+		prevDisconnected = nc.Opts.DisconnectedCB
+	}
+	nc.SetDisconnectErrHandler(func(nc *nats.Conn, err error) {
+		r.disconnected(nc)
+		switch {
+		case prevDisconnect != nil:
+			prevDisconnect(nc, err)
+		case prevDisconnected != nil:
+			prevDisconnected(nc)
 		}
 	})
 }
@@ -133,6 +170,9 @@ func (r *refusals) refused(err error) bool {
 	publish, subject := m[1] == "Publish to", m[2]
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if !publish && r.following(subject) {
+		return true // an optional subscription of this package's own (failover.go)
+	}
 	failed := false
 	for w := range r.waiting {
 		switch {
