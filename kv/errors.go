@@ -46,6 +46,12 @@ var (
 
 	// ErrInvalidConfig means an option or bucket setting is not usable.
 	ErrInvalidConfig = errors.New("kv: invalid configuration")
+
+	// ErrHandOff means a server still leads a bucket's stream that HandOff
+	// was to move: no other server holds a current copy of it, or none
+	// answered as its leader before the context ended (the error then
+	// wraps the context's error too).
+	ErrHandOff = errors.New("kv: leadership not handed off")
 )
 
 // ConflictError reports a lost compare-and-set.

@@ -262,6 +262,12 @@ func dialable(u string) string {
 	return pu.String()
 }
 
+// Name is the server's name, as a cluster and HandOff know it.
+func (s *Server) Name() string { return s.ns.Name() }
+
+// Clustered reports whether the server is part of a JetStream cluster.
+func (s *Server) Clustered() bool { return s.ns.JetStreamIsClustered() }
+
 // NATS is the underlying nats-server, for what this package does not wrap.
 func (s *Server) NATS() *server.Server { return s.ns }
 
