@@ -128,8 +128,12 @@ func (h *harness) hold(ctx context.Context, d *daemon, life time.Duration) {
 }
 
 // skewedClient connects a library client for the skewed actors.
-func (h *harness) skewedClient(ctx context.Context) (*kv.Client, error) {
-	return kv.Connect(ctx, kv.WithURL(h.cl.urls()), kv.WithTimeout(3*time.Second), kv.WithName("batonfault skewed"))
+func (h *harness) skewedClient(ctx context.Context, name string) (*kv.Client, error) {
+	tr, err := h.tr.tracer(name)
+	if err != nil {
+		return nil, err
+	}
+	return kv.Connect(ctx, kv.WithURL(h.cl.urls()), kv.WithTimeout(3*time.Second), kv.WithName("batonfault skewed"), kv.WithTracer(tr))
 }
 
 // libCode is the exit code the CLI would give err (the CLI's mapping is
@@ -173,7 +177,7 @@ func (h *harness) libOp(verb string, fn func(ctx context.Context) error) (result
 // clock hours off, on slots that the other skewed actor contends for from
 // another host.
 func (h *harness) skewedSessions(ctx context.Context, i int, skew time.Duration) {
-	c, err := h.skewedClient(ctx)
+	c, err := h.skewedClient(ctx, fmt.Sprintf("lib-sessions-%d", i))
 	if err != nil {
 		h.stats.stick("skewed client: %v", err)
 		return
@@ -242,7 +246,7 @@ func (h *harness) skewedLoop(ctx context.Context, m *session.Manager, agent stri
 // skewedLeases acquires one lease key through the library with a clock
 // hours off and writes to the checker under its fence while it holds it.
 func (h *harness) skewedLeases(ctx context.Context, i int, skew time.Duration) {
-	c, err := h.skewedClient(ctx)
+	c, err := h.skewedClient(ctx, fmt.Sprintf("lib-leases-%d", i))
 	if err != nil {
 		h.stats.stick("skewed client: %v", err)
 		return

@@ -12,7 +12,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/lease"
+	"github.com/batonhq/baton/session"
 )
 
 // clientFaults SIGKILLs or SIGSTOPs (for longer than the TTL) a running
@@ -125,6 +127,16 @@ func (h *harness) garbage(ctx context.Context) {
 		h.stats.stick("garbage: %v", err)
 		return
 	}
+	tr, err := h.tr.tracer("lib-garbage")
+	if err != nil {
+		h.stats.stick("garbage: %v", err)
+		return
+	}
+	kc, err := kv.NewClient(nc, kv.WithTimeout(3*time.Second), kv.WithTracer(tr))
+	if err != nil {
+		h.stats.stick("garbage: %v", err)
+		return
+	}
 	for sleep(ctx, h.between(6*time.Second, 12*time.Second)) {
 		bucket, key := "baton-sessions", cliSlots[h.intn(len(cliSlots))]
 		if h.intn(10) < 3 {
@@ -139,8 +151,14 @@ func (h *harness) garbage(ctx context.Context) {
 		// garbage replaced.
 		h.markCorrupt(bucket, key)
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		_, err := js.Publish(pctx, "$KV."+bucket+"."+key, junk)
+		done := h.tr.rawCall(bucket, key, kv.TracePut, 0, junk)
+		ack, err := js.Publish(pctx, "$KV."+bucket+"."+key, junk)
 		cancel()
+		if err == nil {
+			done(ack.Sequence, nil, false)
+		} else {
+			done(0, err, false)
+		}
 		h.markCorrupt(bucket, key)
 		if err == nil {
 			h.stats.fault("garbage_record")
@@ -148,7 +166,7 @@ func (h *harness) garbage(ctx context.Context) {
 			sleep(ctx, h.between(2*time.Second, 5*time.Second))
 		}
 		// Also after a failed publish: its answer may be what was lost.
-		h.removeGarbage(js, bucket, key, junk)
+		h.removeGarbage(kc, bucket, key, junk)
 	}
 }
 
@@ -163,22 +181,24 @@ func (h *harness) markCorrupt(bucket, key string) {
 
 // removeGarbage deletes key if its latest value is junk (a delete
 // conditioned on that revision, so a record written since is left alone),
-// retrying while the cluster is electing.
-func (h *harness) removeGarbage(js jetstream.JetStream, bucket, key string, junk []byte) {
+// retrying while the cluster is electing. It goes through a traced kv
+// client, so that the delete is in the run's KV histories.
+func (h *harness) removeGarbage(c *kv.Client, bucket, key string, junk []byte) {
+	cfg := session.BucketConfig(session.DefaultPrefix, 3)
+	if bucket != cfg.Name {
+		cfg = lease.BucketConfig(lease.DefaultPrefix, 3)
+	}
+	b := c.Bucket(cfg)
 	deadline := time.Now().Add(stuckAfter)
 	for time.Now().Before(deadline) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		b, err := js.KeyValue(ctx, bucket)
-		var e jetstream.KeyValueEntry
-		if err == nil {
-			e, err = b.Get(ctx, key)
-		}
+		e, err := b.Latest(ctx, key)
 		switch {
-		case errors.Is(err, jetstream.ErrKeyNotFound):
+		case errors.Is(err, kv.ErrNotFound):
 			err = nil // not there (never landed, or already gone)
-		case err == nil && bytes.Equal(e.Value(), junk):
-			err = b.Delete(ctx, key, jetstream.LastRevision(e.Revision()))
-			if errors.Is(err, jetstream.ErrKeyExists) {
+		case err == nil && e.Live() && bytes.Equal(e.Value, junk):
+			_, err = b.DeleteRevision(ctx, key, e.Revision, nil)
+			if errors.Is(err, kv.ErrConflict) {
 				err = nil // a holder replaced it meanwhile
 			}
 		}

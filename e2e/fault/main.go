@@ -111,6 +111,7 @@ type harness struct {
 	cl         *cluster
 	net        *network
 	px         *proxies
+	tr         *traces
 	chk        *checker
 	qchk       *queueChecker
 	checkerURL string
@@ -127,6 +128,7 @@ type harness struct {
 	rng     *rand.Rand
 
 	killCount int
+	failed    bool // keep the run's directory: it holds what a failure left
 }
 
 func newHarness(cfg config, out io.Writer) (*harness, error) {
@@ -141,6 +143,9 @@ func newHarness(cfg config, out io.Writer) (*harness, error) {
 	h := &harness{cfg: cfg, bin: cfg.bin, self: self, dir: dir, out: out, chk: newChecker(), qchk: newQueueChecker(), stats: newStats(),
 		daemons: map[*daemon]bool{}, slots: map[string]*slotState{}, rng: rand.New(rand.NewPCG(cfg.seed, 0x5eed))}
 	if err := os.Mkdir(filepath.Join(dir, "clients"), 0o700); err != nil {
+		return nil, err
+	}
+	if h.tr, err = newTraces(filepath.Join(dir, "traces")); err != nil {
 		return nil, err
 	}
 	h.net = newNetwork(context.Background(), append(serverNames, hosts...))
@@ -162,7 +167,8 @@ func (h *harness) cleanup() {
 	h.cl.stop()
 	h.px.stop()
 	h.net.teardown()
-	if h.cfg.keep {
+	h.tr.close()
+	if h.cfg.keep || h.failed {
 		fmt.Fprintf(os.Stderr, "batonfault: kept %s\n", h.dir) // stdout ends with the closing line
 		return
 	}
@@ -300,8 +306,17 @@ func (h *harness) run(ctx context.Context) (bool, error) {
 	fmt.Fprintf(h.out, "batonfault: queue drained in %s\n", time.Since(drained).Round(time.Millisecond))
 	var q queueCounts
 	q.done, q.exclusion, q.overCapacity, q.lost = h.checkQueue()
+	checking := time.Now()
+	lin, err := checkTraces(h.tr.dir, filepath.Join(h.dir, "artifacts"), linTimeout)
+	if err != nil {
+		return false, err
+	}
+	h.stats.lin = lin
+	fmt.Fprintf(h.out, "batonfault: %d KV operations in %d histories checked for linearizability in %s\n", lin.Ops, lin.Histories, time.Since(checking).Round(time.Millisecond))
 	accepted, rejected, cv := h.chk.counts()
-	return h.stats.report(h.out, accepted, rejected, cv, q, time.Since(start)), nil
+	ok := h.stats.report(h.out, accepted, rejected, cv, q, time.Since(start))
+	h.failed = !ok
+	return ok, nil
 }
 
 // waitReady waits until the cluster answers a join through the CLI, which

@@ -168,9 +168,17 @@ func TestNetwork_CutsHealsAndFlapsLinks(t *testing.T) {
 	if err := nw.setLink("a", true); err != nil {
 		t.Fatal(err)
 	}
-	c3, err := dial()
-	if err != nil {
-		t.Fatalf("a cannot reach b after its link came up: %v", err)
+	// The bridge may take a moment to forward on a port that came up.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c3, err := dial()
+		if err == nil {
+			c3.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a cannot reach b 10 s after its link came up: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
-	c3.Close()
 }

@@ -40,6 +40,7 @@ func (h *harness) env(host string) []string {
 		"BATON_HOST_ID=" + host,
 		"BATON_URL=" + url,
 		"BATON_TIMEOUT=3s",
+		"BATON_KV_TRACE=" + h.tr.hostFile(host),
 	}
 }
 

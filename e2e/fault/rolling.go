@@ -68,7 +68,11 @@ func (p *probe) gap(from, to time.Time) time.Duration {
 // lose what it holds; the longest write pause is reported.
 func (h *harness) rollingRestart(ctx context.Context) (rollResult, error) {
 	var res rollResult
-	c, err := kv.Connect(ctx, kv.WithURL(h.cl.urls()), kv.WithTimeout(rollTTL), kv.WithName("batonfault roll"))
+	tr, err := h.tr.tracer("lib-roll")
+	if err != nil {
+		return res, err
+	}
+	c, err := kv.Connect(ctx, kv.WithURL(h.cl.urls()), kv.WithTimeout(rollTTL), kv.WithName("batonfault roll"), kv.WithTracer(tr))
 	if err != nil {
 		return res, err
 	}

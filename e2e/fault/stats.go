@@ -26,6 +26,7 @@ type stats struct {
 
 	isolationsChecked map[string]int // holders cut off whose successor acted, by verb
 	roll              rollResult
+	lin               linResult
 }
 
 func newStats() *stats {
@@ -174,6 +175,12 @@ func (s *stats) report(w io.Writer, accepted, rejected int, checkerViolations []
 	for _, l := range r.lost {
 		fmt.Fprintf(w, "LOST (rolling restart): %s\n", l)
 	}
+	l := s.lin
+	fmt.Fprintf(w, "linearizability: %d KV operations (%d of unknown outcome) in %d histories: %d linearizable, %d not, %d too long to check within %s\n",
+		l.Ops, l.Unknown, l.Histories, l.Linearizable, l.NotLinearizable, l.TimedOut, linTimeout)
+	for _, f := range l.Failures {
+		fmt.Fprintf(w, "NOT LINEARIZABLE: %s\n", f)
+	}
 	for _, v := range violations {
 		fmt.Fprintf(w, "VIOLATION: %s\n", v)
 	}
@@ -183,7 +190,7 @@ func (s *stats) report(w io.Writer, accepted, rejected int, checkerViolations []
 	for _, st := range s.stuck {
 		fmt.Fprintf(w, "STUCK: %s\n", st)
 	}
-	fmt.Fprintf(w, "fault: %d ops, %d faults, %d exclusion violations, %d acknowledged sessions lost, %d stuck operations; queue: %d tasks done, %d key exclusion violations, %d over capacity, %d acknowledged tasks lost; rolling restart: %d holders lost, longest write pause %s\n",
-		s.ops, faults, len(violations)-q.exclusion-q.overCapacity, len(s.lost)-q.lost, len(s.stuck), q.done, q.exclusion, q.overCapacity, q.lost, len(r.lost), r.pause.Round(10*time.Millisecond))
-	return len(violations) == 0 && len(s.lost) == 0 && len(s.stuck) == 0 && len(r.lost) == 0
+	fmt.Fprintf(w, "fault: %d ops, %d faults, %d exclusion violations, %d acknowledged sessions lost, %d stuck operations, %d histories linearizable, %d not; queue: %d tasks done, %d key exclusion violations, %d over capacity, %d acknowledged tasks lost; rolling restart: %d holders lost, longest write pause %s\n",
+		s.ops, faults, len(violations)-q.exclusion-q.overCapacity, len(s.lost)-q.lost, len(s.stuck), l.Linearizable, l.NotLinearizable, q.done, q.exclusion, q.overCapacity, q.lost, len(r.lost), r.pause.Round(10*time.Millisecond))
+	return len(violations) == 0 && len(s.lost) == 0 && len(s.stuck) == 0 && len(r.lost) == 0 && l.NotLinearizable == 0
 }
