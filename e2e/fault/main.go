@@ -1,24 +1,33 @@
 // Command batonfault runs baton on a three-server JetStream cluster under
 // faults and checks that it holds: one holder per slot, leaders fenced,
-// acknowledged sessions kept, and every operation ending clearly.
+// acknowledged sessions kept, every operation ending clearly, and every KV
+// key's history linearizable.
 //
-// It starts three `baton up` processes on loopback as one cluster, then
-// runs a randomized workload of join, commit, close, run and lead processes
-// on several host ids and keys, plus library clients whose clocks are hours
-// off, while it SIGKILLs and SIGSTOPs clients, SIGKILLs and restarts each
-// server in turn (the streams' leaders among them), and overwrites records
-// with garbage through the raw NATS API. A checker plays the protected
-// resource: it accepts a write only with a fence at least as large as any it
-// has seen. The last line is
+// It starts three `baton up` processes as one cluster. As root (with
+// iproute2) each server and each client host runs in a network namespace of
+// its own, joined to a bridge, so that links can be cut, split and flapped;
+// otherwise everything runs on loopback and those faults are skipped (it
+// says so). One host's links go through toxiproxy, to be slowed, throttled,
+// reset and stalled. It runs a randomized workload of join, commit, close,
+// run and lead processes on several host ids and keys, library clients
+// whose clocks are hours off, and a work queue, while it SIGKILLs and
+// SIGSTOPs clients, injects one server or network fault after another
+// (server SIGKILLs, the stream leader partitioned with a host on its side,
+// 2/1 splits, a host cut off past its holders' TTL, flapping links, slow
+// links), and overwrites records with garbage through the raw NATS API. Then
+// it restarts the servers one by one with SIGTERM while holders renew at a
+// TTL of 2 s, and reports the longest write pause.
 //
-//	fault: <ops> ops, <faults> faults, <violations> exclusion violations, <lost> acknowledged sessions lost, <stuck> stuck operations; queue: <n> tasks done, <x> key exclusion violations, <c> over capacity, <l> acknowledged tasks lost
+// A checker plays the protected resource: it accepts a write only with a
+// fence at least as large as any it has seen. Every KV operation is traced
+// (BATON_KV_TRACE, and the harness's own clients) and each key's history is
+// checked with porcupine; a history that is not linearizable is drawn into
+// the run's artifacts directory, which is then kept. The last line is
 //
-// and the exit status is non-zero unless violations, lost sessions, stuck
-// operations and the queue's last three are 0. A queue on the cluster is
-// worked by `baton queue work` daemons, killed and paused like the others,
-// while tasks are added through the CLI; at the end one worker with no
-// faults drains it. See adr/0019-what-holds-under-faults.md for what each
-// check means.
+//	fault: <ops> ops, <faults> faults, <v> exclusion violations, <l> acknowledged sessions lost, <s> stuck operations, <n> histories linearizable, <x> not; queue: <n> tasks done, <x> key exclusion violations, <c> over capacity, <l> acknowledged tasks lost; rolling restart: <h> holders lost, longest write pause <d>
+//
+// and the exit status is non-zero unless every count of what went wrong is
+// 0. See adr/0019-what-holds-under-faults.md for what each check means.
 package main
 
 import (
