@@ -51,7 +51,7 @@ var (
 	// was to move: no other server holds a current copy of it, or none
 	// answered as its leader before the context ended (the error then
 	// wraps the context's error too).
-	ErrHandOff = errors.New("kv: leadership not handed off")
+	ErrHandOff = errors.New("kv: not handed off")
 )
 
 // ConflictError reports a lost compare-and-set.

@@ -46,11 +46,13 @@ const (
 // It works on the streams concurrently and returns the leaderships moved,
 // in the order of buckets, with an error for each bucket whose stream still
 // needs server: ErrHandOff when no other server holds a copy (a bucket with
-// one replica) or when the stream was not ready before ctx ended (the error
-// then wraps ctx's error too); ErrPermission when the user may not read the
-// stream's state ($JS.API.STREAM.INFO.KV_<bucket>) or ask its leader to step
-// down ($JS.API.STREAM.LEADER.STEPDOWN.KV_<bucket>); ErrBucketNotFound.
-// Streams without a copy on server are left alone.
+// one replica), at once when too many of the other copies are on servers
+// known to be stopped for waiting to help (stopping the whole cluster), or
+// when the stream was not ready before ctx ended (the error then wraps
+// ctx's error too); ErrPermission when the user may not read the stream's
+// state ($JS.API.STREAM.INFO.KV_<bucket>) or ask its leader to step down
+// ($JS.API.STREAM.LEADER.STEPDOWN.KV_<bucket>); ErrBucketNotFound. Streams
+// without a copy on server are left alone.
 //
 // It moves the buckets' streams only: the JetStream meta leadership
 // (creating buckets and watches) is moved by the stopping server itself,
@@ -118,7 +120,7 @@ func (c *Client) handOff(ctx context.Context, server, bucket string) (*Handoff, 
 				}
 			}
 		}
-		member, peer, ready := standIn(cl, server, behind)
+		st := standIn(cl, server, behind)
 		switch {
 		case errors.Is(err, ErrBucketNotFound), errors.Is(err, ErrPermission), errors.Is(err, ErrJetStreamDisabled):
 			return nil, err
@@ -128,12 +130,17 @@ func (c *Client) handOff(ctx context.Context, server, bucket string) (*Handoff, 
 			last = errors.New("the stream has no leader")
 		case leader != server && !first.IsZero():
 			return &Handoff{Bucket: bucket, Stream: stream, From: server, To: leader, Took: time.Since(first)}, nil
-		case !member:
+		case !st.member:
 			return nil, nil // no copy on server
-		case len(cl.Replicas) == 0:
+		case st.others == 0:
 			return nil, fmt.Errorf("%w: %s: no other server holds a copy of %s", ErrHandOff, what, stream)
-		case !ready:
-			last = fmt.Errorf("too few of the other copies of %s are current for it to keep a quorum without %s", stream, server)
+		case st.online < st.need:
+			// Waiting cannot help: the stream has no quorum without server
+			// until servers known to be stopped are back.
+			return nil, fmt.Errorf("%w: %s: %d of the %d other copies of %s are offline: without %s it has no quorum until they are back",
+				ErrHandOff, what, st.others-st.online, st.others, stream, server)
+		case st.current < st.need:
+			last = fmt.Errorf("%d of the %d other copies of %s are current, %d are needed for a quorum without %s", st.current, st.others, stream, st.need, server)
 		case leader != server:
 			return nil, nil // a copy that the others can do without
 		case asked.IsZero() || time.Since(asked) >= handOffResend:
@@ -141,7 +148,7 @@ func (c *Client) handOff(ctx context.Context, server, bucket string) (*Handoff, 
 			if first.IsZero() {
 				first = asked
 			}
-			if err := c.stepDown(ctx, what, stream, peer); errors.Is(err, ErrPermission) {
+			if err := c.stepDown(ctx, what, stream, st.peer); errors.Is(err, ErrPermission) {
 				return nil, err
 			} else if err != nil {
 				last = err
@@ -166,49 +173,63 @@ func (c *Client) handOff(ctx context.Context, server, bucket string) (*Handoff, 
 	}
 }
 
-// standIn reports whether server holds a copy of the stream cl describes,
-// whether enough of the other copies are current for the stream to commit
-// writes without it (a quorum of all its copies, or all the others when
-// they are fewer), and which current copy is the best to lead it: the least
-// behind, preferring one never seen behind: a copy that has just caught up
-// (its server restarted) can take a second longer to take the lead. A copy
-// counts as current when it lacks no committed entry and answered its
-// leader within handOffFresh. A copy on a server just restarted may still be
-// catching up; were server stopped before it has, every write of the
-// stream would stall until it has.
-func standIn(cl *jetstream.ClusterInfo, server string, behind map[string]bool) (member bool, peer string, ready bool) {
+// standing is how a stream's copies other than server's stand.
+type standing struct {
+	member  bool   // server holds a copy
+	others  int    // copies on other servers
+	online  int    // of which on servers not known to be stopped
+	current int    // of which current (see standIn)
+	need    int    // current copies the stream needs to commit without server
+	peer    string // the current copy best placed to lead
+}
+
+// standIn reports how the copies of the stream cl describes stand without
+// server's: how many others are current, how many the stream needs to
+// commit writes without server (a quorum of all its copies, or all the
+// others when they are fewer), and which current copy is the best to lead
+// it: the least behind, preferring one never seen behind, since a copy that
+// has just caught up (its server restarted) can take a second longer to
+// take the lead. A copy counts as current when it lacks no committed entry
+// and answered its leader within handOffFresh; the leader, which answered,
+// is current. A copy on a server just restarted may still be catching up:
+// were server stopped before it has, every write of the stream would stall
+// until it has.
+func standIn(cl *jetstream.ClusterInfo, server string, behind map[string]bool) standing {
+	var st standing
 	if cl == nil || cl.Leader == "" {
-		return false, "", false
+		return st
 	}
-	member = cl.Leader == server
-	others, current := 0, 0
-	if !member {
-		others, current = 1, 1 // the leader is current by definition
+	st.member = cl.Leader == server
+	if !st.member {
+		st.others, st.online, st.current = 1, 1, 1
 	}
 	var best *jetstream.PeerInfo
 	for _, p := range cl.Replicas {
-		if p == nil {
+		switch {
+		case p == nil:
+			continue
+		case p.Name == server:
+			st.member = true
 			continue
 		}
-		if p.Name == server {
-			member = true
+		st.others++
+		if p.Offline {
 			continue
 		}
-		others++
-		if !p.Current || p.Offline || p.Pending || p.Active > handOffFresh {
+		st.online++
+		if !p.Current || p.Pending || p.Active > handOffFresh {
 			continue
 		}
-		current++
+		st.current++
 		if best == nil || better(p, best, behind) {
 			best = p
 		}
 	}
-	quorum := (others+1)/2 + 1
-	ready = others > 0 && current >= min(quorum, others)
+	st.need = min((st.others+1)/2+1, st.others)
 	if best != nil {
-		peer = best.Name
+		st.peer = best.Name
 	}
-	return member, peer, ready && (cl.Leader != server || peer != "")
+	return st
 }
 
 // better reports whether copy p is better placed to lead than q: not

@@ -58,8 +58,9 @@ func (r *refusals) begin(subject string, stop context.CancelFunc) *refusalWaiter
 
 // end unregisters w and returns the refusal or interruption that ended its
 // request, or err. A request cut off by a reconnection (nats.go fails the
-// requests in flight when the connection is forced to reconnect) is an
-// interruption too, unless the connection is closed for good.
+// requests in flight with ErrDisconnected when the connection is forced to
+// reconnect) is an interruption too, unless the connection is closed for
+// good.
 func (r *refusals) end(w *refusalWaiter, err error) error {
 	if r == nil || w == nil {
 		return err
@@ -74,7 +75,7 @@ func (r *refusals) end(w *refusalWaiter, err error) error {
 		return nil
 	case re != nil:
 		return re
-	case errors.Is(err, nats.ErrConnectionClosed) && nc != nil && !nc.IsClosed():
+	case (errors.Is(err, nats.ErrDisconnected) || errors.Is(err, nats.ErrConnectionClosed)) && nc != nil && !nc.IsClosed():
 		return &interruptedError{why: "the connection was reset"}
 	}
 	return err

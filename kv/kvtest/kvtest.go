@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -68,6 +69,8 @@ func StartCluster(tb testing.TB, n int) *Cluster {
 		}
 		tb.Cleanup(s.Shutdown)
 		c.Servers = append(c.Servers, s)
+		// Restart listens where the server did: clients know the URL.
+		c.opts[i] = append(c.opts[i], kv.WithListen(strings.TrimPrefix(s.ClientURL(), "nats://")))
 	}
 	c.WaitForMetaLeader(30 * time.Second)
 	return c
@@ -106,6 +109,41 @@ func (c *Cluster) WaitForMetaLeader(timeout time.Duration) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	c.tb.Fatalf("no JetStream meta leader after %s", timeout)
+}
+
+// Stop shuts server i down as a crash or a plain stop would: no handoff.
+func (c *Cluster) Stop(i int) { c.Servers[i].Shutdown() }
+
+// Restart starts server i again after Stop, with its name, store, route
+// and client address, and returns it; it is shut down when the test ends.
+func (c *Cluster) Restart(i int) *kv.Server {
+	c.tb.Helper()
+	s, err := kv.StartServer(c.opts[i]...)
+	if err != nil {
+		c.tb.Fatalf("restart cluster node %d: %v", i+1, err)
+	}
+	c.tb.Cleanup(s.Shutdown)
+	c.Servers[i] = s
+	return s
+}
+
+// WaitCurrent waits until server i knows the meta leader and its copy of
+// each stream (in the global account) has caught up.
+func (c *Cluster) WaitCurrent(i int, timeout time.Duration, streams ...string) {
+	c.tb.Helper()
+	ns := c.Servers[i].NATS()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		current := ns.JetStreamIsCurrent()
+		for _, st := range streams {
+			current = current && ns.JetStreamIsStreamCurrent("$G", st)
+		}
+		if current {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	c.tb.Fatalf("cluster node %d not current after %s", i+1, timeout)
 }
 
 // StreamLeader returns the index of the server leading the stream.
