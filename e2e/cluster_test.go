@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -42,9 +44,23 @@ func TestUp_ThreeServersFormAClusterWithReplicatedBuckets(t *testing.T) {
 
 // upServer is one `baton up` of a cluster.
 type upServer struct {
-	name string
-	url  string
-	cmd  *exec.Cmd
+	name   string
+	url    string
+	cmd    *exec.Cmd
+	stderr *syncBuffer
+
+	once sync.Once
+	err  error // how it exited
+}
+
+// stop signals the server and waits until it has exited; it returns how.
+// Later calls return the same.
+func (s *upServer) stop(sig os.Signal) error {
+	s.once.Do(func() {
+		_ = s.cmd.Process.Signal(sig)
+		s.err = s.cmd.Wait()
+	})
+	return s.err
 }
 
 // startUpCluster runs three `baton up` as one JetStream cluster on loopback
@@ -74,11 +90,14 @@ func startUpCluster(t *testing.T) []*upServer {
 			"--routes", strings.Join(routes, ","), "--json")
 		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + state, "BATON_STATE_DIR=" + state, "GORACE=atexit_sleep_ms=0"}
 		out, _ := cmd.StdoutPipe()
+		stderr := &syncBuffer{}
+		cmd.Stderr = stderr
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		servers[i] = &upServer{name: name, cmd: cmd}
-		t.Cleanup(func() { cmd.Process.Signal(interrupt); cmd.Wait() })
+		s := &upServer{name: name, cmd: cmd, stderr: stderr}
+		servers[i] = s
+		t.Cleanup(func() { s.stop(interrupt) })
 		go func() {
 			// --json prints one indented document once the server serves.
 			doc, _ := readJSONDoc(bufio.NewReader(out))

@@ -43,6 +43,8 @@ type Options struct {
 	UI            string
 	UIToken       string
 	UIReadOnly    bool
+	// HandoffTimeout bounds the handoff on stop; 0 stops at once.
+	HandoffTimeout time.Duration
 }
 
 // NewCmdUp returns `baton up`; runF replaces the run for tests.
@@ -68,7 +70,19 @@ variables). server.json holds the URL (tls:// when TLS is on) and never a
 credential: other commands pass their own.
 
 With --cluster-name, --cluster-listen and --routes it joins a JetStream
-cluster, and buckets are kept on --replicas servers (default 3 in a cluster).`,
+cluster, and buckets are kept on --replicas servers (default 3 in a cluster).
+
+On Ctrl-C or SIGTERM, a server of a cluster hands off before it stops, so
+that restarting the servers one at a time (an upgrade) pauses no write: for
+each of baton's buckets it waits until enough other servers hold a current
+copy for the bucket to do without this one (a server just restarted may
+still be catching up), moves the leadership of the buckets it leads to one
+of them and waits until that server answers as leader, printing one line per
+bucket moved on stderr. Clients of this server then reconnect to another at
+once. In a healthy cluster this takes well under a second; --handoff-timeout
+bounds it (0: stop at once, as a single server always does), and a second
+Ctrl-C or SIGTERM ends it. Past the bound, up says so and stops anyway: the
+buckets it still led then wait seconds for an election.`,
 		Example: `  baton up
   baton up --listen 127.0.0.1:4333 --store /var/lib/baton --sync always
 
@@ -85,7 +99,10 @@ cluster, and buckets are kept on --replicas servers (default 3 in a cluster).`,
 
   # one of three servers of a cluster
   baton up --listen 0.0.0.0:4222 --server-name n1 --cluster-name baton \
-    --cluster-listen 0.0.0.0:6222 --routes nats://h1:6222,nats://h2:6222,nats://h3:6222`,
+    --cluster-listen 0.0.0.0:6222 --routes nats://h1:6222,nats://h2:6222,nats://h3:6222
+
+  # an upgrade, one server at a time: each hands its buckets off as it stops
+  systemctl restart baton-n1   # SIGTERM: "handed KV_baton-sessions to n2 in 31ms" ...`,
 		Args: cmdutil.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.ListenSet = cmd.Flags().Changed("listen")
@@ -113,6 +130,7 @@ cluster, and buckets are kept on --replicas servers (default 3 in a cluster).`,
 	fs.StringVar(&o.UI, "ui", "", "also serve the web dashboard (baton ui) on HOST:PORT, e.g. 127.0.0.1:7070")
 	fs.StringVar(&o.UIToken, "ui-token", "", "the dashboard's token (env "+uicmd.TokenEnv+"); needed for --ui beyond loopback unless --ui-read-only")
 	fs.BoolVar(&o.UIReadOnly, "ui-read-only", false, "the dashboard shows, never acts")
+	fs.DurationVar(&o.HandoffTimeout, "handoff-timeout", 5*time.Second, "in a cluster, how long to wait on stop for other servers to take over this one's buckets (0: stop at once)")
 	return cmd
 }
 
@@ -258,7 +276,42 @@ func upRun(ctx context.Context, o *Options) error {
 	}
 	<-ctx.Done()
 	cmdutil.Fprintf(o.F.IO.ErrOut, "baton up: stopping\n")
+	if srv.Clustered() && o.HandoffTimeout > 0 {
+		handOff(o, srv, client, buckets)
+	}
 	return nil
+}
+
+// handOff hands the buckets this server holds to its peers before it stops
+// (kv.Client.HandOff), within --handoff-timeout or until a second signal,
+// and says on stderr what it moved and what it could not.
+func handOff(o *Options, srv *kv.Server, client *kv.Client, buckets []string) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, o.HandoffTimeout)
+	defer cancel()
+	moved, err := client.HandOff(ctx, srv.Name(), buckets...)
+	for _, h := range moved {
+		cmdutil.Fprintf(o.F.IO.ErrOut, "baton up: handed %s (bucket %s) to %s in %s\n", h.Stream, h.Bucket, h.To, h.Took.Round(time.Millisecond))
+	}
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	}
+	for _, err := range errs {
+		switch {
+		case err == nil:
+		case errors.Is(err, context.DeadlineExceeded):
+			cmdutil.Fprintf(o.F.IO.ErrOut, "baton up: --handoff-timeout %s passed: %v; stopping anyway\n", o.HandoffTimeout, err)
+		case errors.Is(err, context.Canceled):
+			cmdutil.Fprintf(o.F.IO.ErrOut, "baton up: handoff interrupted: %v; stopping now\n", err)
+		default:
+			cmdutil.Fprintf(o.F.IO.ErrOut, "baton up: %v; stopping anyway\n", err)
+		}
+	}
+	if len(moved) == 0 && err == nil {
+		cmdutil.Fprintf(o.F.IO.ErrOut, "baton up: no bucket to hand off: other servers lead them all\n")
+	}
 }
 
 // serveUI serves the dashboard from the server's process, on up's own

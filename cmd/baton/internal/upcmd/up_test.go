@@ -2,15 +2,19 @@ package upcmd
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/batonhq/baton/cmd/baton/internal/cmdutil"
 	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/kv/kvtest"
 )
 
 func parse(t *testing.T, args ...string) *Options {
@@ -119,5 +123,53 @@ func TestCredentialFlags_NameWhatTheFileAccepts(t *testing.T) {
 		if got := credentialFlags(file); !strings.Contains(got, want) {
 			t.Errorf("%s: %q, want it to name %s", conf, got, want)
 		}
+	}
+}
+
+func TestUp_HandoffTimeoutDefaultsToFiveSeconds(t *testing.T) {
+	if o := parse(t); o.HandoffTimeout != 5*time.Second {
+		t.Errorf("default --handoff-timeout %s, want 5s", o.HandoffTimeout)
+	}
+	if o := parse(t, "--handoff-timeout", "0"); o.HandoffTimeout != 0 {
+		t.Errorf("--handoff-timeout 0 is %s", o.HandoffTimeout)
+	}
+}
+
+// On stop, a server of a cluster says what it handed off and what it
+// could not, one line each.
+func TestHandOff_SaysWhatItMovedAndWhatItCouldNot(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster")
+	}
+	ctx := context.Background()
+	cl := kvtest.StartCluster(t, 3)
+	c := kvtest.Connect(t, cl.URLs())
+	if _, err := c.Ensure(ctx, kv.BucketConfig{Name: "r3", MarkerTTL: time.Minute, Replicas: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Ensure(ctx, kv.BucketConfig{Name: "r1", MarkerTTL: time.Minute, Replicas: 1}); err != nil {
+		t.Fatal(err)
+	}
+	// The server holding r1's only copy, and r3's leadership moved to it.
+	i := cl.StreamLeader("KV_r1")
+	if cl.StreamLeader("KV_r3") != i {
+		prefer := []byte(`{"placement":{"preferred":"` + cl.Servers[i].Name() + `"}}`)
+		if _, err := c.Conn().Request("$JS.API.STREAM.LEADER.STEPDOWN.KV_r3", prefer, 5*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(10 * time.Second); cl.StreamLeader("KV_r3") != i; time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s did not take KV_r3's lead", cl.Servers[i].Name())
+			}
+		}
+	}
+	var errOut bytes.Buffer
+	o := &Options{F: &cmdutil.Factory{IO: &cmdutil.IOStreams{Out: &bytes.Buffer{}, ErrOut: &errOut}}, HandoffTimeout: 10 * time.Second}
+	own := kvtest.Connect(t, cl.Servers[i].ClientURL())
+	handOff(o, cl.Servers[i], own, []string{"r3", "r1"})
+	got := errOut.String()
+	if !regexp.MustCompile(`(?m)^baton up: handed KV_r3 \(bucket r3\) to n[123] in \d+ms$`).MatchString(got) ||
+		!regexp.MustCompile(`(?m)^baton up: kv: not handed off: hand off bucket r1: no other server holds a copy of KV_r1; stopping anyway$`).MatchString(got) {
+		t.Errorf("handoff said:\n%s", got)
 	}
 }
