@@ -37,6 +37,12 @@ import (
 type linResult struct {
 	Histories, Linearizable, NotLinearizable, TimedOut, Ops, Unknown int
 	Failures                                                         []string
+	// Exempt counts the reads left out of the histories because they were
+	// answered while a server was cut off from the majority (the windows
+	// given to checkTraces); Stale, those among them that returned a
+	// revision older than one another client's write had been
+	// acknowledged at before the read was sent.
+	Exempt, Stale int
 }
 
 // linNever is the return time of a call that never returned, or of a write
@@ -47,13 +53,19 @@ const linNever = math.MaxInt64
 // bucket and key, and checks each with porcupine within timeout. For each
 // key that is not linearizable it writes porcupine's visualization into
 // artifactDir (lin-BUCKET-KEY.html).
-func checkTraces(traceDir, artifactDir string, timeout time.Duration) (linResult, error) {
+//
+// A read answered during one of the windows in cutOff (a server cut off
+// from the majority, which may still answer reads as the stream leader it
+// was: adr/0015) is left out of the histories, and so is the entry a
+// conflict carries; writes are checked whenever they were made.
+func checkTraces(traceDir, artifactDir string, timeout time.Duration, cutOff []span) (linResult, error) {
 	var res linResult
 	files, err := filepath.Glob(filepath.Join(traceDir, "*.jsonl"))
 	if err != nil {
 		return res, fmt.Errorf("lin: list traces in %s: %w", traceDir, err)
 	}
 	t := newLinTraces()
+	t.cutOff = cutOff
 	for _, f := range files {
 		if err := t.read(f); err != nil {
 			return res, err
@@ -63,6 +75,7 @@ func checkTraces(traceDir, artifactDir string, timeout time.Duration) (linResult
 	if err != nil {
 		return res, err
 	}
+	res.Exempt, res.Stale = t.exempt, t.staleReads()
 	res.Histories = len(hists)
 	for _, h := range hists {
 		res.Ops += len(h.ops)
@@ -129,6 +142,9 @@ type linTraces struct {
 	calls  map[linCallID]*linCall
 	order  []linCallID
 	bucket map[string]linBucket
+	cutOff []span
+	exempt int                // reads left out: answered during a cut
+	left   map[linCallID]bool // those reads and conflicts
 }
 
 // linBucket is a bucket's settings, as the traced clients knew them.
@@ -321,6 +337,18 @@ func (t *linTraces) histories() ([]*linHistory, error) {
 	for _, id := range t.order {
 		c := t.calls[id]
 		in, out, keep, err := t.operation(c)
+		if keep && out.Entry != nil && t.during(in.Call, out.Return) {
+			if t.left == nil {
+				t.left = map[linCallID]bool{}
+			}
+			t.left[id] = true
+			if in.Op.Write() {
+				out.Entry = nil // the conflict stands; what it read is left out
+			} else {
+				t.exempt++
+				keep = false
+			}
+		}
 		if err != nil {
 			return nil, fmt.Errorf("lin: %s: call %s/%d: %w", id.file, id.client, id.id, err)
 		}
@@ -350,6 +378,46 @@ func (t *linTraces) histories() ([]*linHistory, error) {
 		return out[i].bucket < out[j].bucket || out[i].bucket == out[j].bucket && out[i].key < out[j].key
 	})
 	return out, nil
+}
+
+// during reports whether [from, to] (unix ns) meets a window of cutOff.
+func (t *linTraces) during(from, to int64) bool {
+	for _, w := range t.cutOff {
+		if from <= w.end.UnixNano() && to >= w.start.UnixNano() {
+			return true
+		}
+	}
+	return false
+}
+
+// staleReads counts the reads left out (and conflicts' entries) that
+// returned a revision older than a write to the key acknowledged before
+// the read was sent.
+func (t *linTraces) staleReads() int {
+	type ack struct {
+		at  int64
+		rev uint64
+	}
+	acks := map[[2]string][]ack{}
+	for _, id := range t.order {
+		c := t.calls[id]
+		if c.ret != nil && c.line.Op.Write() && c.ret.Outcome == kv.OutcomeOK && c.ret.Revision > 0 {
+			k := [2]string{c.line.Bucket, c.line.Key}
+			acks[k] = append(acks[k], ack{c.ret.Time.UnixNano(), c.ret.Revision})
+		}
+	}
+	n := 0
+	for id := range t.left {
+		c := t.calls[id]
+		e := c.ret.Entry
+		for _, a := range acks[[2]string{c.line.Bucket, c.line.Key}] {
+			if a.at < c.line.Time.UnixNano() && a.rev > e.Revision {
+				n++
+				break
+			}
+		}
+	}
+	return n
 }
 
 // linLanes gives each operation a ClientId such that one lane's operations

@@ -82,7 +82,7 @@ func checkLin(t *testing.T, evs []linEv) (linResult, string) {
 	t.Helper()
 	dir, art := t.TempDir(), filepath.Join(t.TempDir(), "artifacts")
 	writeLinTrace(t, dir, "h.jsonl", evs)
-	res, err := checkTraces(dir, art, 10*time.Second)
+	res, err := checkTraces(dir, art, 10*time.Second, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -309,7 +309,7 @@ func TestLin_UndecidedInTimeIsTimedOut(t *testing.T) {
 		linEv{op: get, call: 120, ret: 130, outcome: ok, entry: livE(1, "A")})
 	dir, art := t.TempDir(), t.TempDir()
 	writeLinTrace(t, dir, "h.jsonl", evs)
-	res, err := checkTraces(dir, art, 300*time.Millisecond)
+	res, err := checkTraces(dir, art, 300*time.Millisecond, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -334,7 +334,7 @@ func TestLin_KeysAreCheckedApartAndCountsAddUp(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "ignored.txt"), []byte("not a trace"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	res, err := checkTraces(dir, art, 10*time.Second)
+	res, err := checkTraces(dir, art, 10*time.Second, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -357,7 +357,7 @@ func TestLin_BrokenTracesAreErrors(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(dir, "t.jsonl"), []byte(content), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := checkTraces(dir, t.TempDir(), time.Second); err == nil {
+			if _, err := checkTraces(dir, t.TempDir(), time.Second, nil); err == nil {
 				t.Error("checkTraces accepted it")
 			}
 		})
@@ -368,7 +368,7 @@ func TestLin_BrokenTracesAreErrors(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "t.jsonl"), []byte(torn), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if res, err := checkTraces(dir, t.TempDir(), time.Second); err != nil || res.Unknown != 1 || res.Linearizable != 1 {
+	if res, err := checkTraces(dir, t.TempDir(), time.Second, nil); err != nil || res.Unknown != 1 || res.Linearizable != 1 {
 		t.Errorf("torn trace: %+v, %v", res, err)
 	}
 }
@@ -456,7 +456,7 @@ func TestLin_TracedClientsOfARealServerAreLinearizable(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 
-	res, err := checkTraces(dir, art, 30*time.Second)
+	res, err := checkTraces(dir, art, 30*time.Second, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -464,4 +464,38 @@ func TestLin_TracedClientsOfARealServerAreLinearizable(t *testing.T) {
 		t.Errorf("%s; failures %v", res, res.Failures)
 	}
 	t.Logf("%s", res)
+}
+
+// TestLin_ReadsDuringACutAreLeftOutAndCounted: a stream leader cut off from
+// the majority may answer reads from its last state (adr/0015). A stale
+// read or conflict entry answered during such a window is left out of the
+// history and counted as stale; the same read outside any window fails the
+// check.
+func TestLin_ReadsDuringACutAreLeftOutAndCounted(t *testing.T) {
+	evs := []linEv{
+		{op: create, value: "A", call: 0, ret: 10, outcome: ok, rev: 1},
+		{op: update, value: "B", expected: 1, call: 20, ret: 30, outcome: ok, rev: 2},
+		{op: get, call: 40, ret: 50, outcome: ok, entry: livE(1, "A"), client: "c2"},
+		{op: createAfter, value: "C", call: 60, ret: 70, outcome: conflict, entry: livE(1, "A"), client: "c3"},
+		{op: get, call: 200, ret: 210, outcome: ok, entry: livE(2, "B"), client: "c2"},
+	}
+	dir := t.TempDir()
+	writeLinTrace(t, dir, "h.jsonl", evs)
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+
+	res, err := checkTraces(dir, t.TempDir(), 10*time.Second, []span{{ms(35), ms(100)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.NotLinearizable != 0 || res.Linearizable != 1 || res.Exempt != 1 || res.Stale != 2 {
+		t.Errorf("stale reads within a cut: got %+v, want 1 linearizable, 1 read left out, 2 stale (the read and the conflict's entry)", res)
+	}
+	res, err = checkTraces(dir, t.TempDir(), 10*time.Second, []span{{ms(100), ms(150)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.NotLinearizable != 1 || res.Exempt != 0 || res.Stale != 0 {
+		t.Errorf("stale reads outside any cut: got %+v, want not linearizable and nothing left out", res)
+	}
 }

@@ -42,6 +42,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -133,6 +134,7 @@ type harness struct {
 	slots   map[string]*slotState
 	pauses  []pauseCheck
 	cutOff  []holding
+	cuts    []span // when a server was cut off from the majority (reads may be stale)
 	kills   []time.Time
 	rng     *rand.Rand
 
@@ -316,7 +318,10 @@ func (h *harness) run(ctx context.Context) (bool, error) {
 	var q queueCounts
 	q.done, q.exclusion, q.overCapacity, q.lost = h.checkQueue()
 	checking := time.Now()
-	lin, err := checkTraces(h.tr.dir, filepath.Join(h.dir, "artifacts"), linTimeout)
+	h.mu.Lock()
+	cuts := slices.Clone(h.cuts)
+	h.mu.Unlock()
+	lin, err := checkTraces(h.tr.dir, filepath.Join(h.dir, "artifacts"), linTimeout, cuts)
 	if err != nil {
 		return false, err
 	}
