@@ -20,6 +20,29 @@
 // loss can lose acknowledged writes; run the server with sync always when that
 // matters. A client's clock plays no part in any decision here.
 //
+// On a cluster, a request whose answer will not come does not wait out its
+// attempt's timeout (half the client's timeout): when the connection is
+// lost, when the server announces lame-duck mode (Connect's connection then
+// moves at once to another server it knows) and when the stream of a
+// bucket the client handles elects a new leader (a leader that steps down
+// or stops drops the requests it holds, unanswered), the call sends the
+// request again at once, to whichever server answers now. A write re-reads
+// first, as after any lost answer, so it is never applied twice nor
+// reported wrongly.
+//
+// HandOff prepares a planned stop of a server (`baton up` calls it on
+// SIGTERM). When it returns without error, another server with a current
+// copy leads each of the given buckets' streams, and enough other copies
+// are current for each stream to commit without the stopping server: its
+// stop starts no election, which would pause the stream's writes for
+// seconds. It does not make the stop invisible: a request in flight at the
+// old leader is sent again (a round trip), a new leader can take a few
+// hundred milliseconds to serve under load, and the JetStream meta
+// leadership (creating buckets and watches) moves without being waited
+// for. It protects nothing against a crash, a stop without it, or a second
+// server stopped before the first is back, after which the stream has no
+// quorum until it is.
+//
 // Keys carry their own TTL (the per-message TTL of JetStream, whole seconds,
 // at least one second); renewals keep it because Update republishes it with
 // the CAS header. Deletes leave a tombstone that carries an optional note and
@@ -37,6 +60,10 @@
 // $JS.API.STREAM.MSG.GET.KV_B, $JS.API.CONSUMER.CREATE.KV_B.>,
 // $JS.API.CONSUMER.DELETE.KV_B.> and $JS.FC.KV_B.>, and subscribe to its
 // reply inbox (WithInboxPrefix); Ensure and Apply also need $JS.API.INFO and
-// $JS.API.STREAM.CREATE.KV_B or $JS.API.STREAM.UPDATE.KV_B. A call the server
-// refuses fails at once with ErrPermission.
+// $JS.API.STREAM.CREATE.KV_B or $JS.API.STREAM.UPDATE.KV_B, and HandOff
+// $JS.API.STREAM.LEADER.STEPDOWN.KV_B. A call the server refuses fails at
+// once with ErrPermission. On a cluster, a user that may also subscribe to
+// $JS.EVENT.ADVISORY.STREAM.LEADER_ELECTED.KV_B hears of its stream's new
+// leaders; one that may not works as before (the refusal is not passed on),
+// but a request dropped by an old leader waits out its attempt's timeout.
 package kv

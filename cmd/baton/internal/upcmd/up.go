@@ -73,7 +73,8 @@ With --cluster-name, --cluster-listen and --routes it joins a JetStream
 cluster, and buckets are kept on --replicas servers (default 3 in a cluster).
 
 On Ctrl-C or SIGTERM, a server of a cluster hands off before it stops, so
-that restarting the servers one at a time (an upgrade) pauses no write: for
+that restarting the servers one at a time (an upgrade) waits for no
+election and loses no holder: for
 each of baton's buckets it waits until enough other servers hold a current
 copy for the bucket to do without this one (a server just restarted may
 still be catching up), moves the leadership of the buckets it leads to one
@@ -102,7 +103,7 @@ buckets it still led then wait seconds for an election.`,
     --cluster-listen 0.0.0.0:6222 --routes nats://h1:6222,nats://h2:6222,nats://h3:6222
 
   # an upgrade, one server at a time: each hands its buckets off as it stops
-  systemctl restart baton-n1   # SIGTERM: "handed KV_baton-sessions to n2 in 31ms" ...`,
+  systemctl restart baton-up@n1   # "baton up: handed KV_baton-sessions (bucket baton-sessions) to n2 in 31ms"`,
 		Args: cmdutil.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.ListenSet = cmd.Flags().Changed("listen")
