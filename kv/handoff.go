@@ -24,6 +24,11 @@ const (
 	handOffPoll   = 20 * time.Millisecond  // between two reads of a stream's leader
 	handOffAsk    = 500 * time.Millisecond // bound of one read or request
 	handOffResend = time.Second            // a leader that has not moved by then is asked again
+	// handOffOffline is how long the copies a stream needs must have been
+	// seen offline before waiting is given up: a server restarted just
+	// before (a quick rolling restart) is offline for a moment, then
+	// catches up; a whole cluster stopping stays offline.
+	handOffOffline = 3 * time.Second
 	// handOffFresh is how recently a copy must have answered its leader to
 	// count as current. The leader reports a copy current while it lacks no
 	// committed entry, which a stream with no writes keeps saying of a copy
@@ -85,6 +90,18 @@ func (c *Client) HandOff(ctx context.Context, server string, buckets ...string) 
 	return handoffs, errors.Join(errs...)
 }
 
+// offlineFor is how long every copy seen offline has been: the time since
+// the most recent of them went.
+func offlineFor(since map[string]time.Time) time.Duration {
+	var least time.Duration = -1
+	for _, t := range since {
+		if d := time.Since(t); least < 0 || d < least {
+			least = d
+		}
+	}
+	return least
+}
+
 // handOff moves one bucket's stream off server; nil, nil when server does
 // not lead it.
 func (c *Client) handOff(ctx context.Context, server, bucket string) (*Handoff, error) {
@@ -94,10 +111,11 @@ func (c *Client) handOff(ctx context.Context, server, bucket string) (*Handoff, 
 	// one is elected, instead of after its attempt's timeout.
 	c.refusals.follow(stream)
 	var (
-		first, asked time.Time           // the first and the last step-down request
-		leader       string              // the leader last seen
-		last         error               // why the leader has not moved yet
-		behind       = map[string]bool{} // copies seen not current: catching up
+		first, asked time.Time                // the first and the last step-down request
+		leader       string                   // the leader last seen
+		last         error                    // why the leader has not moved yet
+		behind       = map[string]bool{}      // copies seen not current: catching up
+		offline      = map[string]time.Time{} // copies seen offline, since when
 	)
 	wait := time.NewTimer(0)
 	defer wait.Stop()
@@ -118,6 +136,13 @@ func (c *Client) handOff(ctx context.Context, server, bucket string) (*Handoff, 
 				if p != nil && (!p.Current || p.Offline) {
 					behind[p.Name] = true
 				}
+				if p != nil && p.Offline {
+					if _, ok := offline[p.Name]; !ok {
+						offline[p.Name] = time.Now()
+					}
+				} else if p != nil {
+					delete(offline, p.Name)
+				}
 			}
 		}
 		st := standIn(cl, server, behind)
@@ -134,7 +159,7 @@ func (c *Client) handOff(ctx context.Context, server, bucket string) (*Handoff, 
 			return nil, nil // no copy on server
 		case st.others == 0:
 			return nil, fmt.Errorf("%w: %s: no other server holds a copy of %s", ErrHandOff, what, stream)
-		case st.online < st.need:
+		case st.online < st.need && offlineFor(offline) >= handOffOffline:
 			// Waiting cannot help: the stream has no quorum without server
 			// until servers known to be stopped are back.
 			return nil, fmt.Errorf("%w: %s: %d of the %d other copies of %s are offline: without %s it has no quorum until they are back",
