@@ -335,7 +335,9 @@ func (t *linTraces) histories() ([]*linHistory, error) {
 	for _, id := range t.order {
 		c := t.calls[id]
 		in, out, keep, err := t.operation(c)
-		if keep && out.Entry != nil && t.during(in.Call, out.Return) {
+		// Every read answered during a cut (an entry or "none": the old
+		// leader may lack a key created since), and a conflict's entry.
+		if keep && (!in.Op.Write() || out.Entry != nil) && t.during(in.Call, out.Return) {
 			if t.left == nil {
 				t.left = map[linCallID]bool{}
 			}
@@ -407,9 +409,12 @@ func (t *linTraces) staleReads() int {
 	n := 0
 	for id := range t.left {
 		c := t.calls[id]
-		e := c.ret.Entry
+		var seen uint64 // "none" is older than any write
+		if e := c.ret.Entry; e != nil {
+			seen = e.Revision
+		}
 		for _, a := range acks[[2]string{c.line.Bucket, c.line.Key}] {
-			if a.at < c.line.Time.UnixNano() && a.rev > e.Revision {
+			if a.at < c.line.Time.UnixNano() && a.rev > seen {
 				n++
 				break
 			}

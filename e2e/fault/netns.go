@@ -186,18 +186,31 @@ func pairOf(a, b string) [2]string {
 
 // cut breaks the link between every member of as and every member of bs,
 // both ways. Cuts nest: a pair is healed when every cut of it is.
+// On an error no pair is left cut by this call.
 func (n *network) cut(as, bs []string) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	var done [][2]string
+	undo := func() {
+		for _, p := range done {
+			if n.cuts[p]--; n.cuts[p] == 0 {
+				delete(n.cuts, p)
+				_ = n.routes("del", p[0], p[1])
+			}
+		}
+	}
 	for _, a := range as {
 		for _, b := range bs {
 			p := pairOf(a, b)
-			if n.cuts[p]++; n.cuts[p] > 1 {
-				continue
+			if n.cuts[p] == 0 {
+				if err := n.routes("add", p[0], p[1]); err != nil {
+					_ = n.routes("del", p[0], p[1]) // the half that may be in place
+					undo()
+					return err
+				}
 			}
-			if err := n.routes("add", a, b); err != nil {
-				return err
-			}
+			n.cuts[p]++
+			done = append(done, p)
 		}
 	}
 	return nil

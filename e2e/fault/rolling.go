@@ -166,6 +166,9 @@ func (h *harness) rollingRestart(ctx context.Context) (rollResult, error) {
 			res.lost = append(res.lost, fmt.Sprintf("%s: %v", p.name, p.lost))
 		}
 	}
+	if !h.rollHolding(ds) {
+		res.lost = append(res.lost, "after the rolling restart, not every run holds its slot and no lead leads (none wrote in the last 300 ms)")
+	}
 	for _, d := range ds {
 		last, fence := h.chk.lastWrite(d.actor, ^uint64(0))
 		switch {

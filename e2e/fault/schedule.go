@@ -177,12 +177,19 @@ func (h *harness) split(ctx context.Context, server string, d time.Duration) err
 // serverCut records that a server was cut off from the majority from
 // start until now: a stream leader among them may have answered reads from
 // its last state meanwhile (adr/0015), so the linearizability check leaves
-// reads answered then out. The window runs on for the time the server
-// takes to hear from its peers again.
+// reads answered then out. The window runs on for as long as a stale
+// leader may go on answering: it gives its leadership up only after it has
+// lacked a quorum for 10 s, checked every 10 s, and after a heal a stalled
+// route connection resumes only on TCP's next retransmission. So the
+// window ends 10 s after the heal, and no sooner than 20 s after the cut.
 func (h *harness) serverCut(start time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.cuts = append(h.cuts, span{start, time.Now().Add(2 * time.Second)})
+	end := time.Now().Add(10 * time.Second)
+	if min := start.Add(20 * time.Second); end.Before(min) {
+		end = min
+	}
+	h.cuts = append(h.cuts, span{start, end})
 }
 
 // partitionable are the hosts whose namespace links are cut (the slow host

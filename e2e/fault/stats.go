@@ -105,6 +105,15 @@ func (s *stats) firstWriteAfter(t time.Time) (time.Duration, bool) {
 	return best.Sub(t), true
 }
 
+// undecided names histories the checker could not decide in time: they
+// fail the run, since a check that does not finish cannot fail.
+func undecided(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", %d undecided", n)
+}
+
 func durations(ds []time.Duration) string {
 	var parts []string
 	for _, d := range ds {
@@ -190,7 +199,7 @@ func (s *stats) report(w io.Writer, accepted, rejected int, checkerViolations []
 	for _, st := range s.stuck {
 		fmt.Fprintf(w, "STUCK: %s\n", st)
 	}
-	fmt.Fprintf(w, "fault: %d ops, %d faults, %d exclusion violations, %d acknowledged sessions lost, %d stuck operations, %d histories linearizable, %d not; queue: %d tasks done, %d key exclusion violations, %d over capacity, %d acknowledged tasks lost; rolling restart: %d holders lost, longest write pause %s\n",
-		s.ops, faults, len(violations)-q.exclusion-q.overCapacity, len(s.lost)-q.lost, len(s.stuck), l.Linearizable, l.NotLinearizable, q.done, q.exclusion, q.overCapacity, q.lost, len(r.lost), r.pause.Round(10*time.Millisecond))
-	return len(violations) == 0 && len(s.lost) == 0 && len(s.stuck) == 0 && len(r.lost) == 0 && l.NotLinearizable == 0
+	fmt.Fprintf(w, "fault: %d ops, %d faults, %d exclusion violations, %d acknowledged sessions lost, %d stuck operations, %d histories linearizable, %d not%s; queue: %d tasks done, %d key exclusion violations, %d over capacity, %d acknowledged tasks lost; rolling restart: %d holders lost, longest write pause %s\n",
+		s.ops, faults, len(violations)-q.exclusion-q.overCapacity, len(s.lost)-q.lost, len(s.stuck), l.Linearizable, l.NotLinearizable, undecided(l.TimedOut), q.done, q.exclusion, q.overCapacity, q.lost, len(r.lost), r.pause.Round(10*time.Millisecond))
+	return len(violations) == 0 && len(s.lost) == 0 && len(s.stuck) == 0 && len(r.lost) == 0 && l.NotLinearizable == 0 && l.TimedOut == 0
 }
