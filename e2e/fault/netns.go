@@ -61,8 +61,11 @@ func newNetwork(ctx context.Context, names []string) *network {
 		return n
 	}
 	cleanStale()
-	pid := os.Getpid()
-	base := fmt.Sprintf("10.%d.%d.", 100+pid%100, (pid/100)%256)
+	base := freeSubnet(ctx, os.Getpid())
+	if base == "" {
+		n.why = "no free 10.x.y.0/24 subnet (each candidate is routed already)"
+		return n
+	}
 	n.bridge, n.gw = n.prefix+"br", base+"1"
 	steps := [][]string{
 		{"link", "add", n.bridge, "type", "bridge"},
@@ -90,6 +93,29 @@ func newNetwork(ctx context.Context, names []string) *network {
 	}
 	n.on = true
 	return n
+}
+
+// freeSubnet picks a 10.x.y.0/24 that no route of this host covers other
+// than the default one (a VPN's, a cloud network's, a container bridge's),
+// trying a few derived from pid; it returns "10.x.y." or "".
+func freeSubnet(ctx context.Context, pid int) string {
+	for i := range 16 {
+		base := fmt.Sprintf("10.%d.%d.", 100+(pid+i*7)%100, (pid/100+i*13)%256)
+		out, err := exec.CommandContext(ctx, "ip", "-4", "-o", "route", "show", "match", base+"0/24").Output()
+		if err != nil {
+			continue
+		}
+		taken := false
+		for _, line := range strings.Split(string(out), "\n") {
+			if f := strings.Fields(line); len(f) > 0 && f[0] != "default" {
+				taken = true
+			}
+		}
+		if !taken {
+			return base
+		}
+	}
+	return ""
 }
 
 // ip runs one iproute2 command.
