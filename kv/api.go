@@ -112,6 +112,9 @@ func (c *Client) call(ctx context.Context, what, subj string, req, out any) erro
 			if ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)) {
 				continue // reads are safe to repeat
 			}
+			if ctx.Err() != nil {
+				err = ctx.Err() // the caller's context ended, whatever ended the attempt
+			}
 			return c.requestError(what, err)
 		}
 		if err := json.Unmarshal(resp.Data, out); err != nil {

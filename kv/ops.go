@@ -429,6 +429,10 @@ func (b *Bucket) sendOnce(ctx context.Context, m *nats.Msg, what string) (pubAck
 		return ack, err
 	case err != nil && ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)):
 		return ack, errNoAnswer
+	case err != nil && ctx.Err() != nil:
+		// The caller's context ended: say so, even if an interruption (a
+		// lost connection, a new leader) ended the attempt at that moment.
+		return ack, b.c.requestError(what, ctx.Err())
 	case err != nil:
 		return ack, b.c.requestError(what, err)
 	}
