@@ -381,7 +381,9 @@ func TestQueue_TimeoutStopsTheTask(t *testing.T) {
 	w := newWorld(t)
 	h := w.host("host-a")
 	got := filepath.Join(t.TempDir(), "got")
-	h.must("queue", "create", "q", "--timeout", "400ms", "--max-attempts", "1")
+	// The timeout leaves the shell time to set its trap on a loaded
+	// machine: a SIGTERM before it would end the shell unseen.
+	h.must("queue", "create", "q", "--timeout", "2s", "--max-attempts", "1")
 	h.must("queue", "add", "q", "--key", "k", "--id", "slow")
 	h.startWorker(t, "q", "--", "sh", "-c", `trap 'echo TERM >> `+got+`; exit 143' TERM; sleep 30 & wait`)
 	task := h.waitTaskState(t, "q", "slow", "dead", 10*time.Second)

@@ -18,10 +18,15 @@ import (
 // it had received: the writer's attempt can only time out, unless
 // something tells it earlier that its answer will not come.
 type blackHole struct {
-	nc  *nats.Conn
-	got chan struct{} // one value per write taken
-	n   atomic.Int32
+	nc   *nats.Conn
+	got  chan struct{} // one value per write taken
+	n    atomic.Int32
+	seen chan struct{} // probes (holeProbe) that reached it
 }
+
+// holeProbe is the subject clusterWithGhost publishes to until the black
+// hole's interest has reached the client's server.
+const holeProbe = "$KV.ghost._probe"
 
 func newBlackHole(t *testing.T, url, bucket string) *blackHole {
 	t.Helper()
@@ -30,8 +35,15 @@ func newBlackHole(t *testing.T, url, bucket string) *blackHole {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	h := &blackHole{nc: nc, got: make(chan struct{}, 16)}
-	if _, err := nc.Subscribe("$KV."+bucket+".>", func(*nats.Msg) {
+	h := &blackHole{nc: nc, got: make(chan struct{}, 16), seen: make(chan struct{}, 1024)}
+	if _, err := nc.Subscribe("$KV."+bucket+".>", func(m *nats.Msg) {
+		if m.Subject == holeProbe {
+			select {
+			case h.seen <- struct{}{}:
+			default:
+			}
+			return
+		}
 		h.n.Add(1)
 		h.got <- struct{}{}
 	}); err != nil {
@@ -87,7 +99,28 @@ func clusterWithGhost(t *testing.T) (cl *kvtest.Cluster, hole *blackHole, client
 	for cl.Servers[client].NATS().JetStreamIsLeader() {
 		client++
 	}
-	return cl, newBlackHole(t, cl.Servers[(client+1)%3].ClientURL(), "ghost"), client
+	hole = newBlackHole(t, cl.Servers[(client+1)%3].ClientURL(), "ghost")
+	// The hole's interest reaches the client's server over a route, later
+	// on a loaded machine: a write sent before would find no one.
+	probe, err := nats.Connect(cl.Servers[client].ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer probe.Close()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if err := probe.Publish(holeProbe, nil); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-hole.seen:
+			return cl, hole, client
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the black hole's interest did not reach the client's server within 20s")
+		}
+	}
 }
 
 var ghost = kv.BucketConfig{Name: "ghost", MarkerTTL: time.Minute}
