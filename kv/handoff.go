@@ -51,8 +51,9 @@ const (
 // It works on the streams concurrently and returns the leaderships moved,
 // in the order of buckets, with an error for each bucket whose stream still
 // needs server: ErrHandOff when no other server holds a copy (a bucket with
-// one replica), at once when too many of the other copies are on servers
-// known to be stopped for waiting to help (stopping the whole cluster), or
+// one replica), when too many of the other copies have been offline for 3 s
+// for waiting to help (stopping the whole cluster; a server restarted a
+// moment before is offline until it rejoins, and is waited for), or
 // when the stream was not ready before ctx ended (the error then wraps
 // ctx's error too); ErrPermission when the user may not read the stream's
 // state ($JS.API.STREAM.INFO.KV_<bucket>) or ask its leader to step down

@@ -6,9 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/kv/kvtest"
-	"github.com/batonhq/baton/lease"
 )
 
 // BenchmarkRollingRestart restarts the three servers of a cluster one after
@@ -50,35 +48,8 @@ func BenchmarkRollingRestart(b *testing.B) {
 func rollingRestart(b *testing.B, handoff, hurried bool) (gap time.Duration, errs, lost int) {
 	b.StopTimer()
 	ctx := context.Background()
-	cl := kvtest.StartCluster(b, 3)
-	c := kvtest.Connect(b, cl.URLs())
-	cfg := kv.BucketConfig{Name: "roll", MarkerTTL: time.Minute, Replicas: 3}
-	bk, err := c.Ensure(ctx, cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	ls, err := lease.New(c, lease.WithInstance("holder"), lease.WithHostID("h"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := ls.Ensure(ctx, 3); err != nil {
-		b.Fatal(err)
-	}
-	held, err := ls.Acquire(ctx, "held", lease.WithTTL(2*time.Second))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer held.Release(ctx)
-	buckets := []string{cfg.Name, ls.Bucket().Name()}
-	streams := []string{"KV_" + cfg.Name, "KV_" + ls.Bucket().Name()}
-	w := startCASWriter(b, bk, "k", 50*time.Millisecond, true)
-	w.acks(b, 3)
-	order := []int{cl.StreamLeader(streams[0])}
-	for i := range cl.Servers {
-		if i != order[0] {
-			order = append(order, i)
-		}
-	}
+	r := startRoll(b, true)
+	cl, bk, held, buckets, streams, w, order := r.cl, r.b, r.held, r.buckets, r.streams, r.w, r.order
 	b.StartTimer()
 	for _, i := range order {
 		if handoff {

@@ -18,6 +18,56 @@ import (
 
 // casWriter holds a key by updating it every period, each write a
 // compare-and-set on the revision the previous one returned, and records
+
+// roll is a rolling restart's set-up: a 3-server cluster, a bucket on all
+// three whose key a casWriter holds, a lease with a 2s TTL, and the order
+// in which to restart the servers (the written stream's leader first).
+type roll struct {
+	cl      *kvtest.Cluster
+	b       *kv.Bucket
+	held    *lease.Lease
+	buckets []string
+	streams []string
+	w       *casWriter
+	order   []int
+}
+
+func startRoll(tb testing.TB, tolerant bool) *roll {
+	tb.Helper()
+	ctx := context.Background()
+	cl := kvtest.StartCluster(tb, 3)
+	c := kvtest.Connect(tb, cl.URLs())
+	cfg := kv.BucketConfig{Name: "roll", MarkerTTL: time.Minute, Replicas: 3}
+	b, err := c.Ensure(ctx, cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ls, err := lease.New(c, lease.WithInstance("holder"), lease.WithHostID("h"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := ls.Ensure(ctx, 3); err != nil {
+		tb.Fatal(err)
+	}
+	held, err := ls.Acquire(ctx, "held", lease.WithTTL(2*time.Second))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = held.Release(context.Background()) })
+	r := &roll{cl: cl, b: b, held: held,
+		buckets: []string{cfg.Name, ls.Bucket().Name()},
+		streams: []string{"KV_" + cfg.Name, "KV_" + ls.Bucket().Name()}}
+	r.w = startCASWriter(tb, b, "k", 50*time.Millisecond, tolerant)
+	r.w.acks(tb, 3)
+	r.order = []int{cl.StreamLeader(r.streams[0])}
+	for i := range cl.Servers {
+		if i != r.order[0] {
+			r.order = append(r.order, i)
+		}
+	}
+	return r
+}
+
 // the acknowledgements.
 type casWriter struct {
 	b        *kv.Bucket
@@ -132,37 +182,8 @@ func TestHandOff_RollingRestartPausesNoWriteAndLosesNoLease(t *testing.T) {
 		t.Skip("starts a cluster")
 	}
 	ctx := context.Background()
-	cl := kvtest.StartCluster(t, 3)
-	c := kvtest.Connect(t, cl.URLs())
-	cfg := kv.BucketConfig{Name: "roll", MarkerTTL: time.Minute, Replicas: 3}
-	b, err := c.Ensure(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ls, err := lease.New(c, lease.WithInstance("holder"), lease.WithHostID("h"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ls.Ensure(ctx, 3); err != nil {
-		t.Fatal(err)
-	}
-	held, err := ls.Acquire(ctx, "held", lease.WithTTL(2*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer held.Release(ctx)
-	buckets := []string{cfg.Name, ls.Bucket().Name()}
-	streams := []string{"KV_" + cfg.Name, "KV_" + ls.Bucket().Name()}
-
-	w := startCASWriter(t, b, "k", 50*time.Millisecond, false)
-	w.acks(t, 3)
-	// The leader of the written stream first, then the two others.
-	order := []int{cl.StreamLeader(streams[0])}
-	for i := range cl.Servers {
-		if i != order[0] {
-			order = append(order, i)
-		}
-	}
+	r := startRoll(t, false)
+	cl, b, held, buckets, streams, w, order := r.cl, r.b, r.held, r.buckets, r.streams, r.w, r.order
 	if order[0] < 0 {
 		t.Fatal("no stream leader")
 	}
@@ -274,8 +295,8 @@ func TestHandOff_MovesOnlyWhatTheServerHolds(t *testing.T) {
 }
 
 // Stopping the whole cluster: once a server is down, the others cannot
-// keep their streams' quorum without themselves, and say so at once
-// instead of waiting out their bound.
+// keep their streams' quorum without themselves, and say so once it has
+// been offline for 3 s, instead of waiting out their bound.
 func TestHandOff_DoesNotWaitForStoppedServers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a cluster")

@@ -151,14 +151,14 @@ func (h *harness) garbage(ctx context.Context) {
 		// garbage replaced.
 		h.markCorrupt(bucket, key)
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		done := h.tr.rawCall(bucket, key, kv.TracePut, 0, junk)
+		done := h.tr.rawPut(bucket, key, junk)
 		ack, err := js.Publish(pctx, "$KV."+bucket+"."+key, junk)
 		cancel()
+		var rev uint64
 		if err == nil {
-			done(ack.Sequence, nil, false)
-		} else {
-			done(0, err, false)
+			rev = ack.Sequence
 		}
+		done(rev, err)
 		h.markCorrupt(bucket, key)
 		if err == nil {
 			h.stats.fault("garbage_record")

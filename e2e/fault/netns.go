@@ -37,7 +37,6 @@ type network struct {
 	mu     sync.Mutex
 	byName map[string]*member
 	cuts   map[[2]string]int // pair (sorted) -> how many faults cut it now
-	down   map[string]bool
 }
 
 // member is one namespace: a server or a client host.
@@ -51,7 +50,7 @@ type member struct {
 // newNetwork creates the bridge and a namespace per name, or returns a
 // network that is off (with why) when this process cannot.
 func newNetwork(ctx context.Context, names []string) *network {
-	n := &network{prefix: fmt.Sprintf("bf%d", os.Getpid()), byName: map[string]*member{}, cuts: map[[2]string]int{}, down: map[string]bool{}}
+	n := &network{prefix: fmt.Sprintf("bf%d", os.Getpid()), byName: map[string]*member{}, cuts: map[[2]string]int{}}
 	if os.Geteuid() != 0 {
 		n.why = "not root"
 		return n
@@ -278,6 +277,5 @@ func (n *network) setLink(name string, up bool) error {
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	n.down[name] = !up
 	return ip(context.Background(), "link", "set", n.byName[name].veth, state)
 }

@@ -21,7 +21,6 @@ const slowHost = "h3"
 type proxies struct {
 	mu      sync.Mutex
 	list    []*toxiproxy.Proxy
-	toxics  []string // names of the toxics in place now
 	counter int
 }
 
@@ -68,7 +67,6 @@ func (p *proxies) add(kind string, attrs string) (string, error) {
 			}
 		}
 	}
-	p.toxics = append(p.toxics, name)
 	return name, nil
 }
 
@@ -79,12 +77,6 @@ func (p *proxies) remove(name string) {
 	for _, px := range p.list {
 		for _, stream := range []string{"upstream", "downstream"} {
 			_ = px.Toxics.RemoveToxic(context.Background(), name+"-"+stream)
-		}
-	}
-	for i, t := range p.toxics {
-		if t == name {
-			p.toxics = append(p.toxics[:i], p.toxics[i+1:]...)
-			break
 		}
 	}
 }

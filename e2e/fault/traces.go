@@ -14,7 +14,7 @@ import (
 // traces is where every KV operation of the run is recorded: each host's
 // baton processes append to <host>.jsonl (BATON_KV_TRACE), each library
 // client of the harness to a file of its own, and the harness's raw writes
-// (garbage, its removal) to harness.jsonl. checkTraces reads them all.
+// (garbage) to harness.jsonl. checkTraces reads them all.
 type traces struct {
 	dir   string
 	mu    sync.Mutex
@@ -48,19 +48,17 @@ func (t *traces) tracer(name string) (kv.Tracer, error) {
 	return kv.NewJSONTracer(f), nil
 }
 
-// rawCall records a write the harness makes through the raw NATS API, and
-// returns the function that records its outcome.
-func (t *traces) rawCall(bucket, key string, op kv.TraceOp, expected uint64, value []byte) func(rev uint64, err error, definite bool) {
+// rawPut records an unconditional write (garbage) the harness makes
+// through the raw NATS API, and returns the function that records its
+// outcome: its revision, or its error (then unknown: it may have landed).
+func (t *traces) rawPut(bucket, key string, value []byte) func(rev uint64, err error) {
 	id := t.ids.Add(1)
 	client := fmt.Sprintf("%d-harness", os.Getpid())
-	t.raw.Call(kv.TraceCall{Client: client, ID: id, Time: time.Now(), Bucket: bucket, Key: key, Op: op, Expected: expected, Value: value})
-	return func(rev uint64, err error, definite bool) {
+	t.raw.Call(kv.TraceCall{Client: client, ID: id, Time: time.Now(), Bucket: bucket, Key: key, Op: kv.TracePut, Value: value})
+	return func(rev uint64, err error) {
 		r := kv.TraceReturn{Client: client, ID: id, Time: time.Now(), Outcome: kv.OutcomeOK, Revision: rev}
-		switch {
-		case err != nil && definite:
-			r.Outcome, r.Err = kv.OutcomeFailed, err
-		case err != nil:
-			r.Outcome, r.Err = kv.OutcomeUnknown, err
+		if err != nil {
+			r.Outcome, r.Revision, r.Err = kv.OutcomeUnknown, 0, err
 		}
 		t.raw.Return(r)
 	}
