@@ -373,6 +373,18 @@ func (b *Bucket) publish(ctx context.Context, m *nats.Msg) (uint64, error) {
 			return true
 		}
 	}
+	// A transient answer (503: the stream is between leaders) can come from
+	// a leader whose proposal of this very write is then committed by its
+	// successor: from then on, an error does not prove the write was not
+	// applied, and is returned with errNoAnswer, so that the caller re-reads
+	// and recognises its own write.
+	maybe := false
+	unsure := func(err error) error {
+		if maybe {
+			return fmt.Errorf("%w (%w)", err, errNoAnswer)
+		}
+		return err
+	}
 	for {
 		ack, err := b.sendOnce(ctx, m, what)
 		if errors.Is(err, nats.ErrNoResponders) {
@@ -384,10 +396,10 @@ func (b *Bucket) publish(ctx context.Context, m *nats.Msg) (uint64, error) {
 			if retry() {
 				continue
 			}
-			return 0, b.c.requestError(what, ctx.Err())
+			return 0, unsure(b.c.requestError(what, ctx.Err()))
 		}
 		if err != nil {
-			return 0, err
+			return 0, unsure(err)
 		}
 		switch {
 		case ack.Error == nil:
@@ -396,13 +408,17 @@ func (b *Bucket) publish(ctx context.Context, m *nats.Msg) (uint64, error) {
 			b.c.inProcessRetries.Add(1)
 			continue
 		case ack.Error.ErrorCode == codeWrongLastSeqConst:
-			return 0, fmt.Errorf("%w: %s: the stream's leader kept refusing it while an earlier write of the key was in progress: %w", ErrUnavailable, what, error(ack.Error))
+			return 0, unsure(fmt.Errorf("%w: %s: the stream's leader kept refusing it while an earlier write of the key was in progress: %w", ErrUnavailable, what, error(ack.Error)))
 		case isWrongLastSeq(ack.Error):
-			return 0, fmt.Errorf("%w: %w", ErrConflict, error(ack.Error))
-		case transient(ack.Error) && retry():
-			continue
+			return 0, unsure(fmt.Errorf("%w: %w", ErrConflict, error(ack.Error)))
+		case transient(ack.Error):
+			maybe = true
+			if retry() {
+				continue
+			}
+			return 0, unsure(b.c.streamError(what, ack.Error))
 		default:
-			return 0, b.c.streamError(what, ack.Error)
+			return 0, unsure(b.c.streamError(what, ack.Error))
 		}
 	}
 }
