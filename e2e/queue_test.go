@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -20,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/batonhq/baton/hostlocal"
+	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/kv/kvtest"
 	"github.com/batonhq/baton/queue"
 	"github.com/batonhq/baton/session"
@@ -107,13 +109,16 @@ func waitDone(t *testing.T, qs *queue.Queues, q string, n int, within time.Durat
 	deadline := time.Now().Add(within)
 	for {
 		snap, err := qs.Snapshot(context.Background(), q)
-		if err != nil {
+		switch {
+		case errors.Is(err, kv.ErrUnavailable) && time.Now().Before(deadline):
+			// A cluster electing a stream leader (one was killed) answers
+			// nothing for some seconds: ask again.
+			t.Logf("snapshot of %s: %v; asking again", q, err)
+		case err != nil:
 			t.Fatal(err)
-		}
-		if snap.Counts[queue.StateDone] >= n {
+		case snap.Counts[queue.StateDone] >= n:
 			return snap.Counts
-		}
-		if time.Now().After(deadline) {
+		case time.Now().After(deadline):
 			t.Fatalf("%d of %d tasks done within %s: %v", snap.Counts[queue.StateDone], n, within, snap.Counts)
 		}
 		time.Sleep(200 * time.Millisecond)

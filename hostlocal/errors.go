@@ -41,9 +41,10 @@ type LockedError struct {
 	Name string
 	// Path is the gate file.
 	Path string
-	// Holder is what the holder wrote into the gate file, or nil when the
-	// file held no readable holder (for instance a holder that had not
-	// finished writing it).
+	// Holder is what the holder wrote into the gate file. When the file
+	// holds no readable holder (a holder that has not finished writing it),
+	// it is the pid (and start token) the kernel's lock table names, with
+	// nothing else; nil where the platform has no such table.
 	Holder *Holder
 }
 

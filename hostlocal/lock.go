@@ -218,7 +218,9 @@ func readHolder(fd int) *Holder {
 // it and not yet written itself, or is releasing it (the file is emptied
 // just before the flock goes). For up to ~50 ms both the flock and the file
 // are tried again, so a gate being released is taken rather than reported
-// as held by an unknown process.
+// as held by an unknown process. A holder descheduled for longer than that
+// (a loaded host) is named by the pid the kernel's lock table gives, where
+// the platform has one (/proc/locks on Linux).
 func flockOrHolder(fd int) (bool, *Holder, error) {
 	deadline := time.Now().Add(holderReadWindow)
 	for {
@@ -232,6 +234,13 @@ func flockOrHolder(fd int) (bool, *Holder, error) {
 			}
 		}
 		if time.Now().After(deadline) {
+			if pid := flockHolderPID(fd); pid > 0 {
+				h := &Holder{PID: pid}
+				if p, err := LookupProcess(pid); err == nil {
+					h.Start = p.Start
+				}
+				return false, h, nil
+			}
 			return false, nil, nil
 		}
 		time.Sleep(holderReadPause)

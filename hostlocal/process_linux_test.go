@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -97,15 +98,15 @@ garbage
 `
 	got := parseProcLocks([]byte(in))
 	want := flockTable{
-		{major: 0xfd, minor: 0x01, ino: 1234567}: {},
-		{major: 0x103, minor: 0x1f, ino: 42}:     {},
+		{major: 0xfd, minor: 0x01, ino: 1234567}: 4242,
+		{major: 0x103, minor: 0x1f, ino: 42}:     12,
 	}
 	if len(got) != len(want) {
 		t.Fatalf("parseProcLocks = %v, want %v", got, want)
 	}
-	for k := range want {
-		if _, ok := got[k]; !ok {
-			t.Errorf("missing %+v in %v", k, got)
+	for k, pid := range want {
+		if got[k] != pid {
+			t.Errorf("%+v: pid %d, want %d (table %v)", k, got[k], pid, got)
 		}
 	}
 }
@@ -134,5 +135,27 @@ func TestKernelFlocks_SeesHeldGateWithoutTakingIt(t *testing.T) {
 		if got := table.holds(fi); got != c.want {
 			t.Errorf("table.holds(%s) = %v, want %v", c.l.Name(), got, c.want)
 		}
+	}
+}
+
+// A holder that has taken the flock but not yet written its record (one
+// descheduled on a loaded host) is named by the pid in /proc/locks, not
+// reported as unknown.
+func TestTryLock_HolderWithoutRecordIsNamedByTheKernel(t *testing.T) {
+	d := openTestDir(t)
+	hp := startHolder(t, d.Path(), "slot-x", "helper")
+	if err := os.Truncate(filepath.Join(d.Path(), "locks", "slot-x.lock"), 0); err != nil {
+		t.Fatal(err)
+	}
+	_, err := d.TryLock("slot-x", Holder{})
+	le := asLocked(t, err)
+	if le.Holder == nil || le.Holder.PID != hp.pid() {
+		t.Fatalf("Holder = %+v, want pid %d from /proc/locks", le.Holder, hp.pid())
+	}
+	if want := "gate slot-x is held by pid " + strconv.Itoa(hp.pid()); err.Error() != want {
+		t.Errorf("Error() = %q, want %q", err.Error(), want)
+	}
+	if !le.Holder.Process().Alive() {
+		t.Errorf("the holder named, %+v, is not alive", le.Holder.Process())
 	}
 }
