@@ -38,6 +38,10 @@ type Client struct {
 	// dropAnswers > 0 makes that many writes lose their answer after they
 	// landed: fault injection for tests (see export_test.go).
 	dropAnswers atomic.Int32
+	// answerUnavailable > 0 makes that many writes land on the server but
+	// be answered 503, as a leader that lost its leadership after proposing
+	// a write its successor then commits (tests).
+	answerUnavailable atomic.Int32
 	// inProcess > 0 makes that many writes be refused, unsent, as a
 	// replicated stream's leader refuses a key's write while an earlier one
 	// is in progress (tests).

@@ -4,6 +4,11 @@ package kv
 // their answer, as a timed-out request whose write was applied.
 func DropAnswers(c *Client, n int32) { c.dropAnswers.Store(n) }
 
+// AnswerUnavailable makes the next n writes of c land on the server but be
+// answered 503 (temporarily unavailable), as a leader that lost its
+// leadership after proposing a write that its successor then committed.
+func AnswerUnavailable(c *Client, n int32) { c.answerUnavailable.Store(n) }
+
 // RefuseInProgress makes the next n writes of c be refused, unsent, as a
 // replicated stream's leader refuses a key's write while an earlier one is
 // in progress.

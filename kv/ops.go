@@ -440,6 +440,12 @@ func (b *Bucket) sendOnce(ctx context.Context, m *nats.Msg, what string) (pubAck
 	if err == nil && b.c.dropAnswers.Load() > 0 && b.c.dropAnswers.Add(-1) >= 0 {
 		return ack, errNoAnswer // fault injection (tests): the write landed, its answer is lost
 	}
+	if err == nil && b.c.answerUnavailable.Load() > 0 && b.c.answerUnavailable.Add(-1) >= 0 {
+		// Fault injection (tests): the write landed, but the answer says the
+		// stream was between leaders.
+		ack.Error = &jetstream.APIError{Code: 503, Description: "JetStream system temporarily unavailable"}
+		return ack, nil
+	}
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):
 		return ack, err

@@ -345,3 +345,58 @@ func TestJSONTracer_OneWritePerLineFromConcurrentCalls(t *testing.T) {
 		t.Errorf("digests: %s %s %s", kv.Digest([]byte("a")), kv.Digest([]byte("b")), kv.Digest(nil))
 	}
 }
+
+// A write answered 503 (the stream between leaders) may have been committed
+// by the next leader: its retry then meets its own write as a conflict, and
+// the call must recognise the write as its own rather than report it
+// refused, and trace it as applied.
+func TestCAS_AWriteAnswered503ThatLandedIsRecognised(t *testing.T) {
+	ctx := context.Background()
+	_, c, b, rec := tracedBucket(t)
+	outcome := func(what string, want kv.Outcome) {
+		t.Helper()
+		if _, r := rec.last(t); r.Outcome != want {
+			t.Errorf("%s: traced %s (err %v), want %s", what, r.Outcome, r.Err, want)
+		}
+	}
+
+	kv.AnswerUnavailable(c, 1)
+	rev, err := b.Create(ctx, "a", []byte("v1"), 0)
+	if err != nil {
+		t.Fatalf("create answered 503 that landed: %v", err)
+	}
+	outcome("create", kv.OutcomeOK)
+	if e, _ := b.Get(ctx, "a"); e.Revision != rev || string(e.Value) != "v1" {
+		t.Fatalf("create: got %+v, want v1 at %d", e, rev)
+	}
+
+	kv.AnswerUnavailable(c, 1)
+	rev2, err := b.Update(ctx, "a", []byte("v2"), 0, rev)
+	if err != nil || rev2 <= rev {
+		t.Fatalf("update answered 503 that landed: %d, %v", rev2, err)
+	}
+	outcome("update", kv.OutcomeOK)
+
+	kv.AnswerUnavailable(c, 1)
+	if err := b.Delete(ctx, "a", rev2, []byte("bye")); err != nil {
+		t.Fatalf("delete answered 503 that landed: %v", err)
+	}
+	outcome("delete", kv.OutcomeOK)
+	if _, err := b.Get(ctx, "a"); !errors.Is(err, kv.ErrNotFound) {
+		t.Errorf("after delete: %v", err)
+	}
+
+	// A 503 does not turn a real conflict into a success.
+	other, err := b.Create(ctx, "b", []byte("theirs"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv.AnswerUnavailable(c, 1)
+	if _, err := b.Update(ctx, "b", []byte("mine"), 0, other+100); !errors.Is(err, kv.ErrConflict) {
+		t.Errorf("stale update answered 503: %v, want ErrConflict", err)
+	}
+	// Traced as unknown, not conflict: after an ambiguous answer the trace
+	// claims no definite refusal (in general the write may have landed and
+	// been overwritten before the re-read).
+	outcome("stale update", kv.OutcomeUnknown)
+}
