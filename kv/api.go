@@ -1,6 +1,7 @@
 package kv
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -90,7 +91,9 @@ func (c *Client) apiError(what string, err error) error {
 }
 
 // call sends a JetStream API request and decodes the answer into out (which
-// embeds apiResponse). An API error in the answer is returned as is.
+// embeds apiResponse). It is for reads only: a transient answer (503, a
+// stream or the meta group between leaders) is asked again until ctx ends,
+// and then returned in out like any other API error.
 func (c *Client) call(ctx context.Context, what, subj string, req, out any) error {
 	var data []byte
 	if req != nil {
@@ -99,12 +102,17 @@ func (c *Client) call(ctx context.Context, what, subj string, req, out any) erro
 			return fmt.Errorf("%s: %w", what, err)
 		}
 	}
+	backoff := 10 * time.Millisecond
+	var transientData []byte // the last transient answer
 	for {
 		actx, cancel := c.attemptCtx(ctx)
 		w := c.refusals.begin(subj, cancel)
 		resp, err := c.nc.RequestWithContext(actx, subj, data)
 		err = c.refusals.end(w, err)
 		cancel()
+		if err == nil && c.readsUnavailable.Load() > 0 && c.readsUnavailable.Add(-1) >= 0 {
+			resp.Data = []byte(`{"error":{"code":503,"description":"JetStream system temporarily unavailable"}}`) // fault injection (tests)
+		}
 		if errors.Is(err, nats.ErrNoResponders) {
 			return fmt.Errorf("%w: %s on %s: %w", ErrJetStreamDisabled, what, c.url, err)
 		}
@@ -112,16 +120,43 @@ func (c *Client) call(ctx context.Context, what, subj string, req, out any) erro
 			if ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)) {
 				continue // reads are safe to repeat
 			}
-			if ctx.Err() != nil {
-				err = ctx.Err() // the caller's context ended, whatever ended the attempt
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) && transientData != nil {
+				// Out of time while asking again: the answer that says why.
+				resp, err = &nats.Msg{Data: transientData}, nil
+			} else {
+				if ctx.Err() != nil {
+					err = ctx.Err() // the caller's context ended, whatever ended the attempt
+				}
+				return c.requestError(what, err)
 			}
-			return c.requestError(what, err)
+		}
+		if transientAnswer(resp.Data) && ctx.Err() == nil {
+			transientData = resp.Data
+			// The stream or the meta group is between leaders: a read is safe
+			// to repeat, after a pause, until the call's deadline.
+			select {
+			case <-ctx.Done():
+			case <-time.After(backoff):
+				backoff = min(2*backoff, 250*time.Millisecond)
+				c.readRetries.Add(1)
+				continue
+			}
 		}
 		if err := json.Unmarshal(resp.Data, out); err != nil {
 			return fmt.Errorf("%s: undecodable answer from %s: %w", what, c.url, err)
 		}
 		return nil
 	}
+}
+
+// transientAnswer reports an API answer that is a transient error (see
+// transient). Answers without an "error" key are not decoded twice.
+func transientAnswer(data []byte) bool {
+	if !bytes.Contains(data, []byte(`"error"`)) {
+		return false
+	}
+	var probe apiResponse
+	return json.Unmarshal(data, &probe) == nil && transient(probe.Error)
 }
 
 type streamInfoResponse struct {

@@ -42,6 +42,10 @@ type Client struct {
 	// be answered 503, as a leader that lost its leadership after proposing
 	// a write its successor then commits (tests).
 	answerUnavailable atomic.Int32
+	// readsUnavailable > 0 makes that many reads be answered 503 (tests).
+	readsUnavailable atomic.Int32
+	// readRetries counts reads sent again after a transient answer.
+	readRetries atomic.Int64
 	// inProcess > 0 makes that many writes be refused, unsent, as a
 	// replicated stream's leader refuses a key's write while an earlier one
 	// is in progress (tests).

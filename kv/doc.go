@@ -28,7 +28,11 @@
 // or stops drops the requests it holds, unanswered), the call sends the
 // request again at once, to whichever server answers now. A write re-reads
 // first, as after any lost answer, so it is never applied twice nor
-// reported wrongly.
+// reported wrongly. A read answered "temporarily unavailable" (503: its
+// stream, or the meta group for a bucket's information, between leaders) is
+// asked again after a short pause, until the call's deadline; a write so
+// answered is sent again too, and from then on treated as possibly applied,
+// since the leader that answered may have proposed it to its successor.
 //
 // HandOff prepares a planned stop of a server (`baton up` calls it on
 // SIGTERM). When it returns without error, another server with a current

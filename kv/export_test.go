@@ -9,6 +9,13 @@ func DropAnswers(c *Client, n int32) { c.dropAnswers.Store(n) }
 // leadership after proposing a write that its successor then committed.
 func AnswerUnavailable(c *Client, n int32) { c.answerUnavailable.Store(n) }
 
+// ReadsUnavailable makes the next n reads of c be answered 503 (temporarily
+// unavailable), as while a stream or the meta group elects a leader.
+func ReadsUnavailable(c *Client, n int32) { c.readsUnavailable.Store(n) }
+
+// ReadRetries is how many reads c sent again after a transient answer.
+func ReadRetries(c *Client) int64 { return c.readRetries.Load() }
+
 // RefuseInProgress makes the next n writes of c be refused, unsent, as a
 // replicated stream's leader refuses a key's write while an earlier one is
 // in progress.

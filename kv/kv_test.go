@@ -567,6 +567,36 @@ func TestCreateAfter_OverASeenTombstoneIsOneRoundTrip(t *testing.T) {
 	}
 }
 
+// A read answered 503 (a stream or the meta group between leaders) is asked
+// again until its deadline, then reported unavailable.
+func TestRead_ATransientAnswerIsAskedAgain(t *testing.T) {
+	ctx := context.Background()
+	c, b := testBucket(t)
+	rev, err := b.Create(ctx, "a", []byte("v1"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv.ReadsUnavailable(c, 3)
+	if e, err := b.Get(ctx, "a"); err != nil || e.Revision != rev {
+		t.Fatalf("read answered 503 three times: %+v, %v; want revision %d", e, err, rev)
+	}
+	if got := kv.ReadRetries(c); got != 3 {
+		t.Errorf("asked again %d times, want 3", got)
+	}
+	kv.ReadsUnavailable(c, 1<<30)
+	t.Cleanup(func() { kv.ReadsUnavailable(c, 0) })
+	dctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	if _, err := b.Get(dctx, "a"); !errors.Is(err, kv.ErrUnavailable) || !strings.Contains(err.Error(), "temporarily unavailable") {
+		t.Fatalf("read answered 503 until its deadline: %v, want ErrUnavailable saying so", err)
+	}
+	sctx, scancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer scancel()
+	if _, err := b.Status(sctx); !errors.Is(err, kv.ErrUnavailable) || !strings.Contains(err.Error(), "temporarily unavailable") {
+		t.Fatalf("status answered 503 until its deadline: %v, want ErrUnavailable saying so", err)
+	}
+}
+
 func TestCAS_AWriteRefusedAsInProgressIsSentAgain(t *testing.T) {
 	ctx := context.Background()
 	c, b := testBucket(t)
