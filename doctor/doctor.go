@@ -23,6 +23,7 @@ const (
 	KindOrphanGate    = "orphan_gate"
 	KindOrphanPIDFile = "orphan_pidfile"
 	KindClockSkew     = "clock_skew"
+	KindUnusableGate  = "unusable_gate"
 	// Leases.
 	KindExpiredVisible         = "expired_visible"
 	KindLeaderWithoutCandidate = "leader_without_candidate"
@@ -320,6 +321,14 @@ func (c *Checker) checkGates(r *Report) error {
 		return err
 	}
 	for _, l := range locks {
+		if l.Unusable != nil {
+			c.add(r, Finding{
+				Kind: KindUnusableGate, Key: l.Name,
+				Detail: fmt.Sprintf("%v; joins through this gate fail until it is gone", l.Unusable),
+				Action: "find out who put it there, then remove it by hand (--fix never removes what baton did not make)",
+			})
+			continue
+		}
 		if !l.Orphaned {
 			continue
 		}

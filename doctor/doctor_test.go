@@ -111,6 +111,10 @@ func TestRun_FindsEveryKindOfProblem(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(e.dir, "locks", "slot-crashed.lock"), []byte(holder), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// A symbolic link planted at a gate's path.
+	if err := os.Symlink(filepath.Join(t.TempDir(), "elsewhere"), filepath.Join(e.dir, "locks", "slot-planted.lock")); err != nil {
+		t.Fatal(err)
+	}
 	// A pid file whose session is gone.
 	gone, err := e.m.Join(ctx, "gone", "T3")
 	if err != nil {
@@ -141,6 +145,7 @@ func TestRun_FindsEveryKindOfProblem(t *testing.T) {
 	check(doctor.KindUndecodable, "junk", "does not decode")
 	check(doctor.KindOrphanGate, "slot-crashed", "999999")
 	check(doctor.KindOrphanPIDFile, "gone", "session is gone")
+	check(doctor.KindUnusableGate, "slot-planted", "symbolic link")
 	check(doctor.KindClockSkew, "h1", "ahead")
 	if r.OK {
 		t.Error("report OK with problems")

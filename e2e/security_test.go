@@ -526,4 +526,14 @@ func TestStateDir_APlantedGateLinkIsRefused(t *testing.T) {
 	if _, ok := h.sessions()["target"]; ok {
 		t.Error("a session was joined through a refused gate")
 	}
+	// doctor reports it among its findings, and --fix leaves it alone.
+	for _, args := range [][]string{{"doctor"}, {"doctor", "--fix"}} {
+		r := h.baton(args...)
+		if r.code != 7 || !strings.Contains(r.stdout, "unusable_gate") || !strings.Contains(r.stdout, "slot-target.lock") || !strings.Contains(r.stdout, "symbolic link") {
+			t.Errorf("baton %v: %s; want exit 7 and an unusable_gate finding naming the link", args, r)
+		}
+	}
+	if fi, err := os.Lstat(filepath.Join(h.state, "locks", "slot-target.lock")); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("after doctor --fix, the planted link: %v, %v; want it left for a person to look at", fi, err)
+	}
 }

@@ -27,6 +27,12 @@ type LockInfo struct {
 	// Orphaned says the gate is not held but its file is not empty: its
 	// holder died holding it. TryLock or ClearOrphan clears the mark.
 	Orphaned bool
+	// Unusable, when not nil, says why the gate's path cannot be used as a
+	// gate (a symbolic link planted there, which baton never follows, or
+	// something other than a regular file): TryLock of that gate fails, and
+	// only removing the path by hand clears it. Held and Holder are then
+	// unset.
+	Unusable error
 }
 
 // gateFile is a gate file as read by Locks.
@@ -43,6 +49,9 @@ type gateFile struct {
 // gate with a brief shared lock, during which a concurrent TryLock of that
 // gate would find it busy.
 //
+// A gate path that cannot be used (see LockInfo.Unusable) is listed with
+// the reason rather than failing the whole list.
+//
 // The list is a snapshot. Orphaned is advisory: ClearOrphan re-checks under
 // the gate before it clears anything. On Linux, a gate held by a process
 // outside this pid namespace is not visible in /proc/locks and may be
@@ -58,6 +67,7 @@ func (d *StateDir) Locks() ([]LockInfo, error) {
 		return nil, fmt.Errorf("hostlocal: list gates: %w", err)
 	}
 	var gates []gateFile
+	var unusable []LockInfo
 	for _, e := range entries {
 		name, ok := strings.CutSuffix(e.Name(), lockExt)
 		if !ok || e.IsDir() || validName("gate", name) != nil {
@@ -68,15 +78,20 @@ func (d *StateDir) Locks() ([]LockInfo, error) {
 		if errors.Is(err, fs.ErrNotExist) {
 			continue // removed meanwhile (by hand: baton never unlinks a gate)
 		}
+		if err == nil && !fi.Mode().IsRegular() {
+			err = fmt.Errorf("%w: %s is not a regular file (%s); remove it", ErrStateDir, path, fi.Mode().Type())
+		}
 		if err != nil {
-			return nil, fmt.Errorf("hostlocal: gate %s: %w", name, err)
+			unusable = append(unusable, LockInfo{Name: name, Path: path, Unusable: fmt.Errorf("hostlocal: gate %s: %w", name, err)})
+			continue
 		}
 		gates = append(gates, gateFile{info: LockInfo{Name: name, Path: path}, fi: fi, content: content})
 	}
 	// The kernel's table is read after the files, so a gate released in
 	// between shows an empty file on the re-read below, not an orphan.
 	table, tableErr := kernelFlocks()
-	out := make([]LockInfo, 0, len(gates))
+	out := make([]LockInfo, 0, len(gates)+len(unusable))
+	out = append(out, unusable...)
 	for _, g := range gates {
 		info := g.info
 		if tableErr == nil {
@@ -94,6 +109,12 @@ func (d *StateDir) Locks() ([]LockInfo, error) {
 		info.Holder = parseHolder(g.content)
 		if info.Held && info.Holder == nil {
 			info.Holder = rereadHolder(info.Path)
+		}
+		if info.Held && info.Holder == nil && tableErr == nil {
+			// Taken, its record not yet written: the kernel names the pid.
+			if pid := table.pid(g.fi); pid > 0 {
+				info.Holder = &Holder{PID: pid}
+			}
 		}
 		if !info.Held && len(g.content) > 0 {
 			// An orphan's file does not change; a file that changed since

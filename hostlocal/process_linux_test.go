@@ -158,4 +158,7 @@ func TestTryLock_HolderWithoutRecordIsNamedByTheKernel(t *testing.T) {
 	if !le.Holder.Process().Alive() {
 		t.Errorf("the holder named, %+v, is not alive", le.Holder.Process())
 	}
+	if info := lockInfo(t, d, "slot-x"); !info.Held || info.Holder == nil || info.Holder.PID != hp.pid() {
+		t.Errorf("Locks: %+v, want held by pid %d from /proc/locks", info, hp.pid())
+	}
 }

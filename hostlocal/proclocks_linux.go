@@ -71,6 +71,15 @@ func (t flockTable) holds(fi fs.FileInfo) bool {
 	return held
 }
 
+// pid returns the pid holding a flock on the file fi describes, or 0.
+func (t flockTable) pid(fi fs.FileInfo) int {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0
+	}
+	return t[keyOf(st)]
+}
+
 // keyOf is the table's key for a file's stat.
 func keyOf(st *syscall.Stat_t) fileKey {
 	dev := uint64(st.Dev) // Dev is not uint64 on every GOARCH.

@@ -18,6 +18,7 @@ func kernelFlocks() (flockTable, error) {
 }
 
 func (flockTable) holds(fs.FileInfo) bool { return false }
+func (flockTable) pid(fs.FileInfo) int    { return 0 }
 
 // flockHolderPID cannot tell who holds a flock on this platform.
 func flockHolderPID(int) int { return 0 }

@@ -31,7 +31,8 @@ func NewCmdDoctor(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command 
 renewed for --stale-after (default half their TTL), sessions of this host
 whose process is dead, records that do not decode, leases the server should
 have expired, leaders that are no candidate any more, gate and pid files left
-on this host by processes that died, buckets missing or set up otherwise than
+on this host by processes that died, gate paths baton cannot use (a symbolic
+link or other non-file planted there), buckets missing or set up otherwise than
 baton expects, and clock skew between this host and the server. For each
 queue: tasks whose worker died (active, their lock gone), key locks not
 renewed or held by a dead process of this host, tasks past the queue's
@@ -42,7 +43,8 @@ server is exit 6, naming the URL; problems are exit 7.
 compare-and-set on what was seen, so one renewed meanwhile survives; frees
 stale key locks and orphaned tokens and puts their tasks back to pending,
 likewise; clears leftover files; creates missing buckets and applies baton's
-bucket settings. Dead tasks and tasks past their timeout are only reported.`,
+bucket settings. Dead tasks, tasks past their timeout and unusable gate
+paths are only reported.`,
 		Example: `  baton doctor
   baton doctor --fix --stale-after 10m
   baton doctor --json | jq '.findings[].kind'`,
