@@ -91,16 +91,21 @@ func TestCommit_KeepsASessionPastSeveralTTLsThenItExpires(t *testing.T) {
 	w := newWorld(t)
 	h := w.host("host-a")
 	watch := h.watch(t)
-	h.must("join", "short", "--task", "T-1", "--ttl", "1s")
+	// A TTL of 3s leaves each `baton commit` (a process start) 2.5s of
+	// margin on a loaded host.
+	const ttl = 3 * time.Second
+	h.must("join", "short", "--task", "T-1", "--ttl", ttl.String())
 	watch.await(t, "join", "short", 5*time.Second)
-	// Renew every 300ms for 3.3s: more than three TTLs.
+	// Renew every 500ms until more than three TTLs have passed.
 	var last map[string]any
-	for range 11 {
-		time.Sleep(300 * time.Millisecond)
+	commits := 0
+	for start := time.Now(); time.Since(start) < 3*ttl+time.Second; {
+		time.Sleep(500 * time.Millisecond)
 		last = jsonOf(t, h.must("commit", "short", "-m", "working", "--json").stdout)
+		commits++
 	}
-	if num(t, last, "renewals") != 11 || last["message"] != "working" {
-		t.Fatalf("after 11 commits: %v", last)
+	if num(t, last, "renewals") != int64(commits) || last["message"] != "working" {
+		t.Fatalf("after %d commits: %v", commits, last)
 	}
 	row := h.sessions()["short"]
 	if row == nil || row["state"] != "live" {
@@ -108,7 +113,7 @@ func TestCommit_KeepsASessionPastSeveralTTLsThenItExpires(t *testing.T) {
 	}
 	watch.await(t, "commit", "short", 5*time.Second)
 	// Stop committing: it expires, and status and watchers see it go.
-	ev := watch.await(t, "expire", "short", 5*time.Second)
+	ev := watch.await(t, "expire", "short", ttl+5*time.Second)
 	if s, _ := ev["session"].(map[string]any); s == nil || s["fence"] != last["fence"] {
 		t.Errorf("expire event %v, want the session's last version", ev)
 	}
