@@ -196,6 +196,16 @@ func (k *keeper) session() *Session {
 	return k.cur
 }
 
+// advance makes next the current version, unless a newer one is already
+// (a commit of the holder's own, concurrent with a renewal).
+func (k *keeper) advance(next *Session) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if next.Revision > k.cur.Revision {
+		k.cur = next
+	}
+}
+
 // renew commits the session on the keepalive schedule (every third of its
 // TTL, sooner after a failure). If no renewal succeeds by the local
 // deadline, the session is reported lost (LostUnrenewed) early enough for the
@@ -209,9 +219,7 @@ func (k *keeper) renew(ctx context.Context) {
 	err := keepalive.Run(ctx, k.sched, func(ctx context.Context) error {
 		next, err := k.m.Commit(ctx, k.session(), "")
 		if err == nil {
-			k.mu.Lock()
-			k.cur = next
-			k.mu.Unlock()
+			k.advance(next)
 		}
 		return err
 	}, func(err error) bool { return errors.Is(err, ErrLost) }, observe)
