@@ -17,6 +17,7 @@ import (
 	"github.com/batonhq/baton/cmd/baton/internal/leadcmd"
 	"github.com/batonhq/baton/cmd/baton/internal/leadercmd"
 	"github.com/batonhq/baton/cmd/baton/internal/leasecmd"
+	"github.com/batonhq/baton/cmd/baton/internal/mcpcmd"
 	"github.com/batonhq/baton/cmd/baton/internal/queuecmd"
 	"github.com/batonhq/baton/cmd/baton/internal/runcmd"
 	"github.com/batonhq/baton/cmd/baton/internal/statuscmd"
@@ -98,6 +99,7 @@ gate busy, lost), 4 refused: another host's session, 5 not found,
 		statuscmd.NewCmdStatus(f, stubbed[*statuscmd.Options](stub, "status")),
 		doctorcmd.NewCmdDoctor(f, stubbed[*doctorcmd.Options](stub, "doctor")),
 		uicmd.NewCmdUI(f, stubbed[*uicmd.Options](stub, "ui")),
+		mcpcmd.NewCmdMCP(f, stubbed[*mcpcmd.Options](stub, "mcp")),
 		supervise,
 	)
 	var mark func(c *cobra.Command)

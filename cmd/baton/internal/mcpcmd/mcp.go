@@ -1,0 +1,108 @@
+// Package mcpcmd is `baton mcp`.
+package mcpcmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/spf13/cobra"
+
+	"github.com/batonhq/baton/cmd/baton/internal/cmdutil"
+	"github.com/batonhq/baton/hostlocal"
+	"github.com/batonhq/baton/mcpserver"
+	"github.com/batonhq/baton/session"
+)
+
+// Options are mcp's inputs.
+type Options struct {
+	F *cmdutil.Factory
+}
+
+// NewCmdMCP returns `baton mcp`; runF replaces the run for tests.
+func NewCmdMCP(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
+	o := &Options{F: f}
+	cmd := &cobra.Command{
+		Use:   "mcp",
+		Short: "Serve baton's tools to a coding agent over MCP (stdio)",
+		Long: `Serve the Model Context Protocol on stdin and stdout, for an agent's MCP
+client to start as a child: the agent then claims, holds, releases and
+inspects slots through tools (claim_slot, heartbeat, release_slot, who_holds,
+list_sessions), with no shell.
+
+A slot claimed through baton mcp records the agent (this process's parent)
+as its holder, and is renewed in the background on the schedule baton run
+uses, however long the agent thinks between calls. When the client closes
+the connection, every slot still held is closed with result fail. If baton
+mcp is killed outright, its slots expire by their TTL, or are free at once
+to a join on this host once the agent's process is gone.
+
+The baton server need not be up when baton mcp starts: each tool call
+connects if need be, and says so in its result when the server cannot be
+reached. The global flags (--server, --context, --creds, --prefix,
+--host-id, --state-dir) apply. stdout carries the protocol only;
+reconnection notices go to stderr.`,
+		Example: `  # Claude Code
+  claude mcp add baton -- baton mcp
+
+  # any client's JSON config
+  {"mcpServers": {"baton": {"command": "baton", "args": ["mcp", "--server", "nats://nats.internal:4222"]}}}`,
+		Args: cmdutil.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if runF != nil {
+				return runF(o)
+			}
+			return mcpRun(cmd.Context(), o)
+		},
+	}
+	return cmd
+}
+
+func mcpRun(ctx context.Context, o *Options) error {
+	agent, err := hostlocal.LookupProcess(os.Getppid())
+	if err != nil {
+		return fmt.Errorf("baton mcp: its parent, the agent, is gone: %w", err)
+	}
+	f := o.F
+	connect := func(ctx context.Context) (*session.Manager, error) {
+		return f.Sessions(ctx, f.LongLived("mcp", nil)...)
+	}
+	srv, err := mcpserver.New(connect, mcpserver.WithAgentProcess(agent), mcpserver.WithVersion(cmdutil.Version()), mcpserver.WithLog(f.IO.ErrOut))
+	if err != nil {
+		return err
+	}
+	// SIGINT, SIGTERM and SIGHUP end it as a disconnect does: the slots it
+	// holds are closed first.
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer stop()
+	t := &mcp.IOTransport{Reader: readCloser(f.IO.In), Writer: writeCloser(f.IO.Out)}
+	if err := srv.Serve(ctx, t); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
+
+// readCloser is r, closed if it can be.
+func readCloser(r io.Reader) io.ReadCloser {
+	if rc, ok := r.(io.ReadCloser); ok {
+		return rc
+	}
+	return io.NopCloser(r)
+}
+
+// writeCloser is w, closed if it can be.
+func writeCloser(w io.Writer) io.WriteCloser {
+	if wc, ok := w.(io.WriteCloser); ok {
+		return wc
+	}
+	return nopWriteCloser{w}
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }

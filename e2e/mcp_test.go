@@ -1,0 +1,366 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/kv/kvtest"
+	"github.com/batonhq/baton/lease"
+	"github.com/batonhq/baton/queue"
+	"github.com/batonhq/baton/session"
+)
+
+// mcpAgent is an agent process (sh) whose child is `baton mcp`, driven
+// over stdio by an MCP client of the SDK, as a coding agent's client would.
+type mcpAgent struct {
+	t      *testing.T
+	cmd    *exec.Cmd // sh: the agent
+	cs     *mcp.ClientSession
+	stderr *syncBuffer
+
+	mu   sync.Mutex
+	logs []map[string]any // logging notifications received
+}
+
+// mcpAgent starts an agent named name on h, its client connected.
+func (h *host) mcpAgent(t *testing.T, name string) *mcpAgent {
+	t.Helper()
+	// sh stays as baton mcp's parent (no exec): it is the agent.
+	cmd := exec.Command("sh", "-c", `"$0" mcp; :`, batonBin)
+	cmd.Env = h.environ()
+	a := &mcpAgent{t: t, cmd: cmd, stderr: &syncBuffer{}}
+	cmd.Stderr = a.stderr
+	client := mcp.NewClient(&mcp.Implementation{Name: name, Version: "test"}, &mcp.ClientOptions{
+		//lint:ignore SA1019 baton mcp still sends them to clients that ask (ADR 0027)
+		LoggingMessageHandler: func(_ context.Context, req *mcp.LoggingMessageRequest) {
+			b, _ := json.Marshal(req.Params.Data)
+			var m map[string]any
+			_ = json.Unmarshal(b, &m)
+			a.mu.Lock()
+			a.logs = append(a.logs, m)
+			a.mu.Unlock()
+		},
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: 5 * time.Second}, nil)
+	if err != nil {
+		t.Fatalf("connect to baton mcp: %v; stderr: %s", err, a.stderr)
+	}
+	a.cs = cs
+	t.Cleanup(func() {
+		_ = cs.Close()
+		if t.Failed() {
+			t.Logf("baton mcp of %s, stderr:\n%s", name, a.stderr)
+		}
+	})
+	return a
+}
+
+// call calls tool and returns its result, its structured content and
+// whether it is an error result.
+func (a *mcpAgent) call(tool string, args map[string]any) (map[string]any, string, bool) {
+	a.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := a.cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+	if err != nil {
+		a.t.Fatalf("%s: protocol error %v", tool, err)
+	}
+	var text string
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			text += tc.Text
+		}
+	}
+	var out map[string]any
+	if res.StructuredContent != nil {
+		b, _ := json.Marshal(res.StructuredContent)
+		if err := json.Unmarshal(b, &out); err != nil {
+			a.t.Fatalf("%s: structured content %s: %v", tool, b, err)
+		}
+	}
+	return out, text, res.IsError
+}
+
+// mcpPID is the pid of the agent's `baton mcp` child.
+func (a *mcpAgent) mcpPID(t *testing.T) int {
+	t.Helper()
+	pid := a.cmd.Process.Pid
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "task", strconv.Itoa(pid), "children"))
+	if err != nil {
+		t.Fatalf("children of the agent: %v", err)
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 1 {
+		t.Fatalf("the agent has children %q, want baton mcp alone", f)
+	}
+	child, _ := strconv.Atoi(f[0])
+	return child
+}
+
+func TestMCP_TwoAgentsOneSlotTheSecondIsToldWhoHoldsIt(t *testing.T) {
+	w := newWorld(t)
+	a := w.host("host-a").mcpAgent(t, "agent-a")
+	b := w.host("host-b").mcpAgent(t, "agent-b")
+	c := w.host("host-a").mcpAgent(t, "agent-c")
+
+	out, text, isErr := a.call("claim_slot", map[string]any{"slot": "repo-main", "task": "T-1", "meta": map[string]string{"branch": "fix-1"}})
+	if isErr || out["claimed"] != true {
+		t.Fatalf("claim_slot: %s %v", text, out)
+	}
+	sess := out["session"].(map[string]any)
+	if sess["agent_id"] != "agent-a" || sess["host"] != "host-a" || int(sess["pid"].(float64)) != a.cmd.Process.Pid {
+		t.Errorf("session %v: want agent agent-a (the client's name) on host-a, held by the agent's pid %d", sess, a.cmd.Process.Pid)
+	}
+	// Another host: refused, naming the holder.
+	out, text, isErr = b.call("claim_slot", map[string]any{"slot": "repo-main", "task": "T-2"})
+	if !isErr || out["claimed"] != false || out["reason"] != "other_host" {
+		t.Fatalf("second agent's claim_slot: %s %v; want refused, reason other_host", text, out)
+	}
+	for _, want := range []string{"host host-a", "pid " + strconv.Itoa(a.cmd.Process.Pid), "agent agent-a", "task T-1", "claim_slot again later"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("refusal %q does not say %q", text, want)
+		}
+	}
+	if h := out["holder"].(map[string]any); h["task_id"] != "T-1" || h["fence"] != sess["fence"] {
+		t.Errorf("holder %v, want task T-1 at fence %v", h, sess["fence"])
+	}
+	// The same host, another agent: held (its holder, agent-a, is alive).
+	if out, text, isErr = c.call("claim_slot", map[string]any{"slot": "repo-main", "task": "T-3"}); !isErr || out["reason"] != "held" {
+		t.Errorf("same-host agent's claim_slot: %s %v; want refused, reason held", text, out)
+	}
+	// who_holds says who, and that it is not the caller's.
+	if out, text, _ = b.call("who_holds", map[string]any{"slot": "repo-main"}); out["held"] != true || out["mine"] != false || !strings.Contains(text, "agent agent-a") {
+		t.Errorf("who_holds from b: %s %v", text, out)
+	}
+	if out, _, _ = a.call("who_holds", map[string]any{"slot": "repo-main"}); out["mine"] != true {
+		t.Errorf("who_holds from a: %v, want mine", out)
+	}
+	// list_sessions, filtered.
+	out, _, isErr = b.call("list_sessions", map[string]any{"host": "host-a"})
+	if rows, _ := out["sessions"].([]any); isErr || len(rows) != 1 || rows[0].(map[string]any)["state"] != "live" {
+		t.Errorf("list_sessions host-a: %v", out)
+	}
+	if out, _, _ = b.call("list_sessions", map[string]any{"agent": "nobody"}); len(out["sessions"].([]any)) != 0 {
+		t.Errorf("list_sessions agent nobody: %v", out)
+	}
+	// heartbeat records progress; release frees the slot for b.
+	if out, text, isErr = a.call("heartbeat", map[string]any{"slot": "repo-main", "message": "tests pass"}); isErr || out["session"].(map[string]any)["message"] != "tests pass" {
+		t.Errorf("heartbeat: %s %v", text, out)
+	}
+	if row := w.host("host-x").sessions()["repo-main"]; row == nil || row["message"] != "tests pass" {
+		t.Errorf("status after heartbeat: %v", row)
+	}
+	if _, text, isErr = b.call("heartbeat", map[string]any{"slot": "repo-main"}); !isErr || !strings.Contains(text, "not held") {
+		t.Errorf("heartbeat of a slot not held: %s", text)
+	}
+	if out, text, isErr = a.call("release_slot", map[string]any{"slot": "repo-main", "result": "success"}); isErr || out["released"] != true {
+		t.Fatalf("release_slot: %s %v", text, out)
+	}
+	if out, text, isErr = b.call("claim_slot", map[string]any{"slot": "repo-main", "task": "T-2"}); isErr || out["claimed"] != true {
+		t.Errorf("claim_slot after the release: %s %v", text, out)
+	}
+}
+
+func TestMCP_ToolsAreListedWithSchemasAndBadArgumentsAreErrors(t *testing.T) {
+	w := newWorld(t)
+	a := w.host("host-a").mcpAgent(t, "agent-a")
+	ctx := context.Background()
+	res, err := a.cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]*mcp.Tool{}
+	for _, tool := range res.Tools {
+		got[tool.Name] = tool
+	}
+	for _, name := range []string{"claim_slot", "heartbeat", "release_slot", "who_holds", "list_sessions"} {
+		tool := got[name]
+		if tool == nil {
+			t.Errorf("tools/list has no %s", name)
+			continue
+		}
+		if tool.Description == "" || tool.InputSchema == nil || tool.OutputSchema == nil {
+			t.Errorf("%s: description %q, input schema %v, output schema %v; want all three", name, tool.Description, tool.InputSchema, tool.OutputSchema)
+		}
+	}
+	in, _ := json.Marshal(got["claim_slot"].InputSchema)
+	if !strings.Contains(string(in), `"required":["slot","task"]`) {
+		t.Errorf("claim_slot's input schema does not require slot and task: %s", in)
+	}
+	for _, c := range []struct {
+		tool string
+		args map[string]any
+		want string
+	}{
+		{"claim_slot", map[string]any{"task": "T"}, "slot"},
+		{"claim_slot", map[string]any{"slot": "s", "task": "T", "ttl_seconds": "ten"}, "ttl_seconds"},
+		{"claim_slot", map[string]any{"slot": "bad slot!", "task": "T"}, "invalid"},
+		{"claim_slot", map[string]any{"slot": "s", "task": "T", "ttl_seconds": 0.5}, "ttl_seconds"},
+		{"release_slot", map[string]any{"slot": "s", "result": "maybe"}, "success or fail"},
+		{"list_sessions", map[string]any{"state": "happy"}, "live, stale or expiring"},
+	} {
+		if _, text, isErr := a.call(c.tool, c.args); !isErr || !strings.Contains(text, c.want) {
+			t.Errorf("%s %v: error %v, %q; want an error result mentioning %q", c.tool, c.args, isErr, text, c.want)
+		}
+	}
+	// The server is still there.
+	if _, text, isErr := a.call("who_holds", map[string]any{"slot": "s"}); isErr || !strings.Contains(text, "free") {
+		t.Errorf("who_holds after bad calls: %s", text)
+	}
+}
+
+func TestMCP_AClaimedSlotIsRenewedWithoutCalls(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs past three TTLs")
+	}
+	w := newWorld(t)
+	h := w.host("host-a")
+	a := h.mcpAgent(t, "agent-a")
+	out, text, isErr := a.call("claim_slot", map[string]any{"slot": "long", "task": "T-1", "ttl_seconds": 2})
+	if isErr {
+		t.Fatalf("claim_slot: %s", text)
+	}
+	fence := out["session"].(map[string]any)["fence"]
+	time.Sleep(6500 * time.Millisecond) // three TTLs and a half, no call
+	row := h.sessions()["long"]
+	if row == nil || row["fence"] != fence || num(t, row, "renewals") < 6 || row["state"] != "live" {
+		t.Fatalf("after 3 TTLs without a call: %v; want the same session (fence %v), renewed at least 6 times", row, fence)
+	}
+	if out, _, _ = a.call("heartbeat", map[string]any{"slot": "long"}); out["lost_slots"] != nil {
+		t.Errorf("heartbeat reports losses: %v", out)
+	}
+}
+
+func TestMCP_ClosingTheClientClosesTheSession(t *testing.T) {
+	w := newWorld(t)
+	h := w.host("host-a")
+	a := h.mcpAgent(t, "agent-a")
+	if _, text, isErr := a.call("claim_slot", map[string]any{"slot": "s", "task": "T-1"}); isErr {
+		t.Fatalf("claim_slot: %s", text)
+	}
+	// Close stdin, as an MCP client does on shutdown; baton mcp must close
+	// the session and exit by itself (before any SIGTERM).
+	if err := a.cs.Close(); err != nil {
+		t.Fatalf("baton mcp did not exit cleanly: %v; stderr: %s", err, a.stderr)
+	}
+	if _, ok := h.sessions()["s"]; ok {
+		t.Fatal("the session outlived the client")
+	}
+	e, err := w.client.Bucket(session.BucketConfig(session.DefaultPrefix, 1)).Latest(context.Background(), "s")
+	if err != nil || e.Op != kv.OpDelete || !strings.Contains(string(e.Value), `"result":"fail"`) {
+		t.Errorf("tombstone %+v, %v; want a close with result fail", e, err)
+	}
+}
+
+func TestMCP_KillingTheAgentFreesTheSlotAtOnce(t *testing.T) {
+	w := newWorld(t)
+	h := w.host("host-a")
+	a := h.mcpAgent(t, "agent-a")
+	if _, text, isErr := a.call("claim_slot", map[string]any{"slot": "s", "task": "T-1", "ttl_seconds": 600}); isErr {
+		t.Fatalf("claim_slot: %s", text)
+	}
+	server := a.mcpPID(t)
+	_ = a.cmd.Process.Kill()
+	// Another agent of the host takes the slot long before its 10 min TTL.
+	b := h.mcpAgent(t, "agent-b")
+	start := time.Now()
+	var text string
+	waitFor(t, 10*time.Second, "the slot is free", func() bool {
+		var isErr bool
+		_, text, isErr = b.call("claim_slot", map[string]any{"slot": "s", "task": "T-2", "wait_seconds": 1})
+		return !isErr
+	})
+	t.Logf("claimed %s after the agent was killed: %s", time.Since(start).Round(time.Millisecond), text)
+	// baton mcp itself saw its agent go, and ended.
+	waitFor(t, 10*time.Second, "baton mcp exits after its agent", func() bool { return !alive(server) })
+}
+
+func TestMCP_UnreachableServerIsAToolErrorAndTheNextCallWorksOnceItIsBack(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	w := &world{t: t, url: "nats://" + addr}
+	h := w.host("host-a")
+	a := h.mcpAgent(t, "agent-a")
+	for tool, args := range map[string]map[string]any{
+		"claim_slot":    {"slot": "s", "task": "T-1"},
+		"who_holds":     {"slot": "s"},
+		"list_sessions": {},
+	} {
+		_, text, isErr := a.call(tool, args)
+		if !isErr || !strings.Contains(text, "try again") {
+			t.Errorf("%s without a server: error %v, %q; want a tool error saying to try again", tool, isErr, text)
+		}
+	}
+	s, err := kv.StartServer(kv.WithListen(addr), kv.WithStoreDir(t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Shutdown)
+	c := kvtest.Connect(t, s.ClientURL())
+	for _, cfg := range []kv.BucketConfig{session.BucketConfig(session.DefaultPrefix, 1), lease.BucketConfig(lease.DefaultPrefix, 1), queue.BucketConfig(session.DefaultPrefix, 1)} {
+		if _, err := c.Ensure(context.Background(), cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, text, isErr := a.call("claim_slot", map[string]any{"slot": "s", "task": "T-1"}); isErr || out["claimed"] != true {
+		t.Fatalf("claim_slot once the server is up: %s %v", text, out)
+	}
+}
+
+func TestMCP_ASlotLostWhileHeldIsReported(t *testing.T) {
+	w := newWorld(t)
+	h := w.host("host-a")
+	a := h.mcpAgent(t, "agent-a")
+	//lint:ignore SA1019 baton mcp still sends them to clients that ask (ADR 0027)
+	if err := a.cs.SetLoggingLevel(context.Background(), &mcp.SetLoggingLevelParams{Level: "warning"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, text, isErr := a.call("claim_slot", map[string]any{"slot": "s", "task": "T-1"}); isErr {
+		t.Fatalf("claim_slot: %s", text)
+	}
+	h.must("join", "s", "--task", "T-9", "--force")
+	waitFor(t, 10*time.Second, "a logging notification of the loss", func() bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return len(a.logs) > 0
+	})
+	a.mu.Lock()
+	note := a.logs[0]
+	a.mu.Unlock()
+	if note["event"] != "slot_lost" || note["slot"] != "s" || note["how"] != session.LostTaken {
+		t.Errorf("notification %v, want slot_lost of s, taken over", note)
+	}
+	if !strings.Contains(a.stderr.String(), "stop working on slot s") {
+		t.Errorf("stderr does not report the loss: %s", a.stderr)
+	}
+	out, text, _ := a.call("list_sessions", nil)
+	lost, _ := out["lost_slots"].([]any)
+	if len(lost) != 1 || lost[0].(map[string]any)["slot"] != "s" || !strings.Contains(text, "LOST slot s") {
+		t.Fatalf("next result: %s %v; want slot s among lost_slots", text, out)
+	}
+	// Reported once; the slot is no longer the agent's.
+	if out, _, _ = a.call("list_sessions", nil); out["lost_slots"] != nil {
+		t.Errorf("the loss was reported twice: %v", out)
+	}
+	if _, text, isErr := a.call("heartbeat", map[string]any{"slot": "s"}); !isErr || !strings.Contains(text, "not held") {
+		t.Errorf("heartbeat of a lost slot: %s", text)
+	}
+}

@@ -1,0 +1,293 @@
+package mcpserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/batonhq/baton/hostlocal"
+	"github.com/batonhq/baton/session"
+)
+
+// Option configures a Server.
+type Option func(*config) error
+
+type config struct {
+	agent        hostlocal.Process
+	watchAgent   bool
+	version      string
+	closeTimeout time.Duration
+	log          io.Writer // nil: none
+}
+
+// agentCheck is how often Serve checks that the agent process is alive.
+const agentCheck = time.Second
+
+// WithAgentProcess records p as the holder of every slot the server claims
+// (`baton mcp` passes its parent: the agent), and makes Serve end, as on a
+// disconnect, within a second of p's exit. Default: the calling process,
+// not watched.
+func WithAgentProcess(p hostlocal.Process) Option {
+	return func(c *config) error {
+		if p.PID <= 0 {
+			return fmt.Errorf("%w: agent pid %d", ErrInvalid, p.PID)
+		}
+		c.agent, c.watchAgent = p, true
+		return nil
+	}
+}
+
+// WithLog makes the server write a line to w for each slot it loses: the
+// way MCP now recommends a stdio server report events (`baton mcp` passes
+// stderr). Default: none.
+func WithLog(w io.Writer) Option { return func(c *config) error { c.log = w; return nil } }
+
+// WithVersion is the version the server gives in its implementation info.
+func WithVersion(v string) Option { return func(c *config) error { c.version = v; return nil } }
+
+// WithCloseTimeout bounds each close of a held slot when the client goes
+// away. Default: 5s.
+func WithCloseTimeout(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: close timeout %s must be positive", ErrInvalid, d)
+		}
+		c.closeTimeout = d
+		return nil
+	}
+}
+
+// Server is an MCP server of baton's tools for one agent. Serve it once.
+type Server struct {
+	connect func(context.Context) (*session.Manager, error)
+	cfg     config
+	srv     *mcp.Server
+
+	connMu sync.Mutex // serialises connecting
+	m      *session.Manager
+
+	mu   sync.Mutex
+	held map[string]*hold
+	lost []LostSlot // losses not yet reported in a tool result
+	ss   *mcp.ServerSession
+	wg   sync.WaitGroup // the loss watchers
+}
+
+// hold is a slot the server holds for the agent.
+type hold struct {
+	kp      *session.Keeper
+	stopped chan struct{} // closed when the server lets the slot go
+}
+
+// New returns a server of the sessions of the manager connect returns.
+// connect is called on the first tool call that needs the baton server,
+// and again on later calls while it fails (the server unreachable), so the
+// MCP server starts, and answers, without it.
+func New(connect func(context.Context) (*session.Manager, error), opts ...Option) (*Server, error) {
+	cfg := config{version: "dev", closeTimeout: 5 * time.Second}
+	for _, o := range opts {
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.agent.PID == 0 {
+		p, err := hostlocal.Self()
+		if err != nil {
+			return nil, fmt.Errorf("mcpserver: this process: %w", err)
+		}
+		cfg.agent = p
+	}
+	s := &Server{connect: connect, cfg: cfg, held: map[string]*hold{}}
+	s.srv = mcp.NewServer(&mcp.Implementation{Name: "baton", Title: "baton: slots, leases and queues for agent fleets", Version: cfg.version},
+		&mcp.ServerOptions{Instructions: instructions})
+	s.addTools()
+	return s, nil
+}
+
+// instructions tell the model how the tools fit together.
+const instructions = `baton keeps agents from stepping on each other: one holder per slot, across hosts.
+Before working on something shared (a repository, a branch, a deploy target), call claim_slot with a slot name and your task id.
+If it is refused, another agent holds the slot: do not work on it; call claim_slot again later or with wait_seconds.
+While you hold a slot this server renews it for you; call heartbeat now and then with a short progress message.
+When done, call release_slot with result success or fail. If a result lists lost_slots, stop working on those slots at once.`
+
+// Serve runs the server on t until the client disconnects, the agent
+// process exits (WithAgentProcess) or ctx is done, then closes every slot it
+// holds with result "fail". It returns ctx's
+// error if ctx ended it, and any error closing the slots.
+func (s *Server) Serve(ctx context.Context, t mcp.Transport) error {
+	ss, err := s.srv.Connect(ctx, t, nil)
+	if err != nil {
+		return fmt.Errorf("mcpserver: connect: %w", err)
+	}
+	s.mu.Lock()
+	s.ss = ss
+	s.mu.Unlock()
+	waited := make(chan struct{})
+	go func() { _ = ss.Wait(); close(waited) }()
+	var agentGone <-chan time.Time
+	if s.cfg.watchAgent {
+		tick := time.NewTicker(agentCheck)
+		defer tick.Stop()
+		agentGone = tick.C
+	}
+	var ended error
+wait:
+	for {
+		select {
+		case <-waited:
+			break wait
+		case <-agentGone:
+			if s.cfg.agent.Alive() {
+				continue
+			}
+			// The agent is gone, whoever holds our stdio: end as on a
+			// disconnect.
+			_ = ss.Close()
+			<-waited
+			break wait
+		case <-ctx.Done():
+			_ = ss.Close()
+			<-waited
+			ended = ctx.Err()
+			break wait
+		}
+	}
+	err = s.releaseAll(session.ResultFail)
+	s.wg.Wait()
+	return errors.Join(ended, err)
+}
+
+// releaseAll closes every held slot with result.
+func (s *Server) releaseAll(result string) error {
+	s.mu.Lock()
+	slots := make([]string, 0, len(s.held))
+	for slot := range s.held {
+		slots = append(slots, slot)
+	}
+	s.mu.Unlock()
+	sort.Strings(slots)
+	var errs []error
+	for _, slot := range slots {
+		if _, err := s.release(slot, result); err != nil && !errors.Is(err, ErrNotHeld) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// manager returns the session manager, connecting first if need be.
+func (s *Server) manager(ctx context.Context) (*session.Manager, error) {
+	s.connMu.Lock()
+	defer s.connMu.Unlock()
+	if s.m != nil {
+		return s.m, nil
+	}
+	m, err := s.connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.m = m
+	return m, nil
+}
+
+// keep starts holding s and watching for its loss.
+func (s *Server) keep(m *session.Manager, sess *session.Session, sent time.Time) *hold {
+	h := &hold{kp: m.Keep(sess, sent, sess.TTL/10), stopped: make(chan struct{})}
+	s.mu.Lock()
+	s.held[sess.Slot] = h
+	s.mu.Unlock()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		select {
+		case err := <-h.kp.Lost():
+			s.onLost(sess.Slot, h, err)
+		case <-h.stopped:
+		}
+	}()
+	return h
+}
+
+// take removes slot's hold, if it is h (nil: whichever), and returns it.
+func (s *Server) take(slot string, h *hold) *hold {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur := s.held[slot]
+	if cur == nil || h != nil && cur != h {
+		return nil
+	}
+	delete(s.held, slot)
+	return cur
+}
+
+// held returns the hold of slot, or nil.
+func (s *Server) holdOf(slot string) *hold {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.held[slot]
+}
+
+// release closes slot with result.
+func (s *Server) release(slot, result string) (*session.Session, error) {
+	h := s.take(slot, nil)
+	if h == nil {
+		return nil, fmt.Errorf("%w: %s", ErrNotHeld, slot)
+	}
+	close(h.stopped)
+	last := h.kp.Session()
+	return last, h.kp.Close(result, s.cfg.closeTimeout)
+}
+
+// onLost records a held slot's loss, to report in the next tool result and
+// as a logging notification.
+func (s *Server) onLost(slot string, h *hold, err error) {
+	if s.take(slot, h) == nil {
+		return // released meanwhile
+	}
+	h.kp.Stop()
+	ls := LostSlot{Slot: slot, Fence: h.kp.Session().Fence, Detail: err.Error()}
+	var lost *session.LostError
+	if errors.As(err, &lost) {
+		ls.How = lost.How
+		if lost.How == session.LostUnrenewed {
+			// The server may come back before it expires the session: free
+			// the slot then rather than leave it to the TTL.
+			_ = h.kp.Close(session.ResultFail, time.Second)
+		}
+	}
+	s.mu.Lock()
+	s.lost = append(s.lost, ls)
+	ss := s.ss
+	s.mu.Unlock()
+	if s.cfg.log != nil {
+		fmt.Fprintf(s.cfg.log, "baton: mcp: %s; the agent must stop working on slot %s\n", ls.Detail, slot)
+	}
+	if ss != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		// Logging notifications are deprecated as of MCP 2026-07-28
+		// (SEP-2577) but still served to clients that set a level; the
+		// next tool result and the log line above say it too.
+		//lint:ignore SA1019 kept for clients of earlier protocol versions (ADR 0027)
+		_ = ss.Log(ctx, &mcp.LoggingMessageParams{Level: "warning", Logger: "baton", Data: map[string]any{
+			"event": "slot_lost", "slot": ls.Slot, "fence": ls.Fence, "how": ls.How,
+			"message": ls.Detail + "; stop working on the slot",
+		}})
+	}
+}
+
+// drainLost returns the losses not yet reported, and forgets them.
+func (s *Server) drainLost() []LostSlot {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := s.lost
+	s.lost = nil
+	return out
+}
