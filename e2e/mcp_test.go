@@ -187,7 +187,8 @@ func TestMCP_ToolsAreListedWithSchemasAndBadArgumentsAreErrors(t *testing.T) {
 	for _, tool := range res.Tools {
 		got[tool.Name] = tool
 	}
-	for _, name := range []string{"claim_slot", "heartbeat", "release_slot", "who_holds", "list_sessions"} {
+	for _, name := range []string{"claim_slot", "heartbeat", "release_slot", "who_holds", "list_sessions",
+		"acquire_lease", "release_lease", "leader", "doctor", "queue_add", "queue_status", "queue_get"} {
 		tool := got[name]
 		if tool == nil {
 			t.Errorf("tools/list has no %s", name)
@@ -212,6 +213,9 @@ func TestMCP_ToolsAreListedWithSchemasAndBadArgumentsAreErrors(t *testing.T) {
 		{"claim_slot", map[string]any{"slot": "s", "task": "T", "ttl_seconds": 0.5}, "ttl_seconds"},
 		{"release_slot", map[string]any{"slot": "s", "result": "maybe"}, "success or fail"},
 		{"list_sessions", map[string]any{"state": "happy"}, "live, stale or expiring"},
+		{"acquire_lease", map[string]any{}, "key"},
+		{"queue_add", map[string]any{"queue": "q", "key": "k", "priority": "urgent"}, "high, normal or low"},
+		{"queue_get", map[string]any{"queue": "q"}, "id"},
 	} {
 		if _, text, isErr := a.call(c.tool, c.args); !isErr || !strings.Contains(text, c.want) {
 			t.Errorf("%s %v: error %v, %q; want an error result mentioning %q", c.tool, c.args, isErr, text, c.want)
@@ -363,4 +367,124 @@ func TestMCP_ASlotLostWhileHeldIsReported(t *testing.T) {
 	if _, text, isErr := a.call("heartbeat", map[string]any{"slot": "s"}); !isErr || !strings.Contains(text, "not held") {
 		t.Errorf("heartbeat of a lost slot: %s", text)
 	}
+}
+
+func TestMCP_LeasesLeadersDoctorAndQueues(t *testing.T) {
+	w := newWorld(t)
+	h := w.host("host-a")
+	a := h.mcpAgent(t, "agent-a")
+	b := w.host("host-b").mcpAgent(t, "agent-b")
+
+	// Leases: one holder, the other told who; released on request.
+	out, text, isErr := a.call("acquire_lease", map[string]any{"key": "deploy", "ttl_seconds": 5})
+	if isErr || out["acquired"] != true {
+		t.Fatalf("acquire_lease: %s %v", text, out)
+	}
+	out, text, isErr = b.call("acquire_lease", map[string]any{"key": "deploy"})
+	if !isErr || out["reason"] != "held" || !strings.Contains(text, "host host-a") || out["holder"].(map[string]any)["host"] != "host-a" {
+		t.Errorf("second acquire_lease: %s %v; want refused naming host-a", text, out)
+	}
+	if row := jsonOf(t, h.must("lease", "get", "deploy", "--json").stdout); num(t, row, "pid") != int64(a.cmd.Process.Pid) {
+		t.Errorf("the lease names pid %v, want the agent's, %d", row["pid"], a.cmd.Process.Pid)
+	}
+	time.Sleep(6 * time.Second) // past its TTL: renewed in the background
+	if out, text, isErr = a.call("release_lease", map[string]any{"key": "deploy"}); isErr || out["released"] != true || out["lost_leases"] != nil {
+		t.Fatalf("release_lease after a TTL: %s %v", text, out)
+	}
+	if out, text, isErr = b.call("acquire_lease", map[string]any{"key": "deploy", "wait_seconds": 2}); isErr || out["acquired"] != true {
+		t.Errorf("acquire_lease after the release: %s %v", text, out)
+	}
+
+	// leader: who leads baton lead KEY, and the candidates.
+	h.lead(t, "bot-1", "ledger", nil, nil, "sleep", "300")
+	w.awaitLeader(t, "ledger", 10*time.Second, "bot-1 leads", func(in *lease.Info) bool { return in != nil && in.Holder == "bot-1" })
+	out, text, isErr = a.call("leader", map[string]any{"key": "ledger"})
+	if isErr || out["leader"].(map[string]any)["holder"] != "bot-1" || len(out["candidates"].([]any)) != 1 || !strings.Contains(text, "bot-1") {
+		t.Errorf("leader: %s %v", text, out)
+	}
+
+	// doctor: a record that does not decode is reported, nothing fixed.
+	sessions := w.client.Bucket(session.BucketConfig(session.DefaultPrefix, 1))
+	if _, err := sessions.Create(context.Background(), "junk", []byte{0xff, 'x'}, 0); err != nil {
+		t.Fatal(err)
+	}
+	out, text, isErr = a.call("doctor", nil)
+	if isErr || out["ok"] != false || !strings.Contains(mustJSON(t, out["findings"]), "undecodable") {
+		t.Errorf("doctor: %s %v; want an undecodable finding", text, out)
+	}
+	if _, err := sessions.Get(context.Background(), "junk"); err != nil {
+		t.Errorf("doctor through MCP removed the record (%v); it only reports", err)
+	}
+
+	// Queues: add (idempotent by id), status, get; a missing queue is named.
+	h.must("queue", "create", "jobs")
+	out, text, isErr = a.call("queue_add", map[string]any{"queue": "jobs", "key": "alice", "payload": "hi", "id": "j1"})
+	if isErr || out["added"] != true || out["task"].(map[string]any)["state"] != "pending" {
+		t.Fatalf("queue_add: %s %v", text, out)
+	}
+	if out, _, _ = a.call("queue_add", map[string]any{"queue": "jobs", "key": "alice", "id": "j1"}); out["added"] != false {
+		t.Errorf("queue_add again: %v, want added false", out)
+	}
+	if out, text, isErr = a.call("queue_status", map[string]any{"queue": "jobs"}); isErr || out["waiting"] != float64(1) {
+		t.Errorf("queue_status: %s %v", text, out)
+	}
+	if out, text, isErr = a.call("queue_get", map[string]any{"queue": "jobs", "id": "j1"}); isErr || out["task"].(map[string]any)["key"] != "alice" {
+		t.Errorf("queue_get: %s %v", text, out)
+	}
+	if _, text, isErr = a.call("queue_status", map[string]any{"queue": "nosuch"}); !isErr || !strings.Contains(text, "baton queue create") {
+		t.Errorf("queue_status of a missing queue: %s", text)
+	}
+}
+
+func TestMCP_StatusResourceIsReadAndSubscribersAreToldOfChanges(t *testing.T) {
+	w := newWorld(t)
+	h := w.host("host-a")
+	updated := make(chan string, 16)
+	cmd := exec.Command("sh", "-c", `"$0" mcp; :`, batonBin)
+	cmd.Env = h.environ()
+	client := mcp.NewClient(&mcp.Implementation{Name: "watcher", Version: "test"}, &mcp.ClientOptions{
+		ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
+			updated <- req.Params.URI
+		},
+	})
+	ctx := context.Background()
+	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	h.must("join", "s1", "--task", "T-1")
+	res, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "baton://status"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := jsonOf(t, res.Contents[0].Text)
+	if rows, _ := doc["sessions"].([]any); len(rows) != 1 || rows[0].(map[string]any)["slot"] != "s1" || doc["server_time"] == nil {
+		t.Fatalf("baton://status: %s", res.Contents[0].Text)
+	}
+	if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "baton://status"}); err != nil {
+		t.Fatal(err)
+	}
+	h.must("join", "s2", "--task", "T-2")
+	select {
+	case uri := <-updated:
+		if uri != "baton://status" {
+			t.Errorf("updated %q", uri)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no updated notification after a join")
+	}
+	res, err = cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "baton://status"})
+	if err != nil || !strings.Contains(res.Contents[0].Text, `"s2"`) {
+		t.Errorf("status after the notification: %v, %v", res, err)
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

@@ -12,6 +12,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/batonhq/baton/hostlocal"
+	"github.com/batonhq/baton/lease"
+	"github.com/batonhq/baton/queue"
 	"github.com/batonhq/baton/session"
 )
 
@@ -63,20 +65,32 @@ func WithCloseTimeout(d time.Duration) Option {
 	}
 }
 
+// Conn is what the server serves: baton's sessions, leases and queues of
+// one prefix and host. Leases and Queues may be nil; their tools then say
+// so.
+type Conn struct {
+	Sessions *session.Manager
+	Leases   *lease.Leases
+	Queues   *queue.Queues
+}
+
 // Server is an MCP server of baton's tools for one agent. Serve it once.
 type Server struct {
-	connect func(context.Context) (*session.Manager, error)
+	connect func(context.Context) (*Conn, error)
 	cfg     config
 	srv     *mcp.Server
 
 	connMu sync.Mutex // serialises connecting
-	m      *session.Manager
+	conn   *Conn
 
-	mu   sync.Mutex
-	held map[string]*hold
-	lost []LostSlot // losses not yet reported in a tool result
-	ss   *mcp.ServerSession
-	wg   sync.WaitGroup // the loss watchers
+	mu         sync.Mutex
+	held       map[string]*hold
+	leaseHolds map[string]*leaseHold
+	lost       []LostSlot  // slot losses not yet reported in a tool result
+	lostLeases []LostLease // lease losses likewise
+	ss         *mcp.ServerSession
+	wg         sync.WaitGroup // the loss watchers
+	feed       statusFeed
 }
 
 // hold is a slot the server holds for the agent.
@@ -85,11 +99,11 @@ type hold struct {
 	stopped chan struct{} // closed when the server lets the slot go
 }
 
-// New returns a server of the sessions of the manager connect returns.
-// connect is called on the first tool call that needs the baton server,
-// and again on later calls while it fails (the server unreachable), so the
-// MCP server starts, and answers, without it.
-func New(connect func(context.Context) (*session.Manager, error), opts ...Option) (*Server, error) {
+// New returns a server of what connect returns. connect is called on the
+// first tool call that needs the baton server, and again on later calls
+// while it fails (the server unreachable), so the MCP server starts, and
+// answers, without it.
+func New(connect func(context.Context) (*Conn, error), opts ...Option) (*Server, error) {
 	cfg := config{version: "dev", closeTimeout: 5 * time.Second}
 	for _, o := range opts {
 		if err := o(&cfg); err != nil {
@@ -103,10 +117,13 @@ func New(connect func(context.Context) (*session.Manager, error), opts ...Option
 		}
 		cfg.agent = p
 	}
-	s := &Server{connect: connect, cfg: cfg, held: map[string]*hold{}}
+	s := &Server{connect: connect, cfg: cfg, held: map[string]*hold{}, leaseHolds: map[string]*leaseHold{}}
 	s.srv = mcp.NewServer(&mcp.Implementation{Name: "baton", Title: "baton: slots, leases and queues for agent fleets", Version: cfg.version},
-		&mcp.ServerOptions{Instructions: instructions})
+		&mcp.ServerOptions{Instructions: instructions, SubscribeHandler: s.subscribe, UnsubscribeHandler: s.unsubscribe})
 	s.addTools()
+	s.addLeaseTools()
+	s.addInspectTools()
+	s.addStatusResource()
 	return s, nil
 }
 
@@ -115,7 +132,8 @@ const instructions = `baton keeps agents from stepping on each other: one holder
 Before working on something shared (a repository, a branch, a deploy target), call claim_slot with a slot name and your task id.
 If it is refused, another agent holds the slot: do not work on it; call claim_slot again later or with wait_seconds.
 While you hold a slot this server renews it for you; call heartbeat now and then with a short progress message.
-When done, call release_slot with result success or fail. If a result lists lost_slots, stop working on those slots at once.`
+When done, call release_slot with result success or fail. If a result lists lost_slots, stop working on those slots at once.
+acquire_lease / release_lease guard short exclusive actions the same way; leader says who leads a baton lead election; who_holds, list_sessions, doctor and the baton://status resource show the state; queue_add, queue_status and queue_get use work queues.`
 
 // Serve runs the server on t until the client disconnects, the agent
 // process exits (WithAgentProcess) or ctx is done, then closes every slot it
@@ -159,42 +177,69 @@ wait:
 			break wait
 		}
 	}
+	s.stopFeed()
 	err = s.releaseAll(session.ResultFail)
 	s.wg.Wait()
 	return errors.Join(ended, err)
 }
 
-// releaseAll closes every held slot with result.
+// releaseAll closes every held slot with result and releases every held
+// lease.
 func (s *Server) releaseAll(result string) error {
 	s.mu.Lock()
 	slots := make([]string, 0, len(s.held))
 	for slot := range s.held {
 		slots = append(slots, slot)
 	}
+	keys := make([]string, 0, len(s.leaseHolds))
+	for key := range s.leaseHolds {
+		keys = append(keys, key)
+	}
 	s.mu.Unlock()
 	sort.Strings(slots)
+	sort.Strings(keys)
 	var errs []error
 	for _, slot := range slots {
 		if _, err := s.release(slot, result); err != nil && !errors.Is(err, ErrNotHeld) {
 			errs = append(errs, err)
 		}
 	}
+	for _, key := range keys {
+		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.closeTimeout)
+		err := s.releaseLeaseKey(ctx, key)
+		cancel()
+		if err != nil && !errors.Is(err, ErrNotHeld) {
+			errs = append(errs, err)
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// connected returns the connection, connecting first if need be.
+func (s *Server) connected(ctx context.Context) (*Conn, error) {
+	s.connMu.Lock()
+	defer s.connMu.Unlock()
+	if s.conn != nil {
+		return s.conn, nil
+	}
+	c, err := s.connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if c == nil || c.Sessions == nil {
+		return nil, fmt.Errorf("mcpserver: connect returned no session manager")
+	}
+	s.conn = c
+	return c, nil
 }
 
 // manager returns the session manager, connecting first if need be.
 func (s *Server) manager(ctx context.Context) (*session.Manager, error) {
-	s.connMu.Lock()
-	defer s.connMu.Unlock()
-	if s.m != nil {
-		return s.m, nil
-	}
-	m, err := s.connect(ctx)
+	c, err := s.connected(ctx)
 	if err != nil {
 		return nil, err
 	}
-	s.m = m
-	return m, nil
+	return c.Sessions, nil
 }
 
 // keep starts holding s and watching for its loss.
@@ -264,30 +309,36 @@ func (s *Server) onLost(slot string, h *hold, err error) {
 	}
 	s.mu.Lock()
 	s.lost = append(s.lost, ls)
+	s.mu.Unlock()
+	s.report(fmt.Sprintf("%s; the agent must stop working on slot %s", ls.Detail, slot),
+		map[string]any{"event": "slot_lost", "slot": ls.Slot, "fence": ls.Fence, "how": ls.How, "message": ls.Detail + "; stop working on the slot"})
+}
+
+// report tells of a loss on the log (stderr) and as a logging notification.
+func (s *Server) report(line string, data map[string]any) {
+	if s.cfg.log != nil {
+		fmt.Fprintf(s.cfg.log, "baton: mcp: %s\n", line)
+	}
+	s.mu.Lock()
 	ss := s.ss
 	s.mu.Unlock()
-	if s.cfg.log != nil {
-		fmt.Fprintf(s.cfg.log, "baton: mcp: %s; the agent must stop working on slot %s\n", ls.Detail, slot)
+	if ss == nil {
+		return
 	}
-	if ss != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		// Logging notifications are deprecated as of MCP 2026-07-28
-		// (SEP-2577) but still served to clients that set a level; the
-		// next tool result and the log line above say it too.
-		//lint:ignore SA1019 kept for clients of earlier protocol versions (ADR 0027)
-		_ = ss.Log(ctx, &mcp.LoggingMessageParams{Level: "warning", Logger: "baton", Data: map[string]any{
-			"event": "slot_lost", "slot": ls.Slot, "fence": ls.Fence, "how": ls.How,
-			"message": ls.Detail + "; stop working on the slot",
-		}})
-	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	// Logging notifications are deprecated as of MCP 2026-07-28 (SEP-2577)
+	// but still served to clients that set a level; the next tool result
+	// and the log line say it too.
+	//lint:ignore SA1019 kept for clients of earlier protocol versions (ADR 0027)
+	_ = ss.Log(ctx, &mcp.LoggingMessageParams{Level: "warning", Logger: "baton", Data: data})
 }
 
 // drainLost returns the losses not yet reported, and forgets them.
-func (s *Server) drainLost() []LostSlot {
+func (s *Server) drainLost() Lost {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := s.lost
-	s.lost = nil
+	out := Lost{LostSlots: s.lost, LostLeases: s.lostLeases}
+	s.lost, s.lostLeases = nil, nil
 	return out
 }

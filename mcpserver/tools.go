@@ -45,7 +45,20 @@ type LostSlot struct {
 
 // Lost is part of every tool's output.
 type Lost struct {
-	LostSlots []LostSlot `json:"lost_slots,omitempty" jsonschema:"slots you held that were lost since the last tool result: stop working on them now"`
+	LostSlots  []LostSlot  `json:"lost_slots,omitempty" jsonschema:"slots you held that were lost since the last tool result: stop working on them now"`
+	LostLeases []LostLease `json:"lost_leases,omitempty" jsonschema:"leases you held that were lost since the last tool result: stop what they guard now"`
+}
+
+// text is the losses as a tail of a one-line summary.
+func (l Lost) text() string {
+	var b strings.Builder
+	for _, x := range l.LostSlots {
+		fmt.Fprintf(&b, "; LOST slot %s (%s): stop working on it", x.Slot, x.How)
+	}
+	for _, x := range l.LostLeases {
+		fmt.Fprintf(&b, "; LOST lease %s: stop what it guards", x.Key)
+	}
+	return b.String()
 }
 
 func infoOf(s *session.Session) *SessionInfo {
@@ -182,22 +195,15 @@ func refusal(format string, a ...any) *mcp.CallToolResult {
 }
 
 // summary is a successful tool result's one line.
-func summary(lost []LostSlot, format string, a ...any) *mcp.CallToolResult {
-	text := fmt.Sprintf(format, a...)
-	for _, l := range lost {
-		text += fmt.Sprintf("; LOST slot %s (%s): stop working on it", l.Slot, l.How)
-	}
+func summary(lost Lost, format string, a ...any) *mcp.CallToolResult {
+	text := fmt.Sprintf(format, a...) + lost.text()
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}
 }
 
 // withLost adds the losses not yet reported to a refusal's text.
-func withLost(res *mcp.CallToolResult, lost []LostSlot) *mcp.CallToolResult {
-	if len(lost) > 0 {
-		t := res.Content[0].(*mcp.TextContent)
-		for _, l := range lost {
-			t.Text += fmt.Sprintf("; LOST slot %s (%s): stop working on it", l.Slot, l.How)
-		}
-	}
+func withLost(res *mcp.CallToolResult, lost Lost) *mcp.CallToolResult {
+	t := res.Content[0].(*mcp.TextContent)
+	t.Text += lost.text()
 	return res
 }
 
@@ -216,7 +222,7 @@ func agentOf(req *mcp.CallToolRequest, agent string) string {
 
 func (s *Server) claim(ctx context.Context, req *mcp.CallToolRequest, in ClaimInput) (*mcp.CallToolResult, ClaimOutput, error) {
 	lost := s.drainLost()
-	out := ClaimOutput{Lost: Lost{LostSlots: lost}}
+	out := ClaimOutput{Lost: lost}
 	if h := s.holdOf(in.Slot); h != nil {
 		out.Claimed, out.Session = true, infoOf(h.kp.Session())
 		return summary(lost, "you already hold slot %s (fence %d)", in.Slot, out.Session.Fence), out, nil
@@ -302,7 +308,7 @@ func holderText(h *session.Session) string {
 
 func (s *Server) heartbeat(ctx context.Context, _ *mcp.CallToolRequest, in HeartbeatInput) (*mcp.CallToolResult, HeartbeatOutput, error) {
 	lost := s.drainLost()
-	out := HeartbeatOutput{Lost: Lost{LostSlots: lost}}
+	out := HeartbeatOutput{Lost: lost}
 	h := s.holdOf(in.Slot)
 	if h == nil {
 		return withLost(refusal("not held: you do not hold slot %s through this server; claim_slot first", in.Slot), lost), out, nil
@@ -312,7 +318,9 @@ func (s *Server) heartbeat(ctx context.Context, _ *mcp.CallToolRequest, in Heart
 	switch {
 	case errors.As(err, &gone):
 		s.onLost(in.Slot, h, err)
-		out.LostSlots = append(out.LostSlots, s.drainLost()...)
+		more := s.drainLost()
+		out.LostSlots = append(out.LostSlots, more.LostSlots...)
+		out.LostLeases = append(out.LostLeases, more.LostLeases...)
 		return refusal("lost: %v; stop working on slot %s", err, in.Slot), out, nil
 	case errors.Is(err, session.ErrInvalid):
 		return withLost(refusal("invalid arguments: %v", err), lost), out, nil
@@ -329,7 +337,7 @@ func (s *Server) releaseTool(_ context.Context, _ *mcp.CallToolRequest, in Relea
 	if result == "" {
 		result = session.ResultSuccess
 	}
-	out := ReleaseOutput{Slot: in.Slot, Result: result, Lost: Lost{LostSlots: lost}}
+	out := ReleaseOutput{Slot: in.Slot, Result: result, Lost: lost}
 	if result != session.ResultSuccess && result != session.ResultFail {
 		return withLost(refusal("invalid arguments: result %q: want success or fail", result), lost), out, nil
 	}
@@ -349,7 +357,7 @@ func (s *Server) releaseTool(_ context.Context, _ *mcp.CallToolRequest, in Relea
 
 func (s *Server) who(ctx context.Context, _ *mcp.CallToolRequest, in WhoInput) (*mcp.CallToolResult, WhoOutput, error) {
 	lost := s.drainLost()
-	out := WhoOutput{Slot: in.Slot, Lost: Lost{LostSlots: lost}}
+	out := WhoOutput{Slot: in.Slot, Lost: lost}
 	m, err := s.manager(ctx)
 	if err != nil {
 		return withLost(unavailable("who holds "+in.Slot, err), lost), out, nil
@@ -373,7 +381,7 @@ func (s *Server) who(ctx context.Context, _ *mcp.CallToolRequest, in WhoInput) (
 
 func (s *Server) list(ctx context.Context, _ *mcp.CallToolRequest, in ListInput) (*mcp.CallToolResult, ListOutput, error) {
 	lost := s.drainLost()
-	out := ListOutput{Sessions: []*SessionInfo{}, Lost: Lost{LostSlots: lost}}
+	out := ListOutput{Sessions: []*SessionInfo{}, Lost: lost}
 	switch in.State {
 	case "", string(session.StateLive), string(session.StateStale), string(session.StateExpiring):
 	default:

@@ -15,8 +15,8 @@ import (
 
 	"github.com/batonhq/baton/cmd/baton/internal/cmdutil"
 	"github.com/batonhq/baton/hostlocal"
+	"github.com/batonhq/baton/lease"
 	"github.com/batonhq/baton/mcpserver"
-	"github.com/batonhq/baton/session"
 )
 
 // Options are mcp's inputs.
@@ -33,12 +33,17 @@ func NewCmdMCP(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
 		Long: `Serve the Model Context Protocol on stdin and stdout, for an agent's MCP
 client to start as a child: the agent then claims, holds, releases and
 inspects slots through tools (claim_slot, heartbeat, release_slot, who_holds,
-list_sessions), with no shell.
+list_sessions), holds leases (acquire_lease, release_lease), asks who leads
+(leader), checks health (doctor, report only) and uses work queues
+(queue_add, queue_status, queue_get), with no shell. The resource
+baton://status is the status --json document; subscribers are told when it
+changes.
 
 A slot claimed through baton mcp records the agent (this process's parent)
 as its holder, and is renewed in the background on the schedule baton run
-uses, however long the agent thinks between calls. When the client closes
-the connection, every slot still held is closed with result fail. If baton
+uses, however long the agent thinks between calls; leases likewise. When the
+client closes the connection, or the agent exits, every slot still held is
+closed with result fail and every lease released. If baton
 mcp is killed outright, its slots expire by their TTL, or are free at once
 to a join on this host once the agent's process is gone.
 
@@ -69,8 +74,20 @@ func mcpRun(ctx context.Context, o *Options) error {
 		return fmt.Errorf("baton mcp: its parent, the agent, is gone: %w", err)
 	}
 	f := o.F
-	connect := func(ctx context.Context) (*session.Manager, error) {
-		return f.Sessions(ctx, f.LongLived("mcp", nil)...)
+	connect := func(ctx context.Context) (*mcpserver.Conn, error) {
+		m, err := f.Sessions(ctx, f.LongLived("mcp", nil)...)
+		if err != nil {
+			return nil, err
+		}
+		ls, err := f.Leases(ctx, "", []lease.Option{lease.WithProcess(agent)})
+		if err != nil {
+			return nil, err
+		}
+		qs, err := f.Queues(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return &mcpserver.Conn{Sessions: m, Leases: ls, Queues: qs}, nil
 	}
 	srv, err := mcpserver.New(connect, mcpserver.WithAgentProcess(agent), mcpserver.WithVersion(cmdutil.Version()), mcpserver.WithLog(f.IO.ErrOut))
 	if err != nil {

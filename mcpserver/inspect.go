@@ -1,0 +1,253 @@
+package mcpserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/batonhq/baton/doctor"
+	"github.com/batonhq/baton/queue"
+)
+
+// DoctorInput is doctor's arguments (none).
+type DoctorInput struct{}
+
+// FindingInfo is one problem doctor found.
+type FindingInfo struct {
+	Kind   string `json:"kind" jsonschema:"what kind of problem: stale, dead_holder, undecodable, orphan_gate, clock_skew, bucket_missing, ..."`
+	Key    string `json:"key" jsonschema:"the slot, lease, queue or file it concerns"`
+	Detail string `json:"detail" jsonschema:"what is wrong"`
+	Action string `json:"action" jsonschema:"what an operator should do"`
+}
+
+// DoctorOutput is doctor's result.
+type DoctorOutput struct {
+	OK       bool          `json:"ok" jsonschema:"true when nothing is wrong"`
+	Findings []FindingInfo `json:"findings"`
+	Lost
+}
+
+// QueueAddInput is queue_add's arguments.
+type QueueAddInput struct {
+	Queue    string            `json:"queue" jsonschema:"the queue (created with baton queue create)"`
+	Key      string            `json:"key" jsonschema:"the key tasks are serialised by (a user, a repository): one task per key runs at a time"`
+	Payload  string            `json:"payload,omitempty" jsonschema:"the task's input, given to its command on stdin"`
+	ID       string            `json:"id,omitempty" jsonschema:"the task's id; adding an id that exists adds nothing (idempotent); default: a fresh one"`
+	Priority string            `json:"priority,omitempty" jsonschema:"high, normal or low; default normal"`
+	Labels   map[string]string `json:"labels,omitempty" jsonschema:"key-value pairs to record with the task"`
+}
+
+// TaskInfo is a task as the tools show it.
+type TaskInfo struct {
+	ID       string            `json:"id"`
+	Queue    string            `json:"queue"`
+	Key      string            `json:"key"`
+	Priority string            `json:"priority"`
+	State    string            `json:"state" jsonschema:"pending, active, done, failed, dead or cancelled"`
+	Attempts int               `json:"attempts"`
+	AddedAt  time.Time         `json:"added_at"`
+	Labels   map[string]string `json:"labels,omitempty"`
+	Result   *TaskResult       `json:"result,omitempty" jsonschema:"how its last attempt ended"`
+}
+
+// TaskResult is how an attempt ended.
+type TaskResult struct {
+	Attempt  int    `json:"attempt"`
+	Reason   string `json:"reason"`
+	ExitCode *int   `json:"exit_code,omitempty"`
+	Error    string `json:"error,omitempty"`
+}
+
+func taskInfoOf(t *queue.Task) *TaskInfo {
+	info := &TaskInfo{ID: t.ID, Queue: t.Queue, Key: t.Key, Priority: string(t.Priority), State: string(t.State),
+		Attempts: t.Attempts, AddedAt: t.AddedAt, Labels: t.Labels}
+	if r := t.Result; r != nil {
+		info.Result = &TaskResult{Attempt: r.Attempt, Reason: r.Reason, ExitCode: r.ExitCode, Error: r.Error}
+	}
+	return info
+}
+
+// QueueAddOutput is queue_add's result.
+type QueueAddOutput struct {
+	Task  *TaskInfo `json:"task,omitempty"`
+	Added bool      `json:"added" jsonschema:"false when a task with that id already existed"`
+	Lost
+}
+
+// QueueInput names a queue.
+type QueueInput struct {
+	Queue string `json:"queue" jsonschema:"the queue"`
+}
+
+// QueueStatusOutput is queue_status's result.
+type QueueStatusOutput struct {
+	Queue      string         `json:"queue"`
+	Counts     map[string]int `json:"counts" jsonschema:"tasks by state"`
+	Waiting    int            `json:"waiting" jsonschema:"tasks waiting to run"`
+	Running    int            `json:"running" jsonschema:"tasks running"`
+	MaxActive  int            `json:"max_active" jsonschema:"most tasks that run at once across all workers (0: no limit)"`
+	ServerTime time.Time      `json:"server_time"`
+	Lost
+}
+
+// QueueGetInput names a task.
+type QueueGetInput struct {
+	Queue string `json:"queue" jsonschema:"the queue"`
+	ID    string `json:"id" jsonschema:"the task's id"`
+}
+
+// QueueGetOutput is queue_get's result.
+type QueueGetOutput struct {
+	Task *TaskInfo `json:"task,omitempty"`
+	Lost
+}
+
+func (s *Server) addInspectTools() {
+	mcp.AddTool(s.srv, &mcp.Tool{
+		Name:  "doctor",
+		Title: "Check baton's health",
+		Description: `Report problems (stale sessions and leases, holders whose process died, unreadable records, leftovers, bucket settings, clock skew, queue tasks whose worker died), each with what an operator should do. It only reports: it fixes nothing.`,
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
+	}, s.doctor)
+	mcp.AddTool(s.srv, &mcp.Tool{
+		Name:  "queue_add",
+		Title: "Add a task to a queue",
+		Description: `Add a task to a work queue; the queue's workers (baton queue work) run it, one task per key at a time, fairly across keys.
+Pass an id to make the call safe to repeat. An error "not found" means the queue does not exist: an operator creates it with baton queue create.`,
+	}, s.queueAdd)
+	mcp.AddTool(s.srv, &mcp.Tool{
+		Name:        "queue_status",
+		Title:       "A queue's status",
+		Description: `Say how many tasks of a queue wait, run, are done, failed or dead.`,
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
+	}, s.queueStatus)
+	mcp.AddTool(s.srv, &mcp.Tool{
+		Name:        "queue_get",
+		Title:       "A task",
+		Description: `Show one task of a queue: its state, attempts and how its last attempt ended.`,
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
+	}, s.queueGet)
+}
+
+func (s *Server) doctor(ctx context.Context, _ *mcp.CallToolRequest, _ DoctorInput) (*mcp.CallToolResult, DoctorOutput, error) {
+	lost := s.drainLost()
+	out := DoctorOutput{Findings: []FindingInfo{}, Lost: lost}
+	c, err := s.connected(ctx)
+	if err != nil {
+		return withLost(unavailable("doctor", err), lost), out, nil
+	}
+	opts := []doctor.Option{}
+	if c.Leases != nil {
+		opts = append(opts, doctor.WithLeases(c.Leases))
+	}
+	if c.Queues != nil {
+		opts = append(opts, doctor.WithQueues(c.Queues))
+	}
+	r, err := doctor.New(c.Sessions, opts...).Run(ctx)
+	if err != nil {
+		return withLost(unavailable("doctor", err), lost), out, nil
+	}
+	out.OK = r.OK
+	for _, f := range r.Findings {
+		out.Findings = append(out.Findings, FindingInfo{Kind: f.Kind, Key: f.Key, Detail: f.Detail, Action: f.Action})
+	}
+	if r.OK {
+		return summary(lost, "no problems found"), out, nil
+	}
+	return summary(lost, "%d problems found; each says what an operator should do", len(out.Findings)), out, nil
+}
+
+// queues returns the queues, connecting first if need be.
+func (s *Server) queues(ctx context.Context) (*queue.Queues, error) {
+	c, err := s.connected(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if c.Queues == nil {
+		return nil, errors.New("this server was started without queues")
+	}
+	return c.Queues, nil
+}
+
+// queueRefusal explains a queue call's error.
+func queueRefusal(what string, err error) *mcp.CallToolResult {
+	switch {
+	case errors.Is(err, queue.ErrQueueNotFound):
+		return refusal("not found: %v; an operator creates a queue with `baton queue create`", err)
+	case errors.Is(err, queue.ErrTaskNotFound):
+		return refusal("not found: %v", err)
+	case errors.Is(err, queue.ErrInvalid):
+		return refusal("invalid arguments: %v", err)
+	default:
+		return unavailable(what, err)
+	}
+}
+
+func (s *Server) queueAdd(ctx context.Context, _ *mcp.CallToolRequest, in QueueAddInput) (*mcp.CallToolResult, QueueAddOutput, error) {
+	lost := s.drainLost()
+	out := QueueAddOutput{Lost: lost}
+	qs, err := s.queues(ctx)
+	if err != nil {
+		return withLost(unavailable("queue add", err), lost), out, nil
+	}
+	var opts []queue.AddOption
+	if in.ID != "" {
+		opts = append(opts, queue.WithID(in.ID))
+	}
+	if in.Priority != "" {
+		p, err := queue.ParsePriority(in.Priority)
+		if err != nil {
+			return withLost(refusal("invalid arguments: %v", err), lost), out, nil
+		}
+		opts = append(opts, queue.WithPriority(p))
+	}
+	if len(in.Labels) > 0 {
+		opts = append(opts, queue.WithLabels(in.Labels))
+	}
+	t, added, err := qs.Add(ctx, in.Queue, in.Key, []byte(in.Payload), opts...)
+	if err != nil {
+		return withLost(queueRefusal("queue add", err), lost), out, nil
+	}
+	out.Task, out.Added = taskInfoOf(t), added
+	if !added {
+		return summary(lost, "task %s was already in queue %s (%s)", t.ID, in.Queue, t.State), out, nil
+	}
+	return summary(lost, "added task %s to queue %s for key %s", t.ID, in.Queue, in.Key), out, nil
+}
+
+func (s *Server) queueStatus(ctx context.Context, _ *mcp.CallToolRequest, in QueueInput) (*mcp.CallToolResult, QueueStatusOutput, error) {
+	lost := s.drainLost()
+	out := QueueStatusOutput{Queue: in.Queue, Counts: map[string]int{}, Lost: lost}
+	qs, err := s.queues(ctx)
+	if err != nil {
+		return withLost(unavailable("queue status", err), lost), out, nil
+	}
+	snap, err := qs.Snapshot(ctx, in.Queue)
+	if err != nil {
+		return withLost(queueRefusal("queue status", err), lost), out, nil
+	}
+	for st, n := range snap.Counts {
+		out.Counts[string(st)] = n
+	}
+	out.Waiting, out.Running, out.MaxActive, out.ServerTime = snap.Pending.Total, snap.Active.Used, snap.Active.Max, snap.ServerTime
+	return summary(lost, "queue %s: %d waiting, %d running, %d done", in.Queue, out.Waiting, out.Running, out.Counts[string(queue.StateDone)]), out, nil
+}
+
+func (s *Server) queueGet(ctx context.Context, _ *mcp.CallToolRequest, in QueueGetInput) (*mcp.CallToolResult, QueueGetOutput, error) {
+	lost := s.drainLost()
+	out := QueueGetOutput{Lost: lost}
+	qs, err := s.queues(ctx)
+	if err != nil {
+		return withLost(unavailable("queue get", err), lost), out, nil
+	}
+	t, err := qs.Get(ctx, in.Queue, in.ID)
+	if err != nil {
+		return withLost(queueRefusal("queue get", err), lost), out, nil
+	}
+	out.Task = taskInfoOf(t)
+	text := fmt.Sprintf("task %s of queue %s is %s after %d attempts", t.ID, in.Queue, t.State, t.Attempts)
+	return summary(lost, "%s", text), out, nil
+}
