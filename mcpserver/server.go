@@ -82,6 +82,7 @@ type Server struct {
 
 	connMu sync.Mutex // serialises connecting
 	conn   *Conn
+	group  *session.KeepGroup // the held slots' one watch, made with conn
 
 	mu         sync.Mutex
 	held       map[string]*hold
@@ -180,6 +181,12 @@ wait:
 	s.stopFeed()
 	err = s.releaseAll(session.ResultFail)
 	s.wg.Wait()
+	s.connMu.Lock()
+	g := s.group
+	s.connMu.Unlock()
+	if g != nil {
+		g.Close()
+	}
 	return errors.Join(ended, err)
 }
 
@@ -229,7 +236,7 @@ func (s *Server) connected(ctx context.Context) (*Conn, error) {
 	if c == nil || c.Sessions == nil {
 		return nil, fmt.Errorf("mcpserver: connect returned no session manager")
 	}
-	s.conn = c
+	s.conn, s.group = c, c.Sessions.KeepGroup()
 	return c, nil
 }
 
@@ -242,9 +249,13 @@ func (s *Server) manager(ctx context.Context) (*session.Manager, error) {
 	return c.Sessions, nil
 }
 
-// keep starts holding s and watching for its loss.
-func (s *Server) keep(m *session.Manager, sess *session.Session, sent time.Time) *hold {
-	h := &hold{kp: m.Keep(sess, sent, sess.TTL/10), stopped: make(chan struct{})}
+// keep starts holding s and watching for its loss (one watch for all the
+// slots the server holds).
+func (s *Server) keep(sess *session.Session, sent time.Time) *hold {
+	s.connMu.Lock()
+	g := s.group
+	s.connMu.Unlock()
+	h := &hold{kp: g.Keep(sess, sent, sess.TTL/10), stopped: make(chan struct{})}
 	s.mu.Lock()
 	s.held[sess.Slot] = h
 	s.mu.Unlock()

@@ -248,7 +248,7 @@ func (s *Server) claim(ctx context.Context, req *mcp.CallToolRequest, in ClaimIn
 		out.Reason, out.Holder = reason, holder
 		return withLost(res, lost), out, nil
 	}
-	s.keep(m, sess, sent)
+	s.keep(sess, sent)
 	out.Claimed, out.Session = true, infoOf(sess)
 	return summary(lost, "claimed slot %s (fence %d); it is renewed for you until release_slot", sess.Slot, sess.Fence), out, nil
 }

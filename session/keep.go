@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/internal/keepalive"
+	"github.com/batonhq/baton/kv"
 )
 
 // Keeper holds a session for a holder that does not renew it itself (an
@@ -22,10 +23,12 @@ import (
 // session is lost; the holder must stop acting on it. It never closes the
 // session: Stop, then Close, does.
 type Keeper struct {
-	k    *keeper
-	stop context.CancelFunc
-	wg   sync.WaitGroup
-	once sync.Once
+	k     *keeper
+	stop  context.CancelFunc
+	wg    sync.WaitGroup
+	once  sync.Once
+	group *KeepGroup // nil: the keeper watches its session itself
+	slot  string
 }
 
 // Keep starts holding s, whose last write (its join or a commit) was sent
@@ -33,15 +36,114 @@ type Keeper struct {
 // earliest expiry, to stop acting on a session it could not renew (at most
 // a quarter of the TTL).
 func (m *Manager) Keep(s *Session, sent time.Time, stopBudget time.Duration) *Keeper {
+	kp := m.newKeeper(s, sent, stopBudget)
 	ctx, stop := context.WithCancel(context.Background())
-	kp := &Keeper{
-		k:    &keeper{m: m, cur: s, lost: make(chan error, 2), sched: keepalive.New(s.TTL, stopBudget, sent)},
-		stop: stop,
-	}
+	kp.stop = stop
 	kp.wg.Add(2)
 	go func() { defer kp.wg.Done(); kp.k.renew(ctx) }()
 	go func() { defer kp.wg.Done(); kp.k.watch(ctx) }()
 	return kp
+}
+
+func (m *Manager) newKeeper(s *Session, sent time.Time, stopBudget time.Duration) *Keeper {
+	return &Keeper{slot: s.Slot, k: &keeper{m: m, cur: s, lost: make(chan error, 2), sched: keepalive.New(s.TTL, stopBudget, sent)}}
+}
+
+// KeepGroup holds many sessions of one manager with one watch of the
+// bucket between them, where Keep starts one per session: a holder of
+// several slots (or of one slot after another) pays for one watch, once.
+// Its keepers behave as Keep's. A loss that happens before the group's
+// watch has started (it starts with the first Keep, after that session's
+// join) is found by the next renewal instead, within a third of the TTL.
+type KeepGroup struct {
+	m       *Manager
+	mu      sync.Mutex
+	keepers map[string]*Keeper // by slot
+	stop    context.CancelFunc // nil until the watch starts, or once closed
+	closed  bool
+	wg      sync.WaitGroup
+}
+
+// KeepGroup returns an empty group of keepers of m's sessions. Close it
+// when done.
+func (m *Manager) KeepGroup() *KeepGroup {
+	return &KeepGroup{m: m, keepers: map[string]*Keeper{}}
+}
+
+// Keep starts holding s as Manager.Keep does, with the group's watch. It
+// replaces a keeper of the same slot in the group, which must have been
+// stopped.
+func (g *KeepGroup) Keep(s *Session, sent time.Time, stopBudget time.Duration) *Keeper {
+	kp := g.m.newKeeper(s, sent, stopBudget)
+	kp.group = g
+	ctx, stop := context.WithCancel(context.Background())
+	kp.stop = stop
+	g.mu.Lock()
+	g.keepers[s.Slot] = kp
+	if g.stop == nil && !g.closed {
+		wctx, wstop := context.WithCancel(context.Background())
+		if w, err := g.m.bucket.Watch(wctx, "", kv.UpdatesOnly()); err == nil {
+			g.stop = wstop
+			g.wg.Add(1)
+			go func() { defer g.wg.Done(); g.dispatch(w) }()
+		} else {
+			wstop() // the renewals still detect a loss; the next Keep tries again
+		}
+	}
+	g.mu.Unlock()
+	kp.wg.Add(1)
+	go func() { defer kp.wg.Done(); kp.k.renew(ctx) }()
+	return kp
+}
+
+// dispatch hands each change to the keeper of its slot.
+func (g *KeepGroup) dispatch(w *kv.Watcher) {
+	defer w.Stop()
+	for e := range w.Updates() {
+		if e == nil {
+			continue
+		}
+		g.mu.Lock()
+		kp := g.keepers[e.Key]
+		g.mu.Unlock()
+		if kp == nil {
+			continue
+		}
+		if lost := lossOf(e, kp.Session()); lost != nil {
+			g.forget(kp)
+			select {
+			case kp.k.lost <- lost:
+			default: // a loss is reported already
+			}
+		}
+	}
+	// The watch ended (the connection closed for good): a later Keep
+	// starts another.
+	g.mu.Lock()
+	g.stop = nil
+	g.mu.Unlock()
+}
+
+// forget removes kp from the group, if it is there.
+func (g *KeepGroup) forget(kp *Keeper) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.keepers[kp.slot] == kp {
+		delete(g.keepers, kp.slot)
+	}
+}
+
+// Close stops the group's watch and waits for it. It does not stop the
+// keepers. It is idempotent.
+func (g *KeepGroup) Close() {
+	g.mu.Lock()
+	stop := g.stop
+	g.stop, g.closed = nil, true
+	g.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+	g.wg.Wait()
 }
 
 // Session is the last version of the session the keeper wrote or saw.
@@ -67,6 +169,9 @@ func (kp *Keeper) Commit(ctx context.Context, message string) (*Session, error) 
 // close the session. It is idempotent.
 func (kp *Keeper) Stop() {
 	kp.once.Do(func() {
+		if kp.group != nil {
+			kp.group.forget(kp)
+		}
 		kp.stop()
 		kp.wg.Wait()
 	})

@@ -118,3 +118,58 @@ func TestKeep_ServerGoneIsReportedBeforeTheTTL(t *testing.T) {
 		t.Fatal("no loss reported without a server")
 	}
 }
+
+func TestKeepGroup_OneWatchReportsEachSessionsLoss(t *testing.T) {
+	ctx := ctxT(t)
+	e := newEnv(t)
+	dir := t.TempDir()
+	m := e.manager("h1", dir)
+	g := m.KeepGroup()
+	defer g.Close()
+	keep := func(slot string) *session.Keeper {
+		s, err := m.Join(ctx, slot, "T1", session.WithTTL(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g.Keep(s, time.Now(), 0)
+	}
+	a, b := keep("a"), keep("b")
+	defer a.Stop()
+	defer b.Stop()
+	other := e.manager("h1", dir)
+	if _, err := other.Join(ctx, "b", "T2", session.WithForce(true)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-b.Lost():
+		var lost *session.LostError
+		if !errors.As(err, &lost) || lost.How != session.LostTaken || lost.Slot != "b" {
+			t.Fatalf("b lost: %v, want taken over", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the takeover of b was not reported")
+	}
+	// a is untouched, and its own renewals and close are no loss.
+	if _, err := a.Commit(ctx, "still here"); err != nil {
+		t.Fatalf("commit of a: %v", err)
+	}
+	if err := a.Close(session.ResultSuccess, 5*time.Second); err != nil {
+		t.Fatalf("close of a: %v", err)
+	}
+	select {
+	case err := <-a.Lost():
+		t.Fatalf("a reported lost after its own commit and close: %v", err)
+	default:
+	}
+	// A slot kept again after a loss is watched again.
+	c := keep("c")
+	defer c.Stop()
+	if _, err := other.Join(ctx, "c", "T3", session.WithForce(true)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-c.Lost():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the takeover of c was not reported")
+	}
+}

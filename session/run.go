@@ -242,27 +242,36 @@ func (k *keeper) watch(ctx context.Context) {
 	}
 	defer w.Stop()
 	for e := range w.Updates() {
-		if e == nil || e.Revision < s.Revision {
-			continue
+		if lost := lossOf(e, s); lost != nil {
+			k.lost <- lost
+			return
 		}
-		if e.Live() {
-			if cur, err := decode(*e); err == nil && cur.Fence == s.Fence {
-				continue
-			}
-		}
-		lost := &LostError{Slot: s.Slot, Fence: s.Fence, How: LostTaken, At: e.Created}
-		switch {
-		case e.Op == kv.OpExpire:
-			lost.How = LostExpired
-		case !e.Live():
-			lost.How = LostClosed
-			if note, err := decode(*e); err == nil && note.Result == ResultReplaced {
-				lost.How = LostTaken // a forced join deleted it to take the slot
-			}
-		default:
-			lost.Now, _ = decode(*e)
-		}
-		k.lost <- lost
-		return
 	}
+}
+
+// lossOf says whether entry e, a version of s's slot, is the loss of s: a
+// delete, an expiry, or a record with another fence at or after s's
+// revision. It returns nil for s's own versions and older ones.
+func lossOf(e *kv.Entry, s *Session) *LostError {
+	if e == nil || e.Revision < s.Revision {
+		return nil
+	}
+	if e.Live() {
+		if cur, err := decode(*e); err == nil && cur.Fence == s.Fence {
+			return nil
+		}
+	}
+	lost := &LostError{Slot: s.Slot, Fence: s.Fence, How: LostTaken, At: e.Created}
+	switch {
+	case e.Op == kv.OpExpire:
+		lost.How = LostExpired
+	case !e.Live():
+		lost.How = LostClosed
+		if note, err := decode(*e); err == nil && note.Result == ResultReplaced {
+			lost.How = LostTaken // a forced join deleted it to take the slot
+		}
+	default:
+		lost.Now, _ = decode(*e)
+	}
+	return lost
 }

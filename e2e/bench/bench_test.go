@@ -91,6 +91,9 @@ func TestGoals(t *testing.T) {
 		{"missing value", row{baton: missing("error"), goal: []cond{batonAtMost(1, unitCount)}}, true, false},
 		{"missing peer", row{baton: val(1), goal: []cond{toEtcdAtMost(1)}}, true, false},
 		{"broken invariant", row{baton: val(1), goal: []cond{batonAtMost(2, unitCount)}, broken: "two winners"}, true, false},
+		{"times floor plus, met", row{baton: val(3.9 * ms), floor: val(2 * ms), goal: []cond{toFloorAtMostPlus(1.5, ms)}}, true, true},
+		{"times floor plus, missed", row{baton: val(4.1 * ms), floor: val(2 * ms), goal: []cond{toFloorAtMostPlus(1.5, ms)}}, true, false},
+		{"times floor plus, no floor", row{baton: val(ms), goal: []cond{toFloorAtMostPlus(1.5, ms)}}, true, false},
 	}
 	for _, c := range cases {
 		has, met := c.r.met()

@@ -215,6 +215,7 @@ func (b *bench) runAll(ctx context.Context, etcdBin string) (rows []row, info ru
 		{"cold CLI processes", b.cliRows},
 		{"contended join of 50", b.contendedRows},
 		{"renewal throughput", func(ctx context.Context) ([]row, error) { return b.throughputRows(ctx, b.nats, "") }},
+		{"mcp", b.mcpRows},
 		{"scale", nil},
 		{"failover", b.failoverRows},
 		{"graceful handover", b.handoverRows},

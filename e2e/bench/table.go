@@ -13,10 +13,11 @@ const (
 	ofBaton        subject = iota // the baton column
 	ofBatonToFloor                // baton/floor
 	ofBatonToEtcd                 // baton/etcd
+	ofBatonVsFloor                // baton against limit × floor + plus
 )
 
 func (s subject) String() string {
-	return [...]string{"baton", "baton/floor", "baton/etcd"}[s]
+	return [...]string{"baton", "baton/floor", "baton/etcd", "baton"}[s]
 }
 
 // cond is one condition of a goal: subject op limit, op one of ≤, ≥, =.
@@ -27,6 +28,8 @@ type cond struct {
 	// unit of the limit when it is about the baton column (a duration goal
 	// prints as one).
 	unit unit
+	// plus is added to limit × floor (ofBatonVsFloor), in the row's unit.
+	plus float64
 }
 
 func (c cond) holds(x float64) bool {
@@ -43,6 +46,11 @@ func (c cond) holds(x float64) bool {
 // Goals, as the rows write them.
 func toFloorAtMost(x float64) cond       { return cond{of: ofBatonToFloor, op: "≤", limit: x} }
 func toEtcdAtMost(x float64) cond        { return cond{of: ofBatonToEtcd, op: "≤", limit: x} }
+
+// toFloorAtMostPlus is baton ≤ x × floor + plus (plus a duration, in ns).
+func toFloorAtMostPlus(x, plus float64) cond {
+	return cond{of: ofBatonVsFloor, op: "≤", limit: x, plus: plus, unit: unitDuration}
+}
 func toEtcdAtLeast(x float64) cond       { return cond{of: ofBatonToEtcd, op: "≥", limit: x} }
 func batonAtMost(x float64, u unit) cond { return cond{of: ofBaton, op: "≤", limit: x, unit: u} }
 func batonIs(x float64, u unit) cond     { return cond{of: ofBaton, op: "=", limit: x, unit: u} }
@@ -52,8 +60,11 @@ func batonAtLeast(x float64, u unit) cond {
 
 func (c cond) String() string {
 	limit := fmt.Sprintf("%g", c.limit)
-	if c.of == ofBaton {
+	switch c.of {
+	case ofBaton:
 		limit = val(c.limit).format(c.unit)
+	case ofBatonVsFloor:
+		limit = fmt.Sprintf("%g×floor + %s", c.limit, val(c.plus).format(c.unit))
 	}
 	return fmt.Sprintf("%s %s %s", c.of, c.op, limit)
 }
@@ -105,6 +116,14 @@ func (r row) met() (hasGoal, ok bool) {
 			v = ratio(r.baton, r.floor)
 		case ofBatonToEtcd:
 			v = ratio(r.baton, r.etcd)
+		case ofBatonVsFloor:
+			if !r.baton.ok || !r.floor.ok {
+				return true, false
+			}
+			if r.baton.x > c.limit*r.floor.x+c.plus {
+				return true, false
+			}
+			continue
 		}
 		if !v.ok {
 			return true, false
