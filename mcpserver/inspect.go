@@ -107,8 +107,8 @@ type QueueGetOutput struct {
 
 func (s *Server) addInspectTools() {
 	mcp.AddTool(s.srv, &mcp.Tool{
-		Name:  "doctor",
-		Title: "Check baton's health",
+		Name:        "doctor",
+		Title:       "Check baton's health",
 		Description: `Report problems (stale sessions and leases, holders whose process died, unreadable records, leftovers, bucket settings, clock skew, queue tasks whose worker died), each with what an operator should do. It only reports: it fixes nothing.`,
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
 	}, s.doctor)

@@ -44,8 +44,8 @@ func (c cond) holds(x float64) bool {
 }
 
 // Goals, as the rows write them.
-func toFloorAtMost(x float64) cond       { return cond{of: ofBatonToFloor, op: "≤", limit: x} }
-func toEtcdAtMost(x float64) cond        { return cond{of: ofBatonToEtcd, op: "≤", limit: x} }
+func toFloorAtMost(x float64) cond { return cond{of: ofBatonToFloor, op: "≤", limit: x} }
+func toEtcdAtMost(x float64) cond  { return cond{of: ofBatonToEtcd, op: "≤", limit: x} }
 
 // toFloorAtMostPlus is baton ≤ x × floor + plus (plus a duration, in ns).
 func toFloorAtMostPlus(x, plus float64) cond {
