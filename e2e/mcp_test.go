@@ -130,7 +130,7 @@ func TestMCP_TwoAgentsOneSlotTheSecondIsToldWhoHoldsIt(t *testing.T) {
 	if !isErr || out["claimed"] != false || out["reason"] != "other_host" {
 		t.Fatalf("second agent's claim_slot: %s %v; want refused, reason other_host", text, out)
 	}
-	for _, want := range []string{"host host-a", "pid " + strconv.Itoa(a.cmd.Process.Pid), "agent agent-a", "task T-1", "claim_slot again later"} {
+	for _, want := range []string{"host host-a", "pid " + strconv.Itoa(a.cmd.Process.Pid), "agent agent-a", "task T-1", "for about", "claim_slot again later"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("refusal %q does not say %q", text, want)
 		}

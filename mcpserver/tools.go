@@ -298,7 +298,9 @@ func holderText(h *session.Session) string {
 		parts = append(parts, "task "+h.TaskID)
 	}
 	if !h.StartedAt.IsZero() {
-		parts = append(parts, "since "+h.StartedAt.UTC().Format(time.RFC3339))
+		// The holder's clock: informational, as the record says.
+		age := time.Since(h.StartedAt).Round(time.Second)
+		parts = append(parts, fmt.Sprintf("since %s (for about %s)", h.StartedAt.UTC().Format(time.RFC3339), max(age, 0)))
 	}
 	if h.Message != "" {
 		parts = append(parts, fmt.Sprintf("last message %q", h.Message))
