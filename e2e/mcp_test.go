@@ -216,6 +216,7 @@ func TestMCP_ToolsAreListedWithSchemasAndBadArgumentsAreErrors(t *testing.T) {
 		{"acquire_lease", map[string]any{}, "key"},
 		{"queue_add", map[string]any{"queue": "q", "key": "k", "priority": "urgent"}, "high, normal or low"},
 		{"queue_get", map[string]any{"queue": "q"}, "id"},
+		{"claim_slot", map[string]any{"slot": "s", "task": "T", "wait_seconds": 3600}, "0 to 60"},
 	} {
 		if _, text, isErr := a.call(c.tool, c.args); !isErr || !strings.Contains(text, c.want) {
 			t.Errorf("%s %v: error %v, %q; want an error result mentioning %q", c.tool, c.args, isErr, text, c.want)
@@ -234,12 +235,13 @@ func TestMCP_AClaimedSlotIsRenewedWithoutCalls(t *testing.T) {
 	w := newWorld(t)
 	h := w.host("host-a")
 	a := h.mcpAgent(t, "agent-a")
-	out, text, isErr := a.call("claim_slot", map[string]any{"slot": "long", "task": "T-1", "ttl_seconds": 2})
+	// A 3s TTL: each renewal has 2s and more to land on a loaded host.
+	out, text, isErr := a.call("claim_slot", map[string]any{"slot": "long", "task": "T-1", "ttl_seconds": 3})
 	if isErr {
 		t.Fatalf("claim_slot: %s", text)
 	}
 	fence := out["session"].(map[string]any)["fence"]
-	time.Sleep(6500 * time.Millisecond) // three TTLs and a half, no call
+	time.Sleep(9500 * time.Millisecond) // three TTLs and more, no call: the time is the test
 	row := h.sessions()["long"]
 	if row == nil || row["fence"] != fence || num(t, row, "renewals") < 6 || row["state"] != "live" {
 		t.Fatalf("after 3 TTLs without a call: %v; want the same session (fence %v), renewed at least 6 times", row, fence)
@@ -279,18 +281,43 @@ func TestMCP_KillingTheAgentFreesTheSlotAtOnce(t *testing.T) {
 	}
 	server := a.mcpPID(t)
 	_ = a.cmd.Process.Kill()
-	// Another agent of the host takes the slot long before its 10 min TTL.
-	b := h.mcpAgent(t, "agent-b")
-	start := time.Now()
-	var text string
-	waitFor(t, 10*time.Second, "the slot is free", func() bool {
-		var isErr bool
-		_, text, isErr = b.call("claim_slot", map[string]any{"slot": "s", "task": "T-2", "wait_seconds": 1})
-		return !isErr
-	})
-	t.Logf("claimed %s after the agent was killed: %s", time.Since(start).Round(time.Millisecond), text)
-	// baton mcp itself saw its agent go, and ended.
+	// baton mcp sees its agent go (its stdio is still open: the client
+	// holds it), closes the slot with result fail, and ends.
 	waitFor(t, 10*time.Second, "baton mcp exits after its agent", func() bool { return !alive(server) })
+	e, err := w.client.Bucket(session.BucketConfig(session.DefaultPrefix, 1)).Latest(context.Background(), "s")
+	if err != nil || e.Op != kv.OpDelete || !strings.Contains(string(e.Value), `"result":"fail"`) {
+		t.Errorf("the slot after its agent was killed: %+v, %v; want a close with result fail", e, err)
+	}
+	// Another agent of the host takes it at once, long before its 10 min TTL.
+	b := h.mcpAgent(t, "agent-b")
+	if _, text, isErr := b.call("claim_slot", map[string]any{"slot": "s", "task": "T-2"}); isErr {
+		t.Errorf("claim_slot after the agent was killed: %s", text)
+	}
+}
+
+// A loss a heartbeat finds (before the watch does) is reported, a later
+// heartbeat says the slot was lost, and the server still ends cleanly.
+func TestMCP_ALossFoundByAHeartbeatEndsCleanly(t *testing.T) {
+	w := newWorld(t)
+	h := w.host("host-a")
+	a := h.mcpAgent(t, "agent-a")
+	if _, text, isErr := a.call("claim_slot", map[string]any{"slot": "s", "task": "T-1"}); isErr {
+		t.Fatalf("claim_slot: %s", text)
+	}
+	h.must("join", "s", "--task", "T-9", "--force")
+	out, text, isErr := a.call("heartbeat", map[string]any{"slot": "s"})
+	if !isErr || !strings.Contains(text, "lost") {
+		t.Fatalf("heartbeat after a takeover: %s %v; want lost", text, out)
+	}
+	if _, text, isErr = a.call("heartbeat", map[string]any{"slot": "s"}); !isErr || !strings.Contains(text, "lost slot s earlier") {
+		t.Errorf("second heartbeat: %s; want it to say the slot was lost", text)
+	}
+	if err := a.cs.Close(); err != nil {
+		t.Fatalf("baton mcp did not exit by itself after the client closed: %v; stderr: %s", err, a.stderr)
+	}
+	if row := h.sessions()["s"]; row == nil || row["task_id"] != "T-9" {
+		t.Errorf("the new holder's session: %v; want it left alone", row)
+	}
 }
 
 func TestMCP_UnreachableServerIsAToolErrorAndTheNextCallWorksOnceItIsBack(t *testing.T) {
@@ -364,7 +391,7 @@ func TestMCP_ASlotLostWhileHeldIsReported(t *testing.T) {
 	if out, _, _ = a.call("list_sessions", nil); out["lost_slots"] != nil {
 		t.Errorf("the loss was reported twice: %v", out)
 	}
-	if _, text, isErr := a.call("heartbeat", map[string]any{"slot": "s"}); !isErr || !strings.Contains(text, "not held") {
+	if _, text, isErr := a.call("heartbeat", map[string]any{"slot": "s"}); !isErr || !strings.Contains(text, "lost slot s earlier") {
 		t.Errorf("heartbeat of a lost slot: %s", text)
 	}
 }
@@ -387,7 +414,9 @@ func TestMCP_LeasesLeadersDoctorAndQueues(t *testing.T) {
 	if row := jsonOf(t, h.must("lease", "get", "deploy", "--json").stdout); num(t, row, "pid") != int64(a.cmd.Process.Pid) {
 		t.Errorf("the lease names pid %v, want the agent's, %d", row["pid"], a.cmd.Process.Pid)
 	}
-	time.Sleep(6 * time.Second) // past its TTL: renewed in the background
+	waitFor(t, 20*time.Second, "the lease renewed for a whole TTL", func() bool {
+		return num(t, jsonOf(t, h.must("lease", "get", "deploy", "--json").stdout), "renewals") >= 3
+	})
 	if out, text, isErr = a.call("release_lease", map[string]any{"key": "deploy"}); isErr || out["released"] != true || out["lost_leases"] != nil {
 		t.Fatalf("release_lease after a TTL: %s %v", text, out)
 	}

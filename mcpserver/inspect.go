@@ -111,25 +111,25 @@ func (s *Server) addInspectTools() {
 		Title:       "Check baton's health",
 		Description: `Report problems (stale sessions and leases, holders whose process died, unreadable records, leftovers, bucket settings, clock skew, queue tasks whose worker died), each with what an operator should do. It only reports: it fixes nothing.`,
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
-	}, s.doctor)
+	}, tool(s, s.doctor))
 	mcp.AddTool(s.srv, &mcp.Tool{
 		Name:  "queue_add",
 		Title: "Add a task to a queue",
 		Description: `Add a task to a work queue; the queue's workers (baton queue work) run it, one task per key at a time, fairly across keys.
 Pass an id to make the call safe to repeat. An error "not found" means the queue does not exist: an operator creates it with baton queue create.`,
-	}, s.queueAdd)
+	}, tool(s, s.queueAdd))
 	mcp.AddTool(s.srv, &mcp.Tool{
 		Name:        "queue_status",
 		Title:       "A queue's status",
 		Description: `Say how many tasks of a queue wait, run, are done, failed or dead.`,
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
-	}, s.queueStatus)
+	}, tool(s, s.queueStatus))
 	mcp.AddTool(s.srv, &mcp.Tool{
 		Name:        "queue_get",
 		Title:       "A task",
 		Description: `Show one task of a queue: its state, attempts and how its last attempt ended.`,
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
-	}, s.queueGet)
+	}, tool(s, s.queueGet))
 }
 
 func (s *Server) doctor(ctx context.Context, _ *mcp.CallToolRequest, _ DoctorInput) (*mcp.CallToolResult, DoctorOutput, error) {

@@ -40,8 +40,8 @@ func leaseInfoOf(r lease.Record, rev uint64) *LeaseInfo {
 // AcquireInput is acquire_lease's arguments.
 type AcquireInput struct {
 	Key         string            `json:"key" jsonschema:"the lease's key: a name for what only one holder may do at a time"`
-	TTLSeconds  int               `json:"ttl_seconds,omitempty" jsonschema:"how long the lease outlives this server if it stops renewing it, in whole seconds; default 30"`
-	WaitSeconds float64           `json:"wait_seconds,omitempty" jsonschema:"how long to wait for the holder to release it; default 0: answer at once"`
+	TTLSeconds  int               `json:"ttl_seconds,omitempty" jsonschema:"how long the lease outlives this server if it stops renewing it, in whole seconds; default 10"`
+	WaitSeconds float64           `json:"wait_seconds,omitempty" jsonschema:"how long to wait for the holder to release it, at most 300; default 0: answer at once"`
 	Meta        map[string]string `json:"meta,omitempty" jsonschema:"key-value pairs to record with the lease"`
 }
 
@@ -97,18 +97,18 @@ func (s *Server) addLeaseTools() {
 		Description: `Take a lease: a key only one holder may hold at a time, for short exclusive actions (a deploy, a migration, a merge).
 This server renews it for you until release_lease. If another instance holds it the result has isError, reason "held", and names the holder; do not do the action: call again later, or with wait_seconds.
 Reason "unavailable": the baton server cannot be reached; retry in a few seconds.`,
-	}, s.acquireLease)
+	}, tool(s, s.acquireLease))
 	mcp.AddTool(s.srv, &mcp.Tool{
 		Name:        "release_lease",
 		Title:       "Release a lease",
 		Description: `Give up a lease you hold, so another holder can take it. Leases still held when you disconnect are released.`,
-	}, s.releaseLease)
+	}, tool(s, s.releaseLease))
 	mcp.AddTool(s.srv, &mcp.Tool{
 		Name:        "leader",
 		Title:       "Who leads",
 		Description: `Say who leads an election (baton lead KEY) and who the candidates are, best first, without taking part.`,
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
-	}, s.leader)
+	}, tool(s, s.leader))
 }
 
 // leases returns the leases, connecting first if need be.
@@ -168,12 +168,21 @@ func (s *Server) releaseLeaseKey(ctx context.Context, key string) error {
 		return fmt.Errorf("%w: lease %s", ErrNotHeld, key)
 	}
 	close(h.stopped)
-	return h.l.Release(ctx)
+	err := h.l.Release(ctx)
+	if err == nil {
+		return nil
+	}
+	s.retryInBackground(h.l.TTL(), h.l.Release)
+	return fmt.Errorf("%w: %w", ErrClosePending, err)
 }
 
 func (s *Server) acquireLease(ctx context.Context, _ *mcp.CallToolRequest, in AcquireInput) (*mcp.CallToolResult, AcquireOutput, error) {
 	lost := s.drainLost()
 	out := AcquireOutput{Lost: lost}
+	if in.WaitSeconds < 0 || in.WaitSeconds > 300 {
+		out.Reason = "invalid"
+		return withLost(refusal("invalid arguments: wait_seconds %g: want 0 to 300", in.WaitSeconds), lost), out, nil
+	}
 	s.mu.Lock()
 	h := s.leaseHolds[in.Key]
 	s.mu.Unlock()
@@ -226,6 +235,8 @@ func (s *Server) releaseLease(ctx context.Context, _ *mcp.CallToolRequest, in Re
 	switch {
 	case errors.Is(err, ErrNotHeld):
 		return withLost(refusal("not held: you do not hold lease %s through this server; nothing to release", in.Key), lost), out, nil
+	case errors.Is(err, ErrClosePending):
+		return withLost(refusal("the baton server did not answer (%v): the lease is yours no more and baton keeps trying to release it, or it expires by its TTL", err), lost), out, nil
 	case err != nil:
 		return withLost(unavailable("release lease "+in.Key, err), lost), out, nil
 	}

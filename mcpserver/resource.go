@@ -113,6 +113,14 @@ func (s *Server) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error
 	go func() {
 		defer s.feed.wg.Done()
 		s.notifyChanges(wctx, sw, lw)
+		// A watch that ended by itself (the connection closed for good):
+		// the next subscribe starts another.
+		s.feed.mu.Lock()
+		if wctx.Err() == nil && s.feed.stop != nil {
+			s.feed.stop()
+			s.feed.stop = nil
+		}
+		s.feed.mu.Unlock()
 	}()
 	return nil
 }

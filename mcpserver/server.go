@@ -90,8 +90,15 @@ type Server struct {
 	lost       []LostSlot  // slot losses not yet reported in a tool result
 	lostLeases []LostLease // lease losses likewise
 	ss         *mcp.ServerSession
-	wg         sync.WaitGroup // the loss watchers
+	wg         sync.WaitGroup // the loss watchers and background closes
 	feed       statusFeed
+	// recent are slots lost and already reported, so that a heartbeat of
+	// one says it was lost rather than "not held"; a claim clears it.
+	recent map[string]LostSlot
+
+	// life ends when Serve stops: calls still running end with it.
+	life    context.Context
+	endLife context.CancelFunc
 }
 
 // hold is a slot the server holds for the agent.
@@ -118,7 +125,8 @@ func New(connect func(context.Context) (*Conn, error), opts ...Option) (*Server,
 		}
 		cfg.agent = p
 	}
-	s := &Server{connect: connect, cfg: cfg, held: map[string]*hold{}, leaseHolds: map[string]*leaseHold{}}
+	s := &Server{connect: connect, cfg: cfg, held: map[string]*hold{}, leaseHolds: map[string]*leaseHold{}, recent: map[string]LostSlot{}}
+	s.life, s.endLife = context.WithCancel(context.Background())
 	s.srv = mcp.NewServer(&mcp.Implementation{Name: "baton", Title: "baton: slots, leases and queues for agent fleets", Version: cfg.version},
 		&mcp.ServerOptions{Instructions: instructions, SubscribeHandler: s.subscribe, UnsubscribeHandler: s.unsubscribe})
 	s.addTools()
@@ -131,16 +139,18 @@ func New(connect func(context.Context) (*Conn, error), opts ...Option) (*Server,
 // instructions tell the model how the tools fit together.
 const instructions = `baton keeps agents from stepping on each other: one holder per slot, across hosts.
 Before working on something shared (a repository, a branch, a deploy target), call claim_slot with a slot name and your task id.
-If it is refused, another agent holds the slot: do not work on it; call claim_slot again later or with wait_seconds.
+If it is refused, another agent holds the slot: do not work on it; call claim_slot again later.
 While you hold a slot this server renews it for you; call heartbeat now and then with a short progress message.
 When done, call release_slot with result success or fail. If a result lists lost_slots, stop working on those slots at once.
 acquire_lease / release_lease guard short exclusive actions the same way; leader says who leads a baton lead election; who_holds, list_sessions, doctor and the baton://status resource show the state; queue_add, queue_status and queue_get use work queues.`
 
 // Serve runs the server on t until the client disconnects, the agent
-// process exits (WithAgentProcess) or ctx is done, then closes every slot it
-// holds with result "fail". It returns ctx's
-// error if ctx ended it, and any error closing the slots.
+// process exits (WithAgentProcess) or ctx is done: each is a normal stop.
+// Calls still running are then cancelled, and every slot the server holds
+// is closed with result "fail" and every lease released. It returns the
+// errors of those closes (nil when all were closed or already gone).
 func (s *Server) Serve(ctx context.Context, t mcp.Transport) error {
+	defer s.endLife()
 	ss, err := s.srv.Connect(ctx, t, nil)
 	if err != nil {
 		return fmt.Errorf("mcpserver: connect: %w", err)
@@ -156,7 +166,6 @@ func (s *Server) Serve(ctx context.Context, t mcp.Transport) error {
 		defer tick.Stop()
 		agentGone = tick.C
 	}
-	var ended error
 wait:
 	for {
 		select {
@@ -168,16 +177,16 @@ wait:
 			}
 			// The agent is gone, whoever holds our stdio: end as on a
 			// disconnect.
-			_ = ss.Close()
-			<-waited
 			break wait
 		case <-ctx.Done():
-			_ = ss.Close()
-			<-waited
-			ended = ctx.Err()
 			break wait
 		}
 	}
+	// Calls still running (a claim waiting for the gate, a lease wait)
+	// end now, so that closing the session does not wait for them.
+	s.endLife()
+	_ = ss.Close()
+	<-waited
 	s.stopFeed()
 	err = s.releaseAll(session.ResultFail)
 	s.wg.Wait()
@@ -187,7 +196,23 @@ wait:
 	if g != nil {
 		g.Close()
 	}
-	return errors.Join(ended, err)
+	return err
+}
+
+// bound ties a call's ctx to the server's life.
+func (s *Server) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(s.life, cancel)
+	return ctx, func() { stop(); cancel() }
+}
+
+// tool is a tool handler whose ctx ends with the server's life.
+func tool[In, Out any](s *Server, h mcp.ToolHandlerFor[In, Out]) mcp.ToolHandlerFor[In, Out] {
+	return func(ctx context.Context, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, Out, error) {
+		ctx, done := s.bound(ctx)
+		defer done()
+		return h(ctx, req, in)
+	}
 }
 
 // releaseAll closes every held slot with result and releases every held
@@ -283,14 +308,16 @@ func (s *Server) take(slot string, h *hold) *hold {
 	return cur
 }
 
-// held returns the hold of slot, or nil.
+// holdOf returns the hold of slot, or nil.
 func (s *Server) holdOf(slot string) *hold {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.held[slot]
 }
 
-// release closes slot with result.
+// release closes slot with result. When the server cannot be reached, it
+// goes on trying in the background (until the session's TTL has run out,
+// or the server stops) and returns ErrClosePending with the error.
 func (s *Server) release(slot, result string) (*session.Session, error) {
 	h := s.take(slot, nil)
 	if h == nil {
@@ -298,15 +325,53 @@ func (s *Server) release(slot, result string) (*session.Session, error) {
 	}
 	close(h.stopped)
 	last := h.kp.Session()
-	return last, h.kp.Close(result, s.cfg.closeTimeout)
+	err := h.kp.Close(result, s.cfg.closeTimeout)
+	var lost *session.LostError
+	if err == nil || errors.As(err, &lost) {
+		return last, err
+	}
+	s.retryInBackground(last.TTL, func(ctx context.Context) error {
+		err := h.kp.Close(result, s.cfg.closeTimeout)
+		if errors.As(err, &lost) {
+			return nil // another session took it: nothing left to close
+		}
+		return err
+	})
+	return last, fmt.Errorf("%w: %w", ErrClosePending, err)
+}
+
+// retryInBackground calls fn every second until it succeeds, within ends,
+// or the server stops.
+func (s *Server) retryInBackground(within time.Duration, fn func(context.Context) error) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		deadline := time.NewTimer(within)
+		defer deadline.Stop()
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-s.life.Done():
+				return
+			case <-deadline.C:
+				return
+			case <-tick.C:
+				if fn(s.life) == nil {
+					return
+				}
+			}
+		}
+	}()
 }
 
 // onLost records a held slot's loss, to report in the next tool result and
 // as a logging notification.
 func (s *Server) onLost(slot string, h *hold, err error) {
 	if s.take(slot, h) == nil {
-		return // released meanwhile
+		return // released meanwhile, or reported already
 	}
+	close(h.stopped) // the caller took it: its watcher may still wait
 	h.kp.Stop()
 	ls := LostSlot{Slot: slot, Fence: h.kp.Session().Fence, Detail: err.Error()}
 	var lost *session.LostError
@@ -320,6 +385,7 @@ func (s *Server) onLost(slot string, h *hold, err error) {
 	}
 	s.mu.Lock()
 	s.lost = append(s.lost, ls)
+	s.recent[slot] = ls
 	s.mu.Unlock()
 	s.report(fmt.Sprintf("%s; the agent must stop working on slot %s", ls.Detail, slot),
 		map[string]any{"event": "slot_lost", "slot": ls.Slot, "fence": ls.Fence, "how": ls.How, "message": ls.Detail + "; stop working on the slot"})

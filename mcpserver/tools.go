@@ -82,7 +82,7 @@ type ClaimInput struct {
 	Slot        string            `json:"slot" jsonschema:"the slot to take: a name for the shared thing you are about to work on (letters, digits, - _ . /)"`
 	Task        string            `json:"task" jsonschema:"the id of your task, shown to whoever finds the slot taken"`
 	TTLSeconds  int               `json:"ttl_seconds,omitempty" jsonschema:"how long the slot outlives this server if it stops renewing it (crash), in whole seconds; default 900"`
-	WaitSeconds float64           `json:"wait_seconds,omitempty" jsonschema:"how long to wait for another process of this host that is taking the same slot at this moment; default 0"`
+	WaitSeconds float64           `json:"wait_seconds,omitempty" jsonschema:"how long to wait while another process of this host is taking the same slot at this very moment (reason busy), at most 60; it does not wait for a holder to release the slot; default 0"`
 	Agent       string            `json:"agent,omitempty" jsonschema:"your agent id; default: the name your MCP client gives"`
 	Meta        map[string]string `json:"meta,omitempty" jsonschema:"key-value pairs to record with the session (a branch, a PR, a URL)"`
 }
@@ -156,11 +156,11 @@ func (s *Server) addTools() {
 		Title: "Claim a slot",
 		Description: `Take a slot (one holder at a time, across hosts) before working on the shared thing it names.
 On success you hold it until release_slot; this server renews it for you in the background, and records your process as its holder.
-If another agent holds it, the result has isError, reason "held" or "other_host", and names the holder (host, pid, agent, task, since): do not work on the slot; call claim_slot again later, or pass wait_seconds.
+If another agent holds it, the result has isError, reason "held" or "other_host", and names the holder (host, pid, agent, task, since when): do not work on the slot; do something else and call claim_slot again later (who_holds says whether it is free).
 Reason "busy": another process of this host is taking the same slot right now; retry with wait_seconds of 1-5.
-Reason "unavailable": the baton server cannot be reached; retry in a few seconds.
+Reason "unavailable": the baton server cannot be reached; retry in a few seconds. Reason "error": something an operator must fix (the message says what).
 Claiming a slot you already hold returns it again.`,
-	}, s.claim)
+	}, tool(s, s.claim))
 	mcp.AddTool(s.srv, &mcp.Tool{
 		Name:  "heartbeat",
 		Title: "Record progress on a slot",
@@ -168,25 +168,25 @@ Claiming a slot you already hold returns it again.`,
 The slot is renewed in the background anyway; call this to say what you are doing.
 An error "not held" means you do not hold the slot through this server: claim_slot first.
 An error "lost" means the slot was taken, closed or expired: stop working on it.`,
-	}, s.heartbeat)
+	}, tool(s, s.heartbeat))
 	mcp.AddTool(s.srv, &mcp.Tool{
 		Name:  "release_slot",
 		Title: "Release a slot",
 		Description: `Give up a slot you hold, recording how the work ended (result success or fail), so another agent can take it.
 Call it as soon as your work on the slot is done. Slots still held when you disconnect are released with result fail.`,
-	}, s.releaseTool)
+	}, tool(s, s.releaseTool))
 	mcp.AddTool(s.srv, &mcp.Tool{
 		Name:        "who_holds",
 		Title:       "Who holds a slot",
 		Description: `Say whether a slot is held, and by whom (host, pid, agent, task, fence, since), without taking it.`,
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
-	}, s.who)
+	}, tool(s, s.who))
 	mcp.AddTool(s.srv, &mcp.Tool{
 		Name:        "list_sessions",
 		Title:       "List sessions",
 		Description: `List the live sessions of every host (slot, holder, task, progress message, time left), optionally only those of one host, one agent or one state (live, stale, expiring).`,
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
-	}, s.list)
+	}, tool(s, s.list))
 }
 
 // refusal is a tool result with isError set and text saying what to do.
@@ -223,6 +223,10 @@ func agentOf(req *mcp.CallToolRequest, agent string) string {
 func (s *Server) claim(ctx context.Context, req *mcp.CallToolRequest, in ClaimInput) (*mcp.CallToolResult, ClaimOutput, error) {
 	lost := s.drainLost()
 	out := ClaimOutput{Lost: lost}
+	if in.WaitSeconds < 0 || in.WaitSeconds > 60 {
+		out.Reason = "invalid"
+		return withLost(refusal("invalid arguments: wait_seconds %g: want 0 to 60", in.WaitSeconds), lost), out, nil
+	}
 	if h := s.holdOf(in.Slot); h != nil {
 		out.Claimed, out.Session = true, infoOf(h.kp.Session())
 		return summary(lost, "you already hold slot %s (fence %d)", in.Slot, out.Session.Fence), out, nil
@@ -249,6 +253,9 @@ func (s *Server) claim(ctx context.Context, req *mcp.CallToolRequest, in ClaimIn
 		return withLost(res, lost), out, nil
 	}
 	s.keep(sess, sent)
+	s.mu.Lock()
+	delete(s.recent, in.Slot)
+	s.mu.Unlock()
 	out.Claimed, out.Session = true, infoOf(sess)
 	return summary(lost, "claimed slot %s (fence %d); it is renewed for you until release_slot", sess.Slot, sess.Fence), out, nil
 }
@@ -263,7 +270,7 @@ func explainJoin(slot string, err error) (*mcp.CallToolResult, string, *SessionI
 		if errors.Is(err, session.ErrForeignHost) {
 			reason = "other_host"
 		}
-		return refusal("slot %s is held by %s: do not work on it; call claim_slot again later, or with wait_seconds",
+		return refusal("slot %s is held by %s: do not work on it; do something else and call claim_slot again later (who_holds says whether it is free)",
 			slot, holderText(held.Holder)), reason, infoOf(held.Holder)
 	case errors.As(err, &held):
 		return refusal("slot %s holds a record baton cannot read, so it is treated as held: ask an operator to run `baton doctor`; %v", slot, err), "undecodable", nil
@@ -276,16 +283,32 @@ func explainJoin(slot string, err error) (*mcp.CallToolResult, string, *SessionI
 	case errors.Is(err, session.ErrInvalid):
 		return refusal("invalid arguments: %v", err), "invalid", nil
 	default:
-		return unavailable("claim slot "+slot, err), "unavailable", nil
+		res := unavailable("claim slot "+slot, err)
+		if transientErr(err) {
+			return res, "unavailable", nil
+		}
+		return res, "error", nil
 	}
 }
 
-// unavailable is the refusal of a call the server could not answer.
+// transientErr reports an error a retry may cure: no answer in time.
+func transientErr(err error) bool {
+	return errors.Is(err, kv.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// unavailable is the refusal of a call the baton server did not answer,
+// or answered with an error a retry will not cure.
 func unavailable(what string, err error) *mcp.CallToolResult {
-	if errors.Is(err, kv.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) {
+	switch {
+	case errors.Is(err, kv.ErrPermission):
+		return refusal("%s: the baton server refused this user (%v): retrying will not help; tell an operator to grant the permissions baton needs", what, err)
+	case errors.Is(err, kv.ErrBucketNotFound), errors.Is(err, kv.ErrJetStreamDisabled):
+		return refusal("%s: baton's storage is not set up on the server (%v): retrying will not help; tell an operator to run `baton doctor --fix`", what, err)
+	case transientErr(err):
 		return refusal("%s: the baton server did not answer (%v); nothing changed that you can count on: try again in a few seconds", what, err)
+	default:
+		return refusal("%s: %v", what, err)
 	}
-	return refusal("%s: %v", what, err)
 }
 
 // holderText names a holder for a model: host, pid, agent, task, since.
@@ -313,6 +336,12 @@ func (s *Server) heartbeat(ctx context.Context, _ *mcp.CallToolRequest, in Heart
 	out := HeartbeatOutput{Lost: lost}
 	h := s.holdOf(in.Slot)
 	if h == nil {
+		s.mu.Lock()
+		gone, wasLost := s.recent[in.Slot]
+		s.mu.Unlock()
+		if wasLost {
+			return withLost(refusal("lost: you lost slot %s earlier (%s); stop working on it; claim it again only if your task needs it anew", in.Slot, gone.Detail), lost), out, nil
+		}
 		return withLost(refusal("not held: you do not hold slot %s through this server; claim_slot first", in.Slot), lost), out, nil
 	}
 	next, err := h.kp.Commit(ctx, in.Message)
@@ -323,7 +352,14 @@ func (s *Server) heartbeat(ctx context.Context, _ *mcp.CallToolRequest, in Heart
 		more := s.drainLost()
 		out.LostSlots = append(out.LostSlots, more.LostSlots...)
 		out.LostLeases = append(out.LostLeases, more.LostLeases...)
-		return refusal("lost: %v; stop working on slot %s", err, in.Slot), out, nil
+		var others Lost
+		for _, l := range out.LostSlots {
+			if l.Slot != in.Slot {
+				others.LostSlots = append(others.LostSlots, l)
+			}
+		}
+		others.LostLeases = out.LostLeases
+		return withLost(refusal("lost: %v; stop working on slot %s", err, in.Slot), others), out, nil
 	case errors.Is(err, session.ErrInvalid):
 		return withLost(refusal("invalid arguments: %v", err), lost), out, nil
 	case err != nil:
@@ -350,6 +386,8 @@ func (s *Server) releaseTool(_ context.Context, _ *mcp.CallToolRequest, in Relea
 		return withLost(refusal("not held: you do not hold slot %s through this server; nothing to release", in.Slot), lost), out, nil
 	case errors.As(err, &gone):
 		return withLost(refusal("slot %s was no longer yours (%v); it was left to its new holder", in.Slot, err), lost), out, nil
+	case errors.Is(err, ErrClosePending):
+		return withLost(refusal("the baton server did not answer (%v): the slot is yours no more and baton keeps trying to close it, or it expires by its TTL; do not work on it", err), lost), out, nil
 	case err != nil:
 		return withLost(unavailable("release "+in.Slot, err), lost), out, nil
 	}

@@ -52,13 +52,14 @@ func (m *Manager) newKeeper(s *Session, sent time.Time, stopBudget time.Duration
 // KeepGroup holds many sessions of one manager with one watch of the
 // bucket between them, where Keep starts one per session: a holder of
 // several slots (or of one slot after another) pays for one watch, once.
-// Its keepers behave as Keep's. A loss that happens before the group's
-// watch has started (it starts with the first Keep, after that session's
-// join) is found by the next renewal instead, within a third of the TTL.
+// Its keepers behave as Keep's: a change of a kept slot that the watch
+// delivered before its Keep (or that came before the watch started) is
+// caught by one read of the slot, made in the background by Keep.
 type KeepGroup struct {
 	m       *Manager
 	mu      sync.Mutex
 	keepers map[string]*Keeper // by slot
+	lastRev uint64             // the last revision the watch delivered
 	stop    context.CancelFunc // nil until the watch starts, or once closed
 	closed  bool
 	wg      sync.WaitGroup
@@ -80,7 +81,12 @@ func (g *KeepGroup) Keep(s *Session, sent time.Time, stopBudget time.Duration) *
 	kp.stop = stop
 	g.mu.Lock()
 	g.keepers[s.Slot] = kp
+	// Changes of the slot the watch delivered before kp was registered
+	// (or that came before the watch started) were not checked: read the
+	// slot once, in the background, when there may be any.
+	missed := g.lastRev > s.Revision
 	if g.stop == nil && !g.closed {
+		missed = true
 		wctx, wstop := context.WithCancel(context.Background())
 		if w, err := g.m.bucket.Watch(wctx, "", kv.UpdatesOnly()); err == nil {
 			g.stop = wstop
@@ -93,7 +99,34 @@ func (g *KeepGroup) Keep(s *Session, sent time.Time, stopBudget time.Duration) *
 	g.mu.Unlock()
 	kp.wg.Add(1)
 	go func() { defer kp.wg.Done(); kp.k.renew(ctx) }()
+	if missed {
+		kp.wg.Add(1)
+		go func() {
+			defer kp.wg.Done()
+			e, err := g.m.bucket.Latest(ctx, s.Slot)
+			if err == nil {
+				g.deliver(kp, &e)
+			}
+		}()
+	}
 	return kp
+}
+
+// deliver reports e to kp if it is the loss of kp's session and kp is
+// still in the group (so nothing is sent after Stop).
+func (g *KeepGroup) deliver(kp *Keeper, e *kv.Entry) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.keepers[kp.slot] != kp {
+		return
+	}
+	if lost := lossOf(e, kp.Session()); lost != nil {
+		delete(g.keepers, kp.slot)
+		select {
+		case kp.k.lost <- lost:
+		default: // a loss is reported already
+		}
+	}
 }
 
 // dispatch hands each change to the keeper of its slot.
@@ -104,17 +137,11 @@ func (g *KeepGroup) dispatch(w *kv.Watcher) {
 			continue
 		}
 		g.mu.Lock()
+		g.lastRev = max(g.lastRev, e.Revision)
 		kp := g.keepers[e.Key]
 		g.mu.Unlock()
-		if kp == nil {
-			continue
-		}
-		if lost := lossOf(e, kp.Session()); lost != nil {
-			g.forget(kp)
-			select {
-			case kp.k.lost <- lost:
-			default: // a loss is reported already
-			}
+		if kp != nil {
+			g.deliver(kp, e)
 		}
 	}
 	// The watch ended (the connection closed for good): a later Keep

@@ -3,7 +3,6 @@ package mcpcmd
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -98,10 +97,7 @@ func mcpRun(ctx context.Context, o *Options) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	t := &mcp.IOTransport{Reader: readCloser(f.IO.In), Writer: writeCloser(f.IO.Out)}
-	if err := srv.Serve(ctx, t); err != nil && !errors.Is(err, context.Canceled) {
-		return err
-	}
-	return nil
+	return srv.Serve(ctx, t)
 }
 
 // readCloser is r, closed if it can be.
