@@ -25,8 +25,10 @@ import (
 //	W,key,task,fence,unixnano                      it works (every 10ms)
 //	E,key,task,fence,unixnano                      it ends
 //
-// The worker's pid is this process's grandparent (baton queue work runs
-// the command under a supervisor).
+// The worker's pid is the one this process's supervisor was started to
+// watch (its "--parent PID" argument: baton queue work runs the command
+// under a supervisor), which names the worker even when it was killed
+// before the task began; else this process's grandparent.
 func main() { os.Exit(run()) }
 
 func run() int {
@@ -43,7 +45,7 @@ func run() int {
 		fmt.Fprintf(os.Stderr, "qtask: payload %q is not a duration\n", payload)
 		return 2
 	}
-	worker := parentOf(os.Getppid())
+	worker := workerOf(os.Getppid())
 	write := func(line string) {
 		if err := qledgerWrite(path, key, fence, line); err != nil {
 			fmt.Fprintln(os.Stderr, "qtask:", err)
@@ -68,6 +70,22 @@ func run() int {
 			write(fmt.Sprintf("W,%s,%s,%d,%d", key, task, fence, now()))
 		}
 	}
+}
+
+// workerOf is the worker that supervisor sup was started for: its
+// "--parent PID" argument, else sup's parent.
+func workerOf(sup int) int {
+	if b, err := os.ReadFile("/proc/" + strconv.Itoa(sup) + "/cmdline"); err == nil {
+		args := strings.Split(string(b), "\x00")
+		for i, a := range args[:max(len(args)-1, 0)] {
+			if a == "--parent" {
+				if pid, err := strconv.Atoi(args[i+1]); err == nil && pid > 0 {
+					return pid
+				}
+			}
+		}
+	}
+	return parentOf(sup)
 }
 
 // parentOf is the parent pid of pid, from /proc.
