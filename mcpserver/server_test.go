@@ -1,0 +1,181 @@
+package mcpserver_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/batonhq/baton/hostlocal"
+	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/kv/kvtest"
+	"github.com/batonhq/baton/lease"
+	"github.com/batonhq/baton/mcpserver"
+	"github.com/batonhq/baton/session"
+)
+
+// env is a server, a Conn of it and an MCP server serving that Conn to an
+// in-memory client.
+type env struct {
+	srv    *kv.Server
+	conn   *mcpserver.Conn
+	cs     *mcp.ClientSession
+	served chan error
+	stop   context.CancelFunc
+}
+
+func newEnv(t *testing.T, s *kv.Server) *env {
+	t.Helper()
+	c := kvtest.Connect(t, s.ClientURL())
+	sd, err := hostlocal.OpenStateDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := session.NewManager(c, session.WithHostID("h1"), session.WithStateDir(sd))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Ensure(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	ls, err := lease.New(c, lease.WithHostID("h1"), lease.WithInstance("agent-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ls.Ensure(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	conn := &mcpserver.Conn{Sessions: m, Leases: ls}
+	srv, err := mcpserver.New(func(context.Context) (*mcpserver.Conn, error) { return conn, nil }, mcpserver.WithCloseTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, ct := mcp.NewInMemoryTransports()
+	ctx, stop := context.WithCancel(context.Background())
+	e := &env{srv: s, conn: conn, served: make(chan error, 1), stop: stop}
+	go func() { e.served <- srv.Serve(ctx, st) }()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(context.Background(), ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.cs = cs
+	t.Cleanup(func() { stop(); _ = cs.Close() })
+	return e
+}
+
+func (e *env) call(t *testing.T, tool string, args map[string]any) (string, bool) {
+	t.Helper()
+	res, err := e.cs.CallTool(context.Background(), &mcp.CallToolParams{Name: tool, Arguments: args})
+	if err != nil {
+		return err.Error(), true
+	}
+	var text string
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			text += tc.Text
+		}
+	}
+	return text, res.IsError
+}
+
+// Stopping the server ends a call that is waiting (here for a lease held
+// by another instance) rather than waiting for it, and Serve returns.
+func TestServe_StopEndsACallStillWaiting(t *testing.T) {
+	e := newEnv(t, kvtest.StartServer(t))
+	other, err := lease.New(kvtest.Connect(t, e.srv.ClientURL()), lease.WithHostID("h2"), lease.WithInstance("other"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := other.TryAcquire(context.Background(), "deploy", lease.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(context.Background())
+	consumers := func() int {
+		js, err := jetstream.New(e.conn.Sessions.Bucket().Client().Conn())
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := js.Stream(context.Background(), "KV_"+lease.BucketConfig(lease.DefaultPrefix, 1).Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := st.Info(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.State.Consumers
+	}
+	before := consumers()
+	answered := make(chan string, 1)
+	go func() {
+		text, _ := e.call(t, "acquire_lease", map[string]any{"key": "deploy", "wait_seconds": 120})
+		answered <- text
+	}()
+	// The call waits: its watch of the lease is there.
+	for deadline := time.Now().Add(10 * time.Second); consumers() <= before; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the call never started waiting")
+		}
+	}
+	e.stop()
+	select {
+	case err := <-e.served:
+		if err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Serve waited for a call of 120 s")
+	}
+	select {
+	case <-answered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiting call never ended")
+	}
+}
+
+// A release the baton server does not answer is said to be pending, and
+// done in the background once the server is back.
+func TestRelease_UnansweredIsRetriedInTheBackground(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	store := t.TempDir()
+	s1, err := kv.StartServer(kv.WithListen(addr), kv.WithStoreDir(store))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, s1)
+	if text, isErr := e.call(t, "claim_slot", map[string]any{"slot": "s", "task": "T", "ttl_seconds": 60}); isErr {
+		t.Fatalf("claim_slot: %s", text)
+	}
+	s1.Shutdown()
+	text, isErr := e.call(t, "release_slot", map[string]any{"slot": "s"})
+	if !isErr || !strings.Contains(text, "keeps trying to close it") {
+		t.Fatalf("release_slot without a server: %v %s; want it pending", isErr, text)
+	}
+	s2, err := kv.StartServer(kv.WithListen(addr), kv.WithStoreDir(store))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Shutdown()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		_, err := e.conn.Sessions.Get(context.Background(), "s")
+		if errors.Is(err, session.ErrNotFound) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the slot is still there 20 s after the server came back: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
