@@ -19,6 +19,7 @@ import (
 	"github.com/batonhq/baton/cmd/baton/internal/leadcmd"
 	"github.com/batonhq/baton/cmd/baton/internal/leadercmd"
 	"github.com/batonhq/baton/cmd/baton/internal/leasecmd"
+	"github.com/batonhq/baton/cmd/baton/internal/mcpcmd"
 	"github.com/batonhq/baton/cmd/baton/internal/queuecmd"
 	"github.com/batonhq/baton/cmd/baton/internal/runcmd"
 	"github.com/batonhq/baton/cmd/baton/internal/statuscmd"
@@ -116,6 +117,8 @@ func commandLines() []commandLine {
 		{"run", []string{"lint", "--task", "T", "--metrics", ":9464", "--", "true"}, "run"},
 		{"queue", []string{"work", "agents", "--metrics", "[::1]:9464", "--", "./agent.sh"}, "queue work"},
 		{"ui", nil, "ui"},
+		{"mcp", nil, "mcp"},
+		{"mcp", []string{"--server", "nats://127.0.0.1:1", "--prefix", "p_1", "--host-id", "h"}, "mcp"},
 		{"ui", []string{"--listen", "0.0.0.0:7070", "--ui-token", "t0k", "--stale-after", "1m"}, "ui"},
 		{"ui", []string{"--listen", "[::]:7070", "--read-only"}, "ui"},
 		{"queue", nil, ""},
@@ -150,6 +153,7 @@ func commandLines() []commandLine {
 		{"ui", []string{"--listen", "0.0.0.0:7070"}, ""},
 		{"ui", []string{"--listen", "nohost"}, ""},
 		{"ui", []string{"extra"}, ""},
+		{"mcp", []string{"extra"}, ""},
 	}
 }
 
@@ -322,6 +326,8 @@ func checkParsed(t *testing.T, args []string, r *stubbedRoot) {
 		durations(o.StaleAfter)
 	case *doctorcmd.Options:
 		durations(o.StaleAfter)
+	case *mcpcmd.Options:
+		// No arguments of its own: the global flags, checked above.
 	case *queuecmd.CreateOptions:
 		validQueue(t, args, o.Queue)
 		durations(o.Config.Timeout, o.Config.TTL, o.Config.Backoff, o.Config.Retention)
