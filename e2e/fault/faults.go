@@ -197,6 +197,11 @@ func (h *harness) removeGarbage(c *kv.Client, bucket, key string, junk []byte) {
 		case errors.Is(err, kv.ErrNotFound):
 			err = nil // not there (never landed, or already gone)
 		case err == nil && e.Live() && bytes.Equal(e.Value, junk):
+			// The junk is there now: whatever the session held was
+			// replaced by it, however late it landed (a publish that timed
+			// out can still be committed once a partition heals, seconds
+			// after its answer).
+			h.markCorrupt(bucket, key)
 			_, err = b.DeleteRevision(ctx, key, e.Revision, nil)
 			if errors.Is(err, kv.ErrConflict) {
 				err = nil // a holder replaced it meanwhile
