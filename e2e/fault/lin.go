@@ -30,8 +30,8 @@ import (
 // linResult sums up checkTraces: how many keys' histories were checked,
 // how many are linearizable, not, or could not be decided in time, how many
 // operations they hold and how many of those have an unknown outcome.
-// Failures names each key that is not linearizable and the HTML file that
-// shows why.
+// Failures names each key that is not linearizable (and the HTML file that
+// shows why) or was not decided in time.
 type linResult struct {
 	Histories, Linearizable, NotLinearizable, TimedOut, Ops, Unknown int
 	Failures                                                         []string
@@ -106,6 +106,13 @@ func checkTraces(traceDir, artifactDir string, timeout time.Duration, cutOff []s
 			res.Linearizable++
 		case porcupine.Unknown:
 			res.TimedOut++
+			unknown := 0
+			for _, op := range h.ops {
+				if op.Output.(linOutput).Outcome == kv.OutcomeUnknown {
+					unknown++
+				}
+			}
+			res.Failures = append(res.Failures, fmt.Sprintf("%s/%s: not decided within %s (%d ops, %d of unknown outcome); the run's directory is kept", h.bucket, h.key, timeout, len(h.ops), unknown))
 		default:
 			res.NotLinearizable++
 			path, err := h.visualize(artifactDir, timeout)

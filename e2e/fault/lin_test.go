@@ -313,8 +313,8 @@ func TestLin_UndecidedInTimeIsTimedOut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.TimedOut != 1 || res.Linearizable != 0 || res.NotLinearizable != 0 || len(res.Failures) != 0 {
-		t.Errorf("%s; failures %v", res, res.Failures)
+	if res.TimedOut != 1 || res.Linearizable != 0 || res.NotLinearizable != 0 || len(res.Failures) != 1 || !strings.Contains(res.Failures[0], "b/k: not decided") {
+		t.Errorf("%s; failures %v; want b/k named as not decided", res, res.Failures)
 	}
 }
 
