@@ -4,7 +4,7 @@ BIN      := $(CURDIR)/bin
 TOOLS    := $(CURDIR)/.tools
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: all build test test-tools screenshots test-short fuzz fuzz-short fault lint run bench bench-quick bench-go bench-tools demo clean
+.PHONY: all build test test-hog test-tools screenshots test-short fuzz fuzz-short fault lint run bench bench-quick bench-go bench-tools demo clean
 
 all: build
 
@@ -70,6 +70,10 @@ run: build
 ## demo: a short unattended story of slots, an election, a crash, a handover, a work queue whose worker is killed, status and doctor (about 15 s)
 demo: build
 	timeout 120 ./scripts/demo.sh
+
+## test-hog: make test 10 times in a row beside one busy loop per core (RUNS=N to change; about 9 minutes a run on 2 cores)
+test-hog:
+	./scripts/test-beside-hog.sh
 
 ## bench: baton beside the raw KV floor and etcd, one run, one table; writes e2e/bench/RESULTS.md (about 6 minutes)
 bench: bench-tools
