@@ -176,8 +176,17 @@ func TestRun_BucketMissingAndMisconfigured(t *testing.T) {
 		t.Fatal(err)
 	}
 	js, _ := jetstream.New(e.client.Conn())
-	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: e.m.Bucket().Name(), TTL: 5 * time.Second}); err != nil {
-		t.Fatal(err)
+	// The server removes a deleted stream's files after it answers: a
+	// stream of the same name created at once can find them still there
+	// (error 10049, "error creating store") on a loaded host.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		_, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: e.m.Bucket().Name(), TTL: 5 * time.Second})
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
 	}
 	r, err = c.Run(ctx)
 	if err != nil {
