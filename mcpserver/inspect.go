@@ -3,7 +3,6 @@ package mcpserver
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -248,6 +247,5 @@ func (s *Server) queueGet(ctx context.Context, _ *mcp.CallToolRequest, in QueueG
 		return withLost(queueRefusal("queue get", err), lost), out, nil
 	}
 	out.Task = taskInfoOf(t)
-	text := fmt.Sprintf("task %s of queue %s is %s after %d attempts", t.ID, in.Queue, t.State, t.Attempts)
-	return summary(lost, "%s", text), out, nil
+	return summary(lost, "task %s of queue %s is %s after %d attempts", t.ID, in.Queue, t.State, t.Attempts), out, nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/lease"
+	"github.com/batonhq/baton/queue"
 	"github.com/batonhq/baton/session"
 	"github.com/batonhq/baton/web/view"
 )
@@ -56,18 +57,16 @@ func (s *Server) readStatus(ctx context.Context, req *mcp.ReadResourceRequest) (
 		}
 		leases = view.SplitLeases(ll)
 	}
-	doc, err := view.StatusJSON(l, leases, nil, 0)
-	if err != nil {
-		return nil, err
-	}
+	var sums []queue.Summary
 	if c.Queues != nil {
-		sums, err := c.Queues.Summaries(ctx)
-		if err != nil && !errors.Is(err, kv.ErrPermission) {
+		// A user refused the queues sees the rest, as with baton status.
+		if sums, err = c.Queues.Summaries(ctx); err != nil && !errors.Is(err, kv.ErrPermission) {
 			return nil, unavailableErr(err)
 		}
-		if doc, err = view.StatusJSON(l, leases, sums, 0); err != nil {
-			return nil, err
-		}
+	}
+	doc, err := view.StatusJSON(l, leases, sums, 0)
+	if err != nil {
+		return nil, err
 	}
 	b, err := json.Marshal(doc)
 	if err != nil {

@@ -92,7 +92,7 @@ type ClaimOutput struct {
 	Claimed bool         `json:"claimed" jsonschema:"true when you now hold the slot"`
 	Session *SessionInfo `json:"session,omitempty" jsonschema:"your session, when claimed"`
 	Holder  *SessionInfo `json:"holder,omitempty" jsonschema:"who holds the slot, when refused"`
-	Reason  string       `json:"reason,omitempty" jsonschema:"why it was refused: held, other_host, busy, undecodable, invalid or unavailable"`
+	Reason  string       `json:"reason,omitempty" jsonschema:"why it was refused: held, other_host, busy, undecodable, invalid, unavailable (retry soon) or error (an operator must act)"`
 	Lost
 }
 

@@ -77,11 +77,7 @@ func checkTraces(traceDir, artifactDir string, timeout time.Duration, cutOff []s
 	res.Histories = len(hists)
 	for _, h := range hists {
 		res.Ops += len(h.ops)
-		for _, op := range h.ops {
-			if op.Output.(linOutput).Outcome == kv.OutcomeUnknown {
-				res.Unknown++
-			}
-		}
+		res.Unknown += h.unknown()
 	}
 
 	verdicts := make([]porcupine.CheckResult, len(hists))
@@ -106,13 +102,7 @@ func checkTraces(traceDir, artifactDir string, timeout time.Duration, cutOff []s
 			res.Linearizable++
 		case porcupine.Unknown:
 			res.TimedOut++
-			unknown := 0
-			for _, op := range h.ops {
-				if op.Output.(linOutput).Outcome == kv.OutcomeUnknown {
-					unknown++
-				}
-			}
-			res.Failures = append(res.Failures, fmt.Sprintf("%s/%s: not decided within %s (%d ops, %d of unknown outcome); the run's directory is kept", h.bucket, h.key, timeout, len(h.ops), unknown))
+			res.Failures = append(res.Failures, fmt.Sprintf("%s/%s: not decided within %s (%d ops, %d of unknown outcome); the run's directory is kept", h.bucket, h.key, timeout, len(h.ops), h.unknown()))
 		default:
 			res.NotLinearizable++
 			path, err := h.visualize(artifactDir, timeout)
@@ -229,6 +219,17 @@ type linHistory struct {
 	// read saw; nil when there are none.
 	lean  []porcupine.Operation
 	model porcupine.Model
+}
+
+// unknown counts the history's operations of unknown outcome.
+func (h *linHistory) unknown() int {
+	n := 0
+	for _, op := range h.ops {
+		if op.Output.(linOutput).Outcome == kv.OutcomeUnknown {
+			n++
+		}
+	}
+	return n
 }
 
 // check decides the history within timeout (for each of at most two
