@@ -356,7 +356,10 @@ func TestQueue_RoundRobinAcrossKeysAndPriorities(t *testing.T) {
 }
 
 // A SIGKILLed worker's task starts again on a worker of the same host at
-// once (the TTL is 30s), with attempt 2 and a larger fence.
+// once (the TTL is 30s), with attempt 2 and a larger fence. "At once" is
+// checked against the TTL, not as a latency (the benchmark measures that):
+// within 5s, the time a loaded machine may take to start the second worker
+// and its shell, where waiting out the lock would take 30s.
 func TestQueue_SameHostCrashRerunsAtOnce(t *testing.T) {
 	w := newWorld(t)
 	h := w.host("host-a")
@@ -367,14 +370,13 @@ func TestQueue_SameHostCrashRerunsAtOnce(t *testing.T) {
 	a := h.startWorker(t, "q", "--", "sh", "-c", script)
 	first := lines(t, starts, 3, 10*time.Second)
 	h.startWorker(t, "q", "--", "sh", "-c", script)
-	time.Sleep(300 * time.Millisecond) // the second worker has read the queue
 	killedAt := time.Now()
 	a.kill()
 	second := lines(t, starts, 6, 10*time.Second)[3:]
 	startNS, _ := strconv.ParseInt(second[0], 10, 64)
 	took := time.Unix(0, startNS).Sub(killedAt)
-	if took > 500*time.Millisecond {
-		t.Errorf("the task started again %s after its worker was SIGKILLed, want within 500ms (TTL 30s)", took)
+	if took > 5*time.Second {
+		t.Errorf("the task started again %s after its worker was SIGKILLed, want within 5s (at once, not after the 30s TTL)", took)
 	}
 	f1, _ := strconv.Atoi(first[1])
 	f2, _ := strconv.Atoi(second[1])

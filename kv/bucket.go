@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/batonhq/baton/internal/names"
 )
 
 // BucketConfig is the expected shape of a bucket. Buckets always keep one
@@ -31,10 +32,8 @@ type BucketConfig struct {
 	Replicas int
 }
 
-var bucketNameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
-
 func (cfg BucketConfig) validate() error {
-	if !bucketNameRE.MatchString(cfg.Name) {
+	if !names.Plain(cfg.Name, 0) {
 		return fmt.Errorf("%w: bucket name %q: use letters, digits, '-' and '_'", ErrInvalidConfig, cfg.Name)
 	}
 	if cfg.MarkerTTL < time.Second {

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/batonhq/baton/internal/names"
 )
 
 // Handoff is one bucket's stream whose leadership HandOff moved.
@@ -71,7 +73,7 @@ func (c *Client) HandOff(ctx context.Context, server string, buckets ...string) 
 	errs := make([]error, len(buckets))
 	var wg sync.WaitGroup
 	for i, bucket := range buckets {
-		if !bucketNameRE.MatchString(bucket) {
+		if !names.Plain(bucket, 0) {
 			errs[i] = fmt.Errorf("%w: bucket name %q", ErrInvalidConfig, bucket)
 			continue
 		}

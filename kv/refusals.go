@@ -84,7 +84,10 @@ func (r *refusals) end(w *refusalWaiter, err error) error {
 // refusalRE parses the server's permission errors, as nats.go passes them on:
 // `nats: permissions violation: Permissions Violation for Publish to "S"`,
 // `... for Subscription to "S"`.
-var refusalRE = regexp.MustCompile(`Permissions Violation for (Publish to|Subscription to) "([^"]+)"`)
+// It is compiled at the first refusal, not at start-up.
+var refusalRE = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`Permissions Violation for (Publish to|Subscription to) "([^"]+)"`)
+})
 
 func newRefusals() *refusals {
 	return &refusals{inbox: nats.InboxPrefix, waiting: map[*refusalWaiter]struct{}{}, follows: map[string]*nats.Subscription{}}
@@ -164,7 +167,7 @@ func (r *refusals) refused(err error) bool {
 	if !errors.Is(err, nats.ErrPermissionViolation) {
 		return false
 	}
-	m := refusalRE.FindStringSubmatch(err.Error())
+	m := refusalRE().FindStringSubmatch(err.Error())
 	if m == nil {
 		return false
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/batonhq/baton/hostlocal"
+	"github.com/batonhq/baton/internal/names"
 	"github.com/batonhq/baton/internal/par"
 	"github.com/batonhq/baton/kv"
 )
@@ -56,24 +57,12 @@ type Option func(*Leases) error
 // WithPrefix sets the bucket prefix. Default: DefaultPrefix.
 func WithPrefix(p string) Option {
 	return func(ls *Leases) error {
-		if !validPrefix(p) {
+		if !names.Plain(p, 64) {
 			return fmt.Errorf("%w: prefix %q: use 1-64 letters, digits, '-' and '_'", ErrInvalid, p)
 		}
 		ls.prefix = p
 		return nil
 	}
-}
-
-func validPrefix(p string) bool {
-	if len(p) == 0 || len(p) > 64 {
-		return false
-	}
-	for _, r := range p {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
-			return false
-		}
-	}
-	return true
 }
 
 // WithHostID sets this host's id. Default: the hostname.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/internal/jsonrec"
+	"github.com/batonhq/baton/internal/names"
 	"github.com/batonhq/baton/kv"
 )
 
@@ -170,26 +171,10 @@ const NameRule = "1-64 characters of A-Z a-z 0-9 - _"
 
 // ValidateName checks a queue name against NameRule.
 func ValidateName(name string) error {
-	if !validName(name) {
+	if !names.Plain(name, 64) {
 		return fmt.Errorf("%w: queue name %q: use %s", ErrInvalid, name, NameRule)
 	}
 	return nil
-}
-
-// validName checks NameRule without a regular expression, whose compiling
-// at start-up every baton command would pay.
-func validName(name string) bool {
-	if len(name) == 0 || len(name) > 64 {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		switch c := name[i]; {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '-', c == '_':
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 // BucketConfig is the expected configuration of the queues bucket: no

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
 	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/batonhq/baton/hostlocal"
+	"github.com/batonhq/baton/internal/names"
 	"github.com/batonhq/baton/kv"
 )
 
@@ -21,11 +21,9 @@ const DefaultPrefix = "baton"
 // "expired" or "closed" rather than "not found").
 const MarkerTTL = 5 * time.Minute
 
-var prefixRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
-
 // ValidatePrefix checks a bucket prefix: 1-64 letters, digits, '-' or '_'.
 func ValidatePrefix(p string) error {
-	if !prefixRE.MatchString(p) {
+	if !names.Plain(p, 64) {
 		return fmt.Errorf("%w: prefix %q: use 1-64 letters, digits, '-' and '_'", ErrInvalid, p)
 	}
 	return nil

@@ -9,6 +9,7 @@ import (
 	"net"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/nats-io/nats.go"
@@ -208,12 +209,15 @@ func Text(err error) string { return trimPrefixes(err.Error()) }
 
 // packagePrefix matches the package prefixes that sentinel messages carry
 // ("kv: ", "session: "), at the start of the message or of a wrapped part.
-var packagePrefix = regexp.MustCompile(`(^|: )(?:kv|session|lease|queue|hostlocal|bad input): `)
+// It is compiled at the first error, not at start-up.
+var packagePrefix = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(^|: )(?:kv|session|lease|queue|hostlocal|bad input): `)
+})
 
 // trimPrefixes drops the package prefixes, which mean nothing to a user.
 func trimPrefixes(s string) string {
 	for {
-		t := packagePrefix.ReplaceAllString(s, "$1")
+		t := packagePrefix().ReplaceAllString(s, "$1")
 		if t == s {
 			return s
 		}
