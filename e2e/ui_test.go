@@ -138,14 +138,12 @@ func (b *browser) until(d time.Duration, what, expr string) time.Duration {
 
 // click clicks the element sel names, found and clicked in one step in
 // the page (the view's elements are replaced as it updates, so a node
-// looked up first may be gone by the click).
+// looked up first may be gone by the click). An element not there yet (the
+// page is still applying an update) is waited for, up to 5s.
 func (b *browser) click(sel string) {
 	b.t.Helper()
-	var ok bool
-	b.eval(fmt.Sprintf(`(() => { const e = document.querySelector(%q); if (!e) return false; e.click(); return true; })()`, sel), &ok)
-	if !ok {
-		b.t.Fatalf("nothing to click at %s", sel)
-	}
+	b.until(5*time.Second, "something to click at "+sel,
+		fmt.Sprintf(`(() => { const e = document.querySelector(%q); if (!e) return false; e.click(); return true; })()`, sel))
 }
 
 func (b *browser) screenshot(name string) {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"runtime"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -196,9 +198,91 @@ func (b *Bucket) List(ctx context.Context) ([]Entry, error) { return b.ListMatch
 func (b *Bucket) ListMatching(ctx context.Context, pattern string) ([]Entry, error) {
 	out, err := b.Entries(ctx, pattern)
 	if err == nil {
-		sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+		slices.SortFunc(out, func(x, y Entry) int { return strings.Compare(x.Key, y.Key) })
 	}
 	return out, err
+}
+
+// Decoded is a live entry of a listing and what its decode made of it.
+type Decoded[T any] struct {
+	Entry Entry
+	Out   T
+	Err   error
+}
+
+// listBatch is how many entries a listing hands a decoding goroutine at once.
+const listBatch = 256
+
+// ListDecoded is ListMatching with decode applied to every live entry while
+// the rest are still arriving: batches of entries are decoded on up to
+// GOMAXPROCS goroutines as the watch delivers, so that a large listing
+// costs little more than its transfer. decode is called once per entry,
+// from several goroutines at once. The result is in key order.
+func ListDecoded[T any](ctx context.Context, b *Bucket, pattern string, decode func(Entry) (T, error)) ([]Decoded[T], error) {
+	ctx, cancel := b.c.callCtx(ctx)
+	defer cancel()
+	w, err := b.Watch(ctx, pattern)
+	if err != nil {
+		return nil, err
+	}
+	defer w.Stop()
+	var (
+		mu      sync.Mutex
+		decoded [][]Decoded[T]
+		wg      sync.WaitGroup
+	)
+	work := make(chan []Decoded[T], runtime.GOMAXPROCS(0))
+	for range runtime.GOMAXPROCS(0) {
+		wg.Go(func() {
+			for batch := range work {
+				for i := range batch {
+					batch[i].Out, batch[i].Err = decode(batch[i].Entry)
+				}
+				mu.Lock()
+				decoded = append(decoded, batch)
+				mu.Unlock()
+			}
+		})
+	}
+	finish := func() {
+		close(work)
+		wg.Wait()
+	}
+	cur := make([]Decoded[T], 0, listBatch)
+	for {
+		select {
+		case e, ok := <-w.Updates():
+			if !ok {
+				finish()
+				return nil, fmt.Errorf("%w: list %s on %s: the watch ended early", ErrUnavailable, b.cfg.Name, b.c.url)
+			}
+			if e == nil {
+				work <- cur
+				finish()
+				n := 0
+				for _, batch := range decoded {
+					n += len(batch)
+				}
+				out := make([]Decoded[T], 0, n)
+				for _, batch := range decoded {
+					out = append(out, batch...)
+				}
+				slices.SortFunc(out, func(x, y Decoded[T]) int { return strings.Compare(x.Entry.Key, y.Entry.Key) })
+				return out, nil
+			}
+			if !e.Live() {
+				continue
+			}
+			cur = append(cur, Decoded[T]{Entry: *e})
+			if len(cur) == listBatch {
+				work <- cur
+				cur = make([]Decoded[T], 0, listBatch)
+			}
+		case <-ctx.Done():
+			finish()
+			return nil, b.c.requestError("list "+b.cfg.Name, ctx.Err())
+		}
+	}
 }
 
 // Entries is ListMatching in the order the stream holds the entries

@@ -11,7 +11,6 @@ import (
 
 	"github.com/batonhq/baton/hostlocal"
 	"github.com/batonhq/baton/internal/names"
-	"github.com/batonhq/baton/internal/par"
 	"github.com/batonhq/baton/kv"
 )
 
@@ -206,7 +205,9 @@ func (ls *Leases) List(ctx context.Context) (*Listing, error) {
 }
 
 func (ls *Leases) list(ctx context.Context, pattern string) (*Listing, error) {
-	entries, err := ls.bucket.ListMatching(ctx, pattern)
+	// Decoding is most of a large listing's cost: it runs on all CPUs while
+	// the listing arrives.
+	entries, err := kv.ListDecoded(ctx, ls.bucket, pattern, decode)
 	if err != nil {
 		return nil, err
 	}
@@ -214,17 +215,15 @@ func (ls *Leases) list(ctx context.Context, pattern string) (*Listing, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Decoding is most of a large listing's cost: spread it over the CPUs.
-	infos, errs := make([]*Info, len(entries)), make([]error, len(entries))
-	par.Each(len(entries), func(i int) { infos[i], errs[i] = decode(entries[i]) })
 	// Entries come sorted by key, and a lease decodes only under its own
 	// key: the leases are in key order.
-	l := &Listing{ServerTime: now}
-	for i, e := range entries {
-		if errs[i] == nil {
-			l.Leases = append(l.Leases, infos[i])
+	l := &Listing{ServerTime: now, Leases: make([]*Info, 0, len(entries))}
+	for _, d := range entries {
+		if d.Err == nil {
+			l.Leases = append(l.Leases, d.Out)
 		} else {
-			l.Undecodable = append(l.Undecodable, Undecodable{Key: e.Key, Revision: e.Revision, Written: e.Created, TTL: e.TTL, Err: errs[i]})
+			e := d.Entry
+			l.Undecodable = append(l.Undecodable, Undecodable{Key: e.Key, Revision: e.Revision, Written: e.Created, TTL: e.TTL, Err: d.Err})
 		}
 	}
 	return l, nil

@@ -209,3 +209,63 @@ func BenchmarkCloseVsRawDelete(b *testing.B) {
 	}
 	p.report(b, msgs)
 }
+
+// BenchmarkListVsRawWatch lists 20k sessions (what `baton status` reads)
+// against nats.go's WatchAll of the same bucket counting the entries it
+// delivers (the raw listing: no decoding, nothing kept), alternating.
+func BenchmarkListVsRawWatch(b *testing.B) {
+	const n = 20000
+	ctx := context.Background()
+	m, _ := benchEnv(b, false)
+	js, err := jetstream.New(m.Bucket().Client().Conn())
+	if err != nil {
+		b.Fatal(err)
+	}
+	bucket := session.BucketConfig("baton", 1).Name
+	raw, err := js.KeyValue(ctx, bucket)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range n {
+		key := fmt.Sprintf("s%06d", i)
+		rec := session.Record{Slot: key, TaskID: "T", Host: "h1", PID: 123456, PIDStart: "22dfbb72-a18f-46a8-b78a-306df6e6b7a6:155166",
+			Instance: "308c17ab-d396-4d55-ac0f-8efe4e682a8d", Fence: uint64(i + 1), StartedAt: time.Now().UTC(), RenewedAt: time.Now().UTC()}
+		data, _ := json.Marshal(rec)
+		if _, err := js.PublishAsync("$KV."+bucket+"."+key, data); err != nil {
+			b.Fatal(err)
+		}
+	}
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-time.After(time.Minute):
+		b.Fatal("storing the sessions took over a minute")
+	}
+	var p pair
+	b.ResetTimer()
+	for range b.N {
+		t0 := time.Now()
+		w, err := raw.WatchAll(ctx, jetstream.IgnoreDeletes())
+		if err != nil {
+			b.Fatal(err)
+		}
+		got := 0
+		for e := range w.Updates() {
+			if e == nil {
+				break
+			}
+			got++
+		}
+		_ = w.Stop()
+		t1 := time.Now()
+		l, err := m.List(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		t2 := time.Now()
+		if got != n || len(l.Sessions) != n {
+			b.Fatalf("raw watch saw %d, List %d sessions (%d undecodable); want %d", got, len(l.Sessions), len(l.Undecodable), n)
+		}
+		p.raw, p.lib = append(p.raw, t1.Sub(t0)), append(p.lib, t2.Sub(t1))
+	}
+	p.report(b, 0)
+}

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/batonhq/baton/internal/par"
+	"github.com/batonhq/baton/kv"
 )
 
 // State classifies a session by the server's clock.
@@ -72,7 +72,9 @@ type Listing struct {
 // List reads every session with one watch of the bucket, then the server's
 // time. Sessions are sorted by slot.
 func (m *Manager) List(ctx context.Context) (*Listing, error) {
-	entries, err := m.bucket.List(ctx)
+	// Decoding is most of a large listing's cost: it runs on all CPUs while
+	// the listing arrives.
+	entries, err := kv.ListDecoded(ctx, m.bucket, "", decode)
 	if err != nil {
 		return nil, err
 	}
@@ -80,17 +82,15 @@ func (m *Manager) List(ctx context.Context) (*Listing, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Decoding is most of a large listing's cost: spread it over the CPUs.
-	sessions, errs := make([]*Session, len(entries)), make([]error, len(entries))
-	par.Each(len(entries), func(i int) { sessions[i], errs[i] = decode(entries[i]) })
 	// Entries come sorted by key, and a session decodes only under its own
 	// slot's key: the sessions are in slot order.
-	l := &Listing{ServerTime: now}
-	for i, e := range entries {
-		if errs[i] == nil {
-			l.Sessions = append(l.Sessions, sessions[i])
+	l := &Listing{ServerTime: now, Sessions: make([]*Session, 0, len(entries))}
+	for _, d := range entries {
+		if d.Err == nil {
+			l.Sessions = append(l.Sessions, d.Out)
 		} else {
-			l.Undecodable = append(l.Undecodable, Undecodable{Slot: e.Key, Revision: e.Revision, Written: e.Created, TTL: e.TTL, Err: errs[i]})
+			e := d.Entry
+			l.Undecodable = append(l.Undecodable, Undecodable{Slot: e.Key, Revision: e.Revision, Written: e.Created, TTL: e.TTL, Err: d.Err})
 		}
 	}
 	return l, nil

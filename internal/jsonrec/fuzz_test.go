@@ -13,6 +13,7 @@ import (
 type fuzzRec struct {
 	Slot string            `json:"slot"`
 	Key  string            `json:"key"`
+	Task string            `json:"task_id"`
 	N    int64             `json:"n"`
 	OK   bool              `json:"ok,omitempty"`
 	Tags []string          `json:"tags"`
@@ -36,6 +37,11 @@ func FuzzUnmarshal(f *testing.F) {
 		// sorts after it.
 		`{"KEY":"k","z":1}`, `{"ſlot":"old","z":1}`, "{\"\u212aey\":\"k\",\"z\":[]}",
 		`{"tags":null,"meta":null}`,
+		// A name with an underscore matches but for case only, never
+		// without its underscore or with a dash.
+		`{"TASK_ID":"t"}`, `{"task-id":"t"}`, `{"taskid":"t"}`, `{"Task_Id":"t","task_id":"u"}`,
+		// Duplicates: the last wins, as in encoding/json.
+		`{"slot":"a","slot":"b"}`, "{\"slot\":\"\xff\"}",
 		`{}`,
 		// Not one object, or not this one.
 		``, ` null`, `[]`, `"slot"`, `7`, `{"slot":1}`, `{"n":1e999}`, `{"n":1.5}`,
@@ -43,7 +49,7 @@ func FuzzUnmarshal(f *testing.F) {
 	} {
 		f.Add([]byte(seed))
 	}
-	fields := map[string]bool{"slot": true, "key": true, "n": true, "ok": true, "tags": true, "meta": true}
+	fields := map[string]bool{"slot": true, "key": true, "task_id": true, "n": true, "ok": true, "tags": true, "meta": true}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var got fuzzRec
 		unknown, err := Unmarshal(data, &got, fields)

@@ -7,11 +7,17 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"io"
 	"maps"
 	"reflect"
 	"strings"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	jsonv1 "github.com/go-json-experiment/json/v1"
 )
+
+// strict is encoding/json's behaviour on json v2's decoder, less unknown
+// fields.
+var strict = jsonv2.JoinOptions(jsonv1.DefaultOptionsV1(), jsonv2.RejectUnknownMembers(true))
 
 // Unknown holds the fields of a JSON object that a type does not know.
 type Unknown map[string]json.RawMessage
@@ -50,16 +56,17 @@ func Unmarshal(data []byte, known any, fields map[string]bool) (Unknown, error) 
 		// encoding/json would take null, leaving a zero record.
 		return nil, errors.New("the record is not a JSON object")
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(known); err == nil {
-		if _, err := dec.Token(); err != io.EOF {
-			return nil, errors.New("trailing data after the record")
-		}
+	// The common case, one pass: json v2's decoder with encoding/json's
+	// semantics (names matched but for case, duplicates and invalid UTF-8
+	// taken), refusing unknown fields and trailing data. It decodes a
+	// record several times faster than encoding/json, allocating a quarter
+	// as much, which is most of what listing 100k sessions costs.
+	if err := jsonv2.Unmarshal(data, known, strict); err == nil {
 		return nil, nil
 	}
-	// Unknown fields, or not a record at all: decode afresh, keeping the
-	// unknown fields (json.Unmarshal rejects trailing data itself).
+	// Unknown fields, or not a record at all: decode afresh with
+	// encoding/json, keeping the unknown fields (json.Unmarshal rejects
+	// trailing data itself).
 	v.Elem().SetZero()
 	if err := json.Unmarshal(data, known); err != nil {
 		return nil, err
