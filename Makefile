@@ -8,9 +8,9 @@ STATICCHECK_VERSION := v0.8.2
 
 all: build
 
-## build: the baton binary in bin/
+## build: the baton binary in bin/ (static: no cgo, no dynamic loader at start-up, ADR 0028)
 build:
-	$(GO) build -buildvcs=auto -o $(BIN)/baton ./cmd/baton
+	CGO_ENABLED=0 $(GO) build -buildvcs=auto -o $(BIN)/baton ./cmd/baton
 
 ## test: unit, integration (real nats-servers, a 3-node cluster) and e2e (the built binary), with -race
 # The benchmark (e2e/bench, a module of its own) runs on Linux only.
@@ -86,7 +86,7 @@ bench-quick: bench-tools
 # etcd and etcdctl (Debian's, if missing), baton, the harness and its floor client
 bench-tools: build
 	./e2e/bench/install-etcd.sh
-	cd e2e/bench && $(GO) build -o $(BIN)/batonbench . && $(GO) build -o $(BIN)/ ./cmd/kvfloor ./cmd/peakrss ./cmd/stamp
+	cd e2e/bench && $(GO) build -o $(BIN)/batonbench . && CGO_ENABLED=0 $(GO) build -o $(BIN)/ ./cmd/kvfloor ./cmd/peakrss ./cmd/stamp
 
 ## bench-go: the library's Go benchmarks against the raw KV op (benchstat-friendly)
 bench-go:

@@ -154,11 +154,18 @@ func (b *bench) opsRows(ctx context.Context, srv *natsServer, suffix string) ([]
 
 	var rows []row
 	for op, name := range opNames {
+		// What baton adds to the KV op is at most a tenth of it. Where the
+		// design allows it (acquire and release are one durable write for
+		// both, where etcd's is a Raft round and a WAL entry), baton also
+		// takes at most half of etcd's time; renew is not compared so,
+		// since etcd's keep-alive is not written to its log at all.
 		med := row{metric: name + suffix, unit: unitDuration,
 			baton: dur(baton.lat[op].median()), floor: dur(floorSide.lat[op].median()), etcd: dur(etcd.lat[op].median()),
-			goal: []cond{toFloorAtMost(1.2)}}
+			goal: []cond{toFloorAtMost(1.1)}}
 		if suffix == "" {
-			med.goal = append(med.goal, toEtcdAtMost(0.25))
+			if name != "renew" {
+				med.goal = append(med.goal, toEtcdAtMost(0.5))
+			}
 			med.metric += " median"
 		} else {
 			med.metric = name + " median" + suffix
