@@ -314,7 +314,7 @@ func viewTask(q string, e kv.Entry) (*Task, error) {
 		return nil, errors.New("the record is not a JSON object")
 	}
 	var v taskView
-	if err := json.Unmarshal(e.Value, &v); err != nil {
+	if err := jsonrec.View(e.Value, &v); err != nil {
 		return nil, err
 	}
 	t := Task{ID: v.ID, Queue: v.Queue, Key: v.Key, Priority: v.Priority, Labels: v.Labels, State: v.State,

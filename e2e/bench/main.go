@@ -77,6 +77,7 @@ type bench struct {
 	kvfloor string // the floor's one-op NATS client binary
 	peakrss string // runs a command and reports its peak memory
 	stamp   string // prints when it started: the command of queue dispatches
+	kvlist  string // the floor of a listing verb: lists a bucket, decodes nothing
 	etcdctl string
 	self    string // this binary, for the etcd campaign helper
 	work    string // scratch: server stores (on disk) and logs
@@ -105,6 +106,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&b.kvfloor, "kvfloor", "", "kvfloor binary (required): the floor's one-op NATS client")
 	fs.StringVar(&b.peakrss, "peakrss", "", "peakrss binary (required): reports a command's peak memory")
 	fs.StringVar(&b.stamp, "stamp", "", "stamp binary: prints when it started (default: beside kvfloor)")
+	fs.StringVar(&b.kvlist, "kvlist", "", "kvlist binary: the floor of a listing verb (default: beside kvfloor)")
 	fs.BoolVar(&b.quick, "quick", false, "a smaller run (under 2 minutes) for a smoke test")
 	out := fs.String("out", "", "also write the table, versions and machine to this file (RESULTS.md)")
 	timeout := fs.Duration("timeout", 30*time.Minute, "give up after this long")
@@ -120,11 +122,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if b.stamp == "" {
 		b.stamp = filepath.Join(filepath.Dir(b.kvfloor), "stamp")
 	}
+	if b.kvlist == "" {
+		b.kvlist = filepath.Join(filepath.Dir(b.kvfloor), "kvlist")
+	}
 	b.sizes = fullSizes
 	if b.quick {
 		b.sizes = quickSizes
 	}
-	for _, bin := range []*string{&b.baton, &b.kvfloor, &b.peakrss, &b.stamp, etcdBin, &b.etcdctl} {
+	for _, bin := range []*string{&b.baton, &b.kvfloor, &b.kvlist, &b.peakrss, &b.stamp, etcdBin, &b.etcdctl} {
 		p, err := exec.LookPath(*bin)
 		if err != nil {
 			fmt.Fprintf(stderr, "bench: %v (run e2e/bench/install-etcd.sh for etcd and etcdctl)\n", err)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -24,7 +25,8 @@ func (b *bench) scaleRows(ctx context.Context) ([]row, error) {
 	}
 	defer c.Close()
 	manager := func(prefix string) (*session.Manager, jetstream.KeyValue, error) {
-		m, err := b.sessionManager(ctx, c, prefix)
+		// Every bucket `baton status` reads, for its process rows.
+		m, err := b.prefixManager(ctx, c, prefix)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -131,6 +133,13 @@ func (b *bench) scaleRows(ctx context.Context) ([]row, error) {
 		}
 		rows = append(rows, r, row{metric: name + " " + tail(b.statusReps[size]), unit: unitDuration,
 			baton: dur(lat[0].p99()), floor: dur(lat[1].p99()), etcd: dur(lat[2].p99())})
+		if size == 100000 {
+			pr, err := b.statusProcRows(ctx, size)
+			if err != nil {
+				return nil, err
+			}
+			rows = append(rows, pr...)
+		}
 	}
 
 	// Joins of fresh slots: into the bucket of 100k and into the empty one,
@@ -252,4 +261,38 @@ func storeEtcd(ctx context.Context, ec *clientv3.Client, from, to int) error {
 // (WatchAll, deletes skipped) and counts them.
 func watchAllCount(ctx context.Context, kvb jetstream.KeyValue) (int, error) {
 	return watchCount(ctx, kvb, ">")
+}
+
+// statusProcRows runs `baton status` and `baton status --json` as a user
+// does, beside kvlist (a process that lists the same bucket and prints
+// each key and value, decoding nothing), interleaved.
+func (b *bench) statusProcRows(ctx context.Context, size int) ([]row, error) {
+	env := b.cliEnv("st")
+	sides := []func() (procRun, error){
+		func() (procRun, error) { return runProc(ctx, env, nil, b.baton, "status") },
+		func() (procRun, error) { return runProc(ctx, env, nil, b.baton, "status", "--json") },
+		func() (procRun, error) {
+			return runProc(ctx, env, nil, b.kvlist, b.nats.url, session.BucketConfig("st", 1).Name)
+		},
+	}
+	var lat [3]samples
+	for rep := range b.statusReps[size] {
+		for _, side := range order(rep, 3) {
+			r, err := sides[side]()
+			if err != nil {
+				return nil, err
+			}
+			if lines := strings.Count(r.stdout, "\n"); lines < size {
+				return nil, fmt.Errorf("status process %d printed %d lines, want at least %d", side, lines, size)
+			}
+			lat[side] = append(lat[side], r.wall)
+		}
+	}
+	name := fmt.Sprintf("status_%dk process", size/1000)
+	return []row{
+		{metric: name + " (text; floor: kvlist prints the bucket) median", unit: unitDuration,
+			baton: dur(lat[0].median()), floor: dur(lat[2].median()), etcd: missing("—"), goal: []cond{toFloorAtMost(1.3)}},
+		{metric: name + " (--json) median", unit: unitDuration,
+			baton: dur(lat[1].median()), floor: dur(lat[2].median()), etcd: missing("—"), goal: []cond{toFloorAtMost(1.3)}},
+	}, nil
 }

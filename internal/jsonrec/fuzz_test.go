@@ -51,6 +51,13 @@ func FuzzUnmarshal(f *testing.F) {
 	}
 	fields := map[string]bool{"slot": true, "key": true, "task_id": true, "n": true, "ok": true, "tags": true, "meta": true}
 	f.Fuzz(func(t *testing.T, data []byte) {
+		// View is encoding/json's Unmarshal, on another decoder.
+		var viewed, v1 fuzzRec
+		verr, err1 := View(data, &viewed), json.Unmarshal(data, &v1)
+		if (verr == nil) != (err1 == nil) || (verr == nil && !reflect.DeepEqual(viewed, v1)) {
+			t.Fatalf("View(%q) = %+v, %v; encoding/json: %+v, %v", data, viewed, verr, v1, err1)
+		}
+
 		var got fuzzRec
 		unknown, err := Unmarshal(data, &got, fields)
 		var want fuzzRec

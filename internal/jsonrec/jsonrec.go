@@ -17,7 +17,15 @@ import (
 
 // strict is encoding/json's behaviour on json v2's decoder, less unknown
 // fields.
-var strict = jsonv2.JoinOptions(jsonv1.DefaultOptionsV1(), jsonv2.RejectUnknownMembers(true))
+var strict = jsonv2.JoinOptions(v1, jsonv2.RejectUnknownMembers(true))
+
+// v1 is encoding/json's behaviour on json v2's decoder.
+var v1 = jsonv1.DefaultOptionsV1()
+
+// View decodes data into v as encoding/json's Unmarshal does (fields v does
+// not have are skipped), on json v2's faster decoder: for readers that show
+// a record and never write it back.
+func View(data []byte, v any) error { return jsonv2.Unmarshal(data, v, v1) }
 
 // Unknown holds the fields of a JSON object that a type does not know.
 type Unknown map[string]json.RawMessage

@@ -38,9 +38,9 @@ func SplitLeases(l *lease.Listing) Leases {
 // StatusJSON is `baton status --json`: every session, plain lease and
 // leader (with its agent_key and its candidates' instances), and queues.
 func StatusJSON(l *session.Listing, v Leases, queues []queue.Summary, staleAfter time.Duration) (map[string]any, error) {
-	rows := make([]map[string]any, 0, len(l.Sessions)+len(l.Undecodable))
+	rows := make([]any, 0, len(l.Sessions)+len(l.Undecodable))
 	for _, s := range l.Sessions {
-		row, err := SessionRow(s, l.ServerTime, staleAfter)
+		row, err := SessionRowJSON(s, l.ServerTime, staleAfter)
 		if err != nil {
 			return nil, err
 		}

@@ -1,18 +1,83 @@
 package cmdutil
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"reflect"
 	"runtime/debug"
+	"slices"
 	"time"
 )
 
-// PrintJSON writes v as one indented JSON document.
+// PrintJSON writes v as one indented JSON document, as a json.Encoder
+// with a two-space indent writes it. A map[string]any document is written
+// member by member, and the elements of its slice members one by one, so
+// that a document of 100k rows is never held whole (status --json once
+// spent more growing that one buffer than listing the sessions).
 func PrintJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	doc, ok := v.(map[string]any)
+	if !ok {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	}
+	if len(doc) == 0 {
+		_, err := io.WriteString(w, "{}\n")
+		return err
+	}
+	var buf bytes.Buffer
+	write := func(prefix string, v any) error {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		buf.Reset()
+		if err := json.Indent(&buf, b, prefix, "  "); err != nil {
+			return err
+		}
+		_, err = w.Write(buf.Bytes())
+		return err
+	}
+	for i, k := range slices.Sorted(maps.Keys(doc)) {
+		sep := "{\n  "
+		if i > 0 {
+			sep = ",\n  "
+		}
+		name, err := json.Marshal(k)
+		if err != nil {
+			return err
+		}
+		if _, err := fmt.Fprintf(w, "%s%s: ", sep, name); err != nil {
+			return err
+		}
+		rv := reflect.ValueOf(doc[k])
+		if rv.Kind() != reflect.Slice || rv.Len() == 0 || rv.Type().Elem().Kind() == reflect.Uint8 {
+			if err := write("  ", doc[k]); err != nil {
+				return err
+			}
+			continue
+		}
+		for j := range rv.Len() {
+			sep := "[\n    "
+			if j > 0 {
+				sep = ",\n    "
+			}
+			if _, err := io.WriteString(w, sep); err != nil {
+				return err
+			}
+			if err := write("    ", rv.Index(j).Interface()); err != nil {
+				return err
+			}
+		}
+		if _, err := io.WriteString(w, "\n  ]"); err != nil {
+			return err
+		}
+	}
+	_, err := io.WriteString(w, "\n}\n")
+	return err
 }
 
 // PrintJSONLine writes v as one line of JSON (for --watch streams).

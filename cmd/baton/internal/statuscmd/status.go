@@ -2,6 +2,7 @@
 package statuscmd
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -91,13 +92,23 @@ func statusRun(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
+	// Buffered: a table's writer pads each cell with writes of its own,
+	// which unbuffered would be a system call each (millions for 100k
+	// sessions).
+	out := bufio.NewWriterSize(o.F.IO.Out, 64<<10)
 	if o.F.Config.JSON {
-		return printJSON(o, l, v, queues)
+		if err := printJSON(out, l, v, queues, o.StaleAfter.D); err != nil {
+			return err
+		}
+		return out.Flush()
 	}
-	if err := printTables(o.F.IO.Out, l, v, o.StaleAfter.D, len(queues) > 0); err != nil {
+	if err := printTables(out, l, v, o.StaleAfter.D, len(queues) > 0); err != nil {
 		return err
 	}
-	return printQueues(o.F.IO.Out, queues, len(l.Sessions)+len(l.Undecodable)+len(v.Plain)+len(v.Leaders)+len(v.Undecodable) > 0)
+	if err := printQueues(out, queues, len(l.Sessions)+len(l.Undecodable)+len(v.Plain)+len(v.Leaders)+len(v.Undecodable) > 0); err != nil {
+		return err
+	}
+	return out.Flush()
 }
 
 // queueSummaries reads one line per queue. A server without the queues
@@ -135,12 +146,12 @@ func printQueues(out io.Writer, sums []queue.Summary, after bool) error {
 	return nil
 }
 
-func printJSON(o *Options, l *session.Listing, v view.Leases, queues []queue.Summary) error {
-	doc, err := view.StatusJSON(l, v, queues, o.StaleAfter.D)
+func printJSON(out io.Writer, l *session.Listing, v view.Leases, queues []queue.Summary, staleAfter time.Duration) error {
+	doc, err := view.StatusJSON(l, v, queues, staleAfter)
 	if err != nil {
 		return err
 	}
-	return cmdutil.PrintJSON(o.F.IO.Out, doc)
+	return cmdutil.PrintJSON(out, doc)
 }
 
 func printTables(out io.Writer, l *session.Listing, v view.Leases, staleAfter time.Duration, queues bool) error {
