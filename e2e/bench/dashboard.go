@@ -54,14 +54,14 @@ func (b *bench) dashboardRows(ctx context.Context) ([]row, error) {
 	// dashboard), store them here.
 	if st, err := fullKV.Status(ctx); err != nil {
 		return nil, err
-	} else if st.Values() < 100000 {
-		b.progress("  storing 100k sessions")
-		if err := storeSessions(ctx, c.Conn(), session.BucketConfig("st", 1).Name, 0, 100000); err != nil {
+	} else if st.Values() < uint64(b.scaleMax) {
+		b.progress("  storing %s sessions", kilo(b.scaleMax))
+		if err := storeSessions(ctx, c.Conn(), session.BucketConfig("st", 1).Name, 0, b.scaleMax); err != nil {
 			return nil, err
 		}
 	}
 
-	b.progress("  baton ui beside 100k sessions")
+	b.progress("  baton ui beside %s sessions", kilo(b.scaleMax))
 	t0 := time.Now()
 	ui, err := b.startUI(ctx, "st")
 	if err != nil {
@@ -78,13 +78,13 @@ func (b *bench) dashboardRows(ctx context.Context) ([]row, error) {
 		watchAll = append(watchAll, d)
 	}
 
-	reps := b.statusReps[100000] * 4
+	reps := b.statusReps[b.scaleMax] * 4
 	var page, list samples
 	for i := range reps {
 		for _, side := range order(i, 2) {
 			switch side {
 			case 0:
-				d, err := timeIt(func() error { return ui.firstPage(ctx) })
+				d, err := timeIt(func() error { return ui.firstPage(ctx, b.scaleMax) })
 				if err != nil {
 					return nil, err
 				}
@@ -119,15 +119,15 @@ func (b *bench) dashboardRows(ctx context.Context) ([]row, error) {
 	}
 
 	return []row{
-		{metric: "ui_sessions_page_100k median (floor: status's listing of the 100k)", unit: unitDuration,
+		{metric: "ui_sessions_page_" + kilo(b.scaleMax) + " median (floor: status's listing of them)", unit: unitDuration,
 			baton: dur(page.median()), floor: dur(list.median()), etcd: missing("n/a"),
 			// A page comes from the dashboard's model: well under a listing.
 			goal: []cond{toFloorAtMost(0.5)}},
-		{metric: "ui_sessions_page_100k " + tail(reps), unit: unitDuration,
+		{metric: "ui_sessions_page_" + kilo(b.scaleMax) + " " + tail(reps), unit: unitDuration,
 			baton: dur(page.p99()), floor: dur(list.p99()), etcd: missing("n/a")},
-		{metric: "ui_ready_100k (start to /readyz; floor: a raw WatchAll)", unit: unitDuration,
+		{metric: "ui_ready_" + kilo(b.scaleMax) + " (start to /readyz; floor: a raw WatchAll)", unit: unitDuration,
 			baton: dur(ready), floor: dur(watchAll.median()), etcd: missing("n/a")},
-		{metric: "rss_ui_100k (peak; floor: baton status --json of the same)", unit: unitBytes,
+		{metric: "rss_ui_" + kilo(b.scaleMax) + " (peak; floor: baton status --json of the same)", unit: unitBytes,
 			baton: val(float64(uiPeak)), floor: val(float64(statusKiB << 10)), etcd: missing("n/a"),
 			goal: []cond{batonAtMost(300<<20, unitBytes)}},
 		{metric: "ui_event median (KV write to EventSource, 1k renewing/s; floor: a raw KV watch)", unit: unitDuration,
@@ -253,7 +253,7 @@ func (u *uiProc) stop() {
 
 // firstPage fetches the first page of sessions, as the page does, and
 // reads it whole.
-func (u *uiProc) firstPage(ctx context.Context) error {
+func (u *uiProc) firstPage(ctx context.Context, atLeast int) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.url+"api/v1/sessions?limit=100", nil)
 	if err != nil {
 		return err
@@ -270,7 +270,7 @@ func (u *uiProc) firstPage(ctx context.Context) error {
 	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
 		return err
 	}
-	if resp.StatusCode != http.StatusOK || len(doc.Rows) != 100 || doc.Total < 100000 {
+	if resp.StatusCode != http.StatusOK || len(doc.Rows) != 100 || doc.Total < atLeast {
 		return fmt.Errorf("first page: %d, %d rows of %d", resp.StatusCode, len(doc.Rows), doc.Total)
 	}
 	return nil

@@ -125,7 +125,7 @@ func (b *bench) queueRows(ctx context.Context) ([]row, error) {
 		{"queue dispatch", b.queueDispatchRows},
 		{"queue dispatch through baton queue work", b.queueCLIDispatchRows},
 		{"queue throughput", b.queueThroughputRows},
-		{"queue at 100k tasks", b.queueScaleRows},
+		{"queue at " + kilo(b.pending) + " tasks", b.queueScaleRows},
 	} {
 		b.progress("  %s", part.name)
 		r, err := part.fn(ctx, e)
@@ -654,10 +654,10 @@ func (b *bench) queueScaleRows(ctx context.Context, e *queueEnv) ([]row, error) 
 	}
 	rel := val(float64(lat[1].median()) / float64(lat[0].median()))
 	return []row{
-		{metric: "queue dispatch_at_100k / dispatch_at_0 (medians)", unit: unitRatio, noRatios: true,
+		{metric: "queue dispatch_at_" + kilo(b.pending) + " / dispatch_at_0 (medians)", unit: unitRatio, noRatios: true,
 			baton: rel, floor: missing("—"), etcd: missing("—"), goal: []cond{batonAtMost(1.1, unitRatio)}},
-		{metric: "queue dispatch at 100k waiting median", unit: unitDuration, baton: dur(lat[1].median()), floor: missing("—"), etcd: missing("—")},
-		{metric: "queue status of 100k tasks (process; floor: kvlist prints the queue's keys) median", unit: unitDuration,
+		{metric: "queue dispatch at " + kilo(b.pending) + " waiting median", unit: unitDuration, baton: dur(lat[1].median()), floor: missing("—"), etcd: missing("—")},
+		{metric: "queue status of " + kilo(b.pending) + " tasks (process; floor: kvlist prints the queue's keys) median", unit: unitDuration,
 			baton: dur(status[0].median()), floor: dur(status[1].median()), etcd: missing("—"),
 			goal: []cond{toFloorAtMost(1.3)}},
 	}, nil

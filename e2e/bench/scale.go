@@ -85,7 +85,7 @@ func (b *bench) scaleRows(ctx context.Context) ([]row, error) {
 
 	var rows []row
 	stored := 0
-	for _, size := range []int{1000, 10000, 100000} {
+	for _, size := range []int{1000, 10000, b.scaleMax} {
 		b.progress("  storing sessions up to %d", size)
 		if err := storeSessions(ctx, c.Conn(), session.BucketConfig("st", 1).Name, stored, size); err != nil {
 			return nil, err
@@ -125,15 +125,15 @@ func (b *bench) scaleRows(ctx context.Context) ([]row, error) {
 				lat[side] = append(lat[side], time.Since(t0))
 			}
 		}
-		name := fmt.Sprintf("status_%dk", size/1000)
+		name := "status_" + kilo(size)
 		r := row{metric: name + " median", unit: unitDuration,
 			baton: dur(lat[0].median()), floor: dur(lat[1].median()), etcd: dur(lat[2].median())}
-		if size == 100000 {
+		if size == b.scaleMax {
 			r.goal = []cond{toFloorAtMost(1.3)}
 		}
 		rows = append(rows, r, row{metric: name + " " + tail(b.statusReps[size]), unit: unitDuration,
 			baton: dur(lat[0].p99()), floor: dur(lat[1].p99()), etcd: dur(lat[2].p99())})
-		if size == 100000 {
+		if size == b.scaleMax {
 			pr, err := b.statusProcRows(ctx, size)
 			if err != nil {
 				return nil, err
@@ -144,7 +144,7 @@ func (b *bench) scaleRows(ctx context.Context) ([]row, error) {
 
 	// Joins of fresh slots: into the bucket of 100k and into the empty one,
 	// alternating, for baton and the floor; etcd at 100k now.
-	b.progress("  joins beside 100k sessions")
+	b.progress("  joins beside %s sessions", kilo(b.scaleMax))
 	run := time.Now().UnixNano()
 	var at0, at100k [2]samples
 	var etcdAt100k samples
@@ -195,12 +195,12 @@ func (b *bench) scaleRows(ctx context.Context) ([]row, error) {
 	}
 	rel := func(a, z samples) value { return val(float64(a.median()) / float64(z.median())) }
 	rows = append(rows,
-		row{metric: "join_at_100k / join_at_0 (medians)", unit: unitRatio, noRatios: true,
+		row{metric: "join_at_" + kilo(b.scaleMax) + " / join_at_0 (medians)", unit: unitRatio, noRatios: true,
 			baton: rel(at100k[0], at0[0]), floor: rel(at100k[1], at0[1]), etcd: rel(etcdAt100k, etcdAt0),
 			goal: []cond{batonAtMost(1.1, unitRatio)}},
-		row{metric: "join_at_100k median", unit: unitDuration,
+		row{metric: "join_at_" + kilo(b.scaleMax) + " median", unit: unitDuration,
 			baton: dur(at100k[0].median()), floor: dur(at100k[1].median()), etcd: dur(etcdAt100k.median())},
-		row{metric: "rss_up_100k (server; floor: the same server before)", unit: unitBytes,
+		row{metric: "rss_up_" + kilo(b.scaleMax) + " (server; floor: the same server before)", unit: unitBytes,
 			baton: val(float64(natsFull)), floor: val(float64(natsIdle)), etcd: val(float64(etcdFull))},
 	)
 	return rows, nil
@@ -288,7 +288,7 @@ func (b *bench) statusProcRows(ctx context.Context, size int) ([]row, error) {
 			lat[side] = append(lat[side], r.wall)
 		}
 	}
-	name := fmt.Sprintf("status_%dk process", size/1000)
+	name := "status_" + kilo(size) + " process"
 	return []row{
 		{metric: name + " (text; floor: kvlist prints the bucket) median", unit: unitDuration,
 			baton: dur(lat[0].median()), floor: dur(lat[2].median()), etcd: missing("—"), goal: []cond{toFloorAtMost(1.3)}},
@@ -296,3 +296,6 @@ func (b *bench) statusProcRows(ctx context.Context, size int) ([]row, error) {
 			baton: dur(lat[1].median()), floor: dur(lat[2].median()), etcd: missing("—"), goal: []cond{toFloorAtMost(1.3)}},
 	}, nil
 }
+
+// kilo names a size in thousands: 100000 is "100k".
+func kilo(n int) string { return fmt.Sprintf("%dk", n/1000) }
