@@ -59,14 +59,14 @@ type sizes struct {
 
 var fullSizes = sizes{
 	ops: 2000, cli: 200, contendRounds: 30, throughputRounds: 6, throughputSlice: time.Second,
-	statusReps:     map[int]int{1000: 20, 10000: 10, 100000: 5}, scaleMax: 100000,
+	statusReps: map[int]int{1000: 20, 10000: 10, 100000: 5}, scaleMax: 100000,
 	failoverRemote: 20, failoverSameHost: 20, etcdSameHost: 3, handovers: 200,
 	dispatches: 300, cliDispatches: 100, queueTasks: 20000, pending: 100000, statusQReps: 5,
 }
 
 var quickSizes = sizes{
 	ops: 300, cli: 30, contendRounds: 5, throughputRounds: 1, throughputSlice: time.Second,
-	statusReps:     map[int]int{1000: 5, 10000: 3, 20000: 3}, scaleMax: 20000,
+	statusReps: map[int]int{1000: 5, 10000: 3, 20000: 3}, scaleMax: 20000,
 	failoverRemote: 3, failoverSameHost: 5, etcdSameHost: 1, handovers: 30,
 	dispatches: 50, cliDispatches: 20, queueTasks: 4000, pending: 20000, statusQReps: 2,
 }

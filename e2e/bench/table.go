@@ -55,9 +55,6 @@ func toEtcdAtLeast(x float64) cond       { return cond{of: ofBatonToEtcd, op: "�
 func toFloorAtLeast(x float64) cond      { return cond{of: ofBatonToFloor, op: "≥", limit: x} }
 func batonAtMost(x float64, u unit) cond { return cond{of: ofBaton, op: "≤", limit: x, unit: u} }
 func batonIs(x float64, u unit) cond     { return cond{of: ofBaton, op: "=", limit: x, unit: u} }
-func batonAtLeast(x float64, u unit) cond {
-	return cond{of: ofBaton, op: "≥", limit: x, unit: u}
-}
 
 func (c cond) String() string {
 	limit := fmt.Sprintf("%g", c.limit)
