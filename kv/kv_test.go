@@ -343,6 +343,9 @@ func TestListDecoded_EveryLiveEntryOnceInKeyOrder(t *testing.T) {
 		if i > 0 && ds[i-1].Entry.Key >= d.Entry.Key {
 			t.Fatalf("not in key order at %d: %s >= %s", i, ds[i-1].Entry.Key, d.Entry.Key)
 		}
+		if d.Entry.Value != nil {
+			t.Fatalf("%s: the listing kept the record's bytes beside what decode made of them", d.Entry.Key)
+		}
 		want, _ := strconv.Atoi(strings.TrimPrefix(d.Entry.Key, "k"))
 		switch {
 		case want == 7:

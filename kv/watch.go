@@ -217,7 +217,8 @@ const listBatch = 256
 // the rest are still arriving: batches of entries are decoded on up to
 // GOMAXPROCS goroutines as the watch delivers, so that a large listing
 // costs little more than its transfer. decode is called once per entry,
-// from several goroutines at once. The result is in key order.
+// from several goroutines at once. The result is in key order; its
+// entries' Value is nil (decode saw it; Out is what is kept).
 func ListDecoded[T any](ctx context.Context, b *Bucket, pattern string, decode func(Entry) (T, error)) ([]Decoded[T], error) {
 	ctx, cancel := b.c.callCtx(ctx)
 	defer cancel()
@@ -237,6 +238,9 @@ func ListDecoded[T any](ctx context.Context, b *Bucket, pattern string, decode f
 			for batch := range work {
 				for i := range batch {
 					batch[i].Out, batch[i].Err = decode(batch[i].Entry)
+					// What decode made of it is kept, not the bytes too:
+					// 100k records would otherwise be held twice.
+					batch[i].Entry.Value = nil
 				}
 				mu.Lock()
 				decoded = append(decoded, batch)
