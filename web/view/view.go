@@ -10,9 +10,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -103,7 +103,11 @@ func objectWith(obj []byte, extra map[string][]byte) (json.RawMessage, error) {
 	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
 		return nil, fmt.Errorf("not a JSON object: %.40q", obj)
 	}
-	all := make(map[string][]byte, len(extra)+16)
+	type member struct {
+		name  string
+		value []byte
+	}
+	members := make([]member, 0, len(extra)+16)
 	for dec.PeekKind() != '}' {
 		tok, err := dec.ReadToken()
 		if err != nil {
@@ -117,7 +121,8 @@ func objectWith(obj []byte, extra map[string][]byte) (json.RawMessage, error) {
 		if _, ok := extra[name]; ok {
 			continue
 		}
-		if k := v.Kind(); k == '{' || k == '[' {
+		value := bytes.Clone(v) // v too is only valid until the next read
+		if k := v.Kind(); (k == '{' || k == '[') && len(v) > 2 {
 			// Nested objects (meta, fields of later versions) are written
 			// as encoding/json writes them from a map: keys sorted. Rare
 			// and small; a session's own fields are scalars.
@@ -125,32 +130,39 @@ func objectWith(obj []byte, extra map[string][]byte) (json.RawMessage, error) {
 			if err := json.Unmarshal(v, &x); err != nil {
 				return nil, err
 			}
-			if all[name], err = json.Marshal(x); err != nil {
+			if value, err = json.Marshal(x); err != nil {
 				return nil, err
 			}
+		}
+		members = append(members, member{name, value})
+	}
+	for name, value := range extra {
+		members = append(members, member{name, value})
+	}
+	// Sorted by name; of names given twice, the last is kept, as a map
+	// keeps it.
+	slices.SortStableFunc(members, func(a, b member) int { return strings.Compare(a.name, b.name) })
+	b := make([]byte, 0, len(obj)+160)
+	b = append(b, '{')
+	for i, m := range members {
+		if i+1 < len(members) && members[i+1].name == m.name {
 			continue
 		}
-		all[name] = bytes.Clone(v) // v too is only valid until the next read
-	}
-	maps.Copy(all, extra)
-	keys := slices.Sorted(maps.Keys(all))
-	var b bytes.Buffer
-	b.Grow(len(obj) + 160)
-	b.WriteByte('{')
-	for i, k := range keys {
-		if i > 0 {
-			b.WriteByte(',')
+		if len(b) > 1 {
+			b = append(b, ',')
 		}
-		name, err := json.Marshal(k)
-		if err != nil {
-			return nil, err
+		quoted, err := jsontext.AppendQuote(b, m.name)
+		if err != nil { // invalid UTF-8: quoted as encoding/json does
+			name, err := json.Marshal(m.name)
+			if err != nil {
+				return nil, err
+			}
+			quoted = append(b, name...)
 		}
-		b.Write(name)
-		b.WriteByte(':')
-		b.Write(all[k])
+		b = append(quoted, ':')
+		b = append(b, m.value...)
 	}
-	b.WriteByte('}')
-	return b.Bytes(), nil
+	return append(b, '}'), nil
 }
 
 // LeaseRow is one lease of `status --json`: its record plus revision,

@@ -19,6 +19,7 @@ func TestSessionRowJSON_IsSessionRowMarshalled(t *testing.T) {
 			`"started_at":"2026-11-23T11:59:00Z","renewed_at":"2026-11-23T11:59:30.5Z","renewals":3,"message":"<half>","result":"","meta":{"z":"1","a":"2"}}`,
 		`{"slot":"s2","fence":1,"future":{"b":[1,2.5,null],"a":"x"},"state":"from the record","zz":"\u2028"}`,
 		`{"slot":"s3"}`,
+		`{"slot":"s4","meta":{},"a<b>&c":[],"\u00e9t\u00e9":{"y":1,"x":[{"b":2,"a":1}]}}`,
 	} {
 		var r session.Record
 		if err := r.UnmarshalJSON([]byte(stored)); err != nil {
