@@ -64,14 +64,33 @@ func (s *upServer) stop(sig os.Signal) error {
 }
 
 // startUpCluster runs three `baton up` as one JetStream cluster on loopback
-// and waits until each serves with its buckets on three replicas.
+// and waits until each serves with its buckets on three replicas. The
+// cluster ports are picked free and then handed to the servers, so another
+// process may take one in between: a start that fails so is tried again,
+// up to three times.
 func startUpCluster(t *testing.T) []*upServer {
 	t.Helper()
+	for attempt := 1; ; attempt++ {
+		servers, err := tryUpCluster(t)
+		if err == nil {
+			return servers
+		}
+		for _, s := range servers {
+			_ = s.stop(os.Kill)
+		}
+		if attempt == 3 || !strings.Contains(err.Error(), "address already in use") {
+			t.Fatal(err)
+		}
+		t.Logf("starting the cluster again: %v", err)
+	}
+}
+
+func tryUpCluster(t *testing.T) ([]*upServer, error) {
 	var ports []int
 	for range 3 {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 		l.Close()
@@ -80,7 +99,7 @@ func startUpCluster(t *testing.T) []*upServer {
 	for _, p := range ports {
 		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", p))
 	}
-	servers := make([]*upServer, 3)
+	servers := make([]*upServer, 0, 3)
 	ready := make(chan int, 3)
 	for i := range 3 {
 		state := t.TempDir()
@@ -93,16 +112,16 @@ func startUpCluster(t *testing.T) []*upServer {
 		stderr := &syncBuffer{}
 		cmd.Stderr = stderr
 		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
+			return servers, err
 		}
 		s := &upServer{name: name, cmd: cmd, stderr: stderr}
-		servers[i] = s
+		servers = append(servers, s)
 		t.Cleanup(func() { s.stop(interrupt) })
 		go func() {
 			// --json prints one indented document once the server serves.
 			doc, _ := readJSONDoc(bufio.NewReader(out))
 			if u, ok := doc["url"].(string); ok && doc["replicas"] == float64(3) {
-				servers[i].url = u
+				s.url = u
 			}
 			ready <- i
 		}()
@@ -111,13 +130,17 @@ func startUpCluster(t *testing.T) []*upServer {
 		select {
 		case <-ready:
 		case <-time.After(60 * time.Second):
-			t.Fatal("the cluster did not come up within 60s")
+			var logs strings.Builder
+			for _, s := range servers {
+				fmt.Fprintf(&logs, "%s's stderr:\n%s\n", s.name, s.stderr)
+			}
+			return servers, fmt.Errorf("the cluster did not come up within 60s\n%s", &logs)
 		}
 	}
 	for i, s := range servers {
 		if s.url == "" {
-			t.Fatalf("server %d did not report its URL with 3 replicas", i+1)
+			return servers, fmt.Errorf("server %d did not report its URL with 3 replicas; its stderr:\n%s", i+1, s.stderr)
 		}
 	}
-	return servers
+	return servers, nil
 }
