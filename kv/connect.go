@@ -53,6 +53,11 @@ type Client struct {
 	inProcess atomic.Int32
 	// inProcessRetries counts writes sent again after such a refusal.
 	inProcessRetries atomic.Int64
+	// answerStale > 0 makes that many writes land on the server but be
+	// answered as a deposed leader answers them: refused, its copy of the
+	// key older than the revision expected (tests). refuseStale does the
+	// same for writes it does not send.
+	answerStale, refuseStale atomic.Int32
 
 	trace *tracing // WithTracer; nil: none
 }

@@ -26,3 +26,13 @@ func InProgressRetries(c *Client) int64 { return c.inProcessRetries.Load() }
 
 // Dialable is dialable, for its test.
 func Dialable(u string) string { return dialable(u) }
+
+// AnswerStale makes the next n writes of c land on the server but be
+// answered with a deposed leader's refusal (wrong last sequence: 0), as when
+// a leader cut off from the others answered first and its successor
+// applied the write.
+func AnswerStale(c *Client, n int32) { c.answerStale.Store(n) }
+
+// RefuseStale makes the next n writes of c be refused, unsent, with a
+// deposed leader's refusal (wrong last sequence: 0).
+func RefuseStale(c *Client, n int32) { c.refuseStale.Store(n) }

@@ -252,6 +252,36 @@ func TestWatch_EmptyBucketSignalsEndOfInitialValues(t *testing.T) {
 	}
 }
 
+// A holder that lost its lease stops its watch on the way to stopping its
+// work: the watch's clean-up on the server (deleting its consumer, a
+// request with a timeout of seconds) must not hold Stop up when the server
+// does not answer.
+func TestWatch_StopDoesNotWaitForAServerThatIsGone(t *testing.T) {
+	s := kvtest.StartServer(t)
+	c := kvtest.Connect(t, s.ClientURL())
+	b, err := c.Ensure(context.Background(), kv.BucketConfig{Name: "test", MarkerTTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := b.Watch(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := <-w.Updates(); e != nil {
+		t.Fatalf("initial values of an empty bucket: %+v, want the end marker", e)
+	}
+	s.Shutdown() // the client reconnects: requests wait in its buffer
+	stopped := make(chan struct{})
+	go func() { w.Stop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(2 * time.Second): // the consumer delete waits 5 s
+		t.Fatal("Stop waited for the server")
+	}
+	for range w.Updates() {
+	}
+}
+
 func TestWatch_StopsWithContext(t *testing.T) {
 	_, b := testBucket(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -751,5 +781,50 @@ func TestWatch_EndingWhileDeliveringIsClean(t *testing.T) {
 		cancel()
 		for range w.Updates() {
 		}
+	}
+}
+
+// A caller that knows the key had a revision (its own session's fence) does
+// not take an older answer, which only a cut-off former leader gives: it
+// asks again until the key shows that revision, or says the server is
+// unavailable once its deadline passes.
+func TestLatestAtLeast_AsksAgainUntilTheRevisionIsThere(t *testing.T) {
+	c, b := testBucket(t)
+	ctx := context.Background()
+	rev, err := b.Create(ctx, "a", []byte("v1"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, err := b.LatestAtLeast(ctx, "a", rev); err != nil || e.Revision != rev {
+		t.Fatalf("at least %d: %+v, %v", rev, e, err)
+	}
+
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	if _, err := b.LatestAtLeast(short, "a", rev+1); !errors.Is(err, kv.ErrUnavailable) || !strings.Contains(err.Error(), "older than revision") {
+		t.Fatalf("a revision the key never reached: %v, want ErrUnavailable saying why", err)
+	}
+
+	before := kv.ReadRetries(c)
+	got := make(chan kv.Entry, 1)
+	go func() {
+		e, err := b.LatestAtLeast(ctx, "a", rev+1)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- e
+	}()
+	for kv.ReadRetries(c) == before { // it has seen the old revision and asks again
+		time.Sleep(time.Millisecond)
+	}
+	rev2, err := b.Update(ctx, "a", []byte("v2"), 0, rev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := <-got; e.Revision != rev2 || string(e.Value) != "v2" {
+		t.Fatalf("got %+v, want v2 at %d", e, rev2)
+	}
+	if _, err := b.LatestAtLeast(ctx, "missing", 5); !errors.Is(err, kv.ErrNotFound) {
+		t.Errorf("a key with no message: %v, want ErrNotFound", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -64,6 +65,45 @@ func (b *Bucket) latest(ctx context.Context, key string) (Entry, error) {
 		}
 	}
 	return b.entryOf(m.Subject, m.Seq, m.Time, h, m.Data), nil
+}
+
+// LatestAtLeast is Latest for a caller that knows the key had revision
+// min (its own session's fence, a revision it wrote): an answer older than
+// that can only come from a stream leader cut off from the others that has
+// not yet noticed it lost its leadership (adr/0015), so it is asked again,
+// after a pause a little longer each time, until the call's deadline; past
+// it the call is ErrUnavailable. ErrNotFound is returned as it comes (a key
+// whose tombstone expired has no message at all).
+func (b *Bucket) LatestAtLeast(ctx context.Context, key string, min uint64) (Entry, error) {
+	s := b.begin(TraceLatest, key, 0, nil, 0)
+	e, err := func() (Entry, error) {
+		if err := validStoredKey(key); err != nil {
+			return Entry{}, err
+		}
+		ctx, cancel := b.c.callCtx(ctx)
+		defer cancel()
+		return b.latestAtLeast(ctx, key, min)
+	}()
+	s.read(e, err)
+	return e, err
+}
+
+func (b *Bucket) latestAtLeast(ctx context.Context, key string, least uint64) (Entry, error) {
+	backoff := 10 * time.Millisecond
+	for {
+		e, err := b.latest(ctx, key)
+		if err != nil || e.Revision >= least {
+			return e, err
+		}
+		select {
+		case <-ctx.Done():
+			return Entry{}, fmt.Errorf("%w: read %s/%s: answered only from a copy older than revision %d, by a server cut off from the others; try again once the cluster is whole",
+				ErrUnavailable, b.cfg.Name, key, least)
+		case <-time.After(backoff):
+			backoff = min(2*backoff, 250*time.Millisecond)
+			b.c.readRetries.Add(1)
+		}
+	}
 }
 
 func (b *Bucket) entryOf(subject string, seq uint64, t time.Time, h nats.Header, data []byte) Entry {
@@ -128,7 +168,7 @@ func (b *Bucket) create(ctx context.Context, key string, value []byte, ttl time.
 		if !w.undecided(err) {
 			return rev, err
 		}
-		cur, rerr := b.latest(ctx, key)
+		cur, rerr := b.latestAtLeast(ctx, key, b.c.known(expected))
 		switch {
 		case errors.Is(rerr, ErrNotFound):
 			expected = 0
@@ -152,9 +192,13 @@ func (b *Bucket) create(ctx context.Context, key string, value []byte, ttl time.
 // never writes over a tombstone: a deleted or expired key stays gone. It
 // returns the new revision or a *ConflictError (ErrConflict).
 //
-// A write whose answer was lost is recognised when the stream leader holds
-// exactly value at a later revision; values should therefore differ from one
-// write to the next (baton's records carry the time of the write).
+// A write whose answer was lost, or that a deposed leader refused while
+// its successor applied it (adr/0026), is recognised when the stream
+// leader holds exactly value at a later revision; values should therefore
+// differ from one write to the next (baton's records carry the time of the
+// write). rev must be a revision the key had (read or written): in a
+// cluster, a re-read older than it is taken for a cut-off server's answer
+// and asked again until the deadline.
 func (b *Bucket) Update(ctx context.Context, key string, value []byte, ttl time.Duration, rev uint64) (uint64, error) {
 	s := b.begin(TraceUpdate, key, rev, value, ttl)
 	var w casWrite
@@ -177,7 +221,7 @@ func (b *Bucket) update(ctx context.Context, key string, value []byte, ttl time.
 		if !w.undecided(err) {
 			return newRev, err
 		}
-		cur, rerr := b.latest(ctx, key)
+		cur, rerr := b.latestAtLeast(ctx, key, b.c.known(rev))
 		switch {
 		case errors.Is(rerr, ErrNotFound):
 			return 0, &ConflictError{Key: key, Expected: rev, Err: err}
@@ -232,7 +276,7 @@ func (b *Bucket) deleteRevision(ctx context.Context, key string, rev uint64, not
 		if !w.undecided(err) {
 			return tomb, err
 		}
-		cur, rerr := b.latest(ctx, key)
+		cur, rerr := b.latestAtLeast(ctx, key, b.c.known(rev))
 		switch {
 		case errors.Is(rerr, ErrNotFound):
 			return 0, &ConflictError{Key: key, Expected: rev, Err: err}
@@ -256,7 +300,7 @@ type casWrite struct{ lost bool }
 
 // try notes a lost answer and passes the attempt's outcome on.
 func (w *casWrite) try(rev uint64, err error) (uint64, error) {
-	w.lost = w.lost || errors.Is(err, errNoAnswer)
+	w.lost = w.lost || errors.Is(err, errNoAnswer) || errors.Is(err, errMaybeApplied)
 	return rev, err
 }
 
@@ -339,6 +383,10 @@ func (b *Bucket) tombstoneTTL() time.Duration {
 // errNoAnswer marks a publish whose answer was lost: it may have landed.
 var errNoAnswer = errors.New("kv: no answer to a write; it may have been applied")
 
+// errMaybeApplied marks a write given up on that may have landed, with no
+// time left to find out.
+var errMaybeApplied = errors.New("it may have been applied")
+
 // publish sends one write and waits for the stream's acknowledgement,
 // retrying while the stream elects a leader. A conflict comes back as
 // ErrConflict (wrapping the server's error) and a lost answer as errNoAnswer.
@@ -378,7 +426,18 @@ func (b *Bucket) publish(ctx context.Context, m *nats.Msg) (uint64, error) {
 	// successor: from then on, an error does not prove the write was not
 	// applied, and is returned with errNoAnswer, so that the caller re-reads
 	// and recognises its own write.
+	//
+	// So can a refusal. A leader cut off from the others goes on answering
+	// as leader until it hears of its successor, and while both hold the
+	// stream's subscription a write reaches both: the successor may apply it
+	// while the deposed one, answering first, refuses it from its old copy
+	// (adr/0026). Its refusal gives itself away only when it names a last
+	// revision older than the one expected, which the key had (revisions
+	// only grow); and an in-progress refusal (10164, replicated streams
+	// only) may be its own stuck proposal's. After either, the write may
+	// have landed.
 	maybe := false
+	expected, _ := strconv.ParseUint(m.Header.Get(hdrExpectedLastSS), 10, 64)
 	unsure := func(err error) error {
 		if maybe {
 			return fmt.Errorf("%w (%w)", err, errNoAnswer)
@@ -405,11 +464,16 @@ func (b *Bucket) publish(ctx context.Context, m *nats.Msg) (uint64, error) {
 		case ack.Error == nil:
 			return ack.Seq, nil
 		case ack.Error.ErrorCode == codeWrongLastSeqConst && retryInProcess():
+			maybe = true
 			b.c.inProcessRetries.Add(1)
 			continue
 		case ack.Error.ErrorCode == codeWrongLastSeqConst:
-			return 0, unsure(fmt.Errorf("%w: %s: the stream's leader kept refusing it while an earlier write of the key was in progress: %w", ErrUnavailable, what, error(ack.Error)))
+			// No time is left to find out by a re-read.
+			return 0, fmt.Errorf("%w: %s: the stream's leader kept refusing it while an earlier write of the key was in progress: %w (%w)", ErrUnavailable, what, error(ack.Error), errMaybeApplied)
 		case isWrongLastSeq(ack.Error):
+			if last, ok := lastSeqOf(ack.Error); ok && last <= expected && b.c.clustered() {
+				maybe = true // answered from a copy older than the key: a deposed leader's
+			}
 			return 0, unsure(fmt.Errorf("%w: %w", ErrConflict, error(ack.Error)))
 		case transient(ack.Error):
 			maybe = true
@@ -432,6 +496,11 @@ func (b *Bucket) sendOnce(ctx context.Context, m *nats.Msg, what string) (pubAck
 		ack.Error = &jetstream.APIError{Code: 400, ErrorCode: codeWrongLastSeqConst, Description: "wrong last sequence"}
 		return ack, nil
 	}
+	if b.c.refuseStale.Load() > 0 && b.c.refuseStale.Add(-1) >= 0 {
+		// Fault injection (tests): refused unsent, as by a deposed leader.
+		ack.Error = staleRefusal()
+		return ack, nil
+	}
 	actx, cancel := b.c.attemptCtx(ctx)
 	w := b.c.refusals.begin(m.Subject, cancel)
 	resp, err := b.c.nc.RequestMsgWithContext(actx, m)
@@ -439,6 +508,12 @@ func (b *Bucket) sendOnce(ctx context.Context, m *nats.Msg, what string) (pubAck
 	cancel()
 	if err == nil && b.c.dropAnswers.Load() > 0 && b.c.dropAnswers.Add(-1) >= 0 {
 		return ack, errNoAnswer // fault injection (tests): the write landed, its answer is lost
+	}
+	if err == nil && b.c.answerStale.Load() > 0 && b.c.answerStale.Add(-1) >= 0 {
+		// Fault injection (tests): the write landed, but a deposed leader's
+		// refusal was the answer that came first.
+		ack.Error = staleRefusal()
+		return ack, nil
 	}
 	if err == nil && b.c.answerUnavailable.Load() > 0 && b.c.answerUnavailable.Add(-1) >= 0 {
 		// Fault injection (tests): the write landed, but the answer says the
@@ -462,4 +537,36 @@ func (b *Bucket) sendOnce(ctx context.Context, m *nats.Msg, what string) (pubAck
 		return ack, fmt.Errorf("%s: undecodable acknowledgement from %s: %w", what, b.c.url, err)
 	}
 	return ack, nil
+}
+
+// clustered reports whether the server this client is connected to is part
+// of a cluster, where a stream can have a deposed leader that does not know
+// it yet: only there can an answer be older than what the key had.
+func (c *Client) clustered() bool { return c.nc.ConnectedClusterName() != "" }
+
+// known is rev as a revision the key is known to have had, for a re-read
+// after a refusal: on a single server, whose answers are never older than
+// the key, it is 0 (nothing to wait for, whatever rev the caller gave).
+func (c *Client) known(rev uint64) uint64 {
+	if !c.clustered() {
+		return 0
+	}
+	return rev
+}
+
+// lastSeqOf reads the last revision a wrong-last-sequence refusal (10071)
+// names: "wrong last sequence: N".
+func lastSeqOf(e *jetstream.APIError) (uint64, bool) {
+	i := strings.LastIndexByte(e.Description, ' ')
+	if i < 0 {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(e.Description[i+1:], 10, 64)
+	return n, err == nil
+}
+
+// staleRefusal is a deposed leader's refusal of a write to a key it has no
+// copy of (fault injection for tests).
+func staleRefusal() *jetstream.APIError {
+	return &jetstream.APIError{Code: 400, ErrorCode: codeWrongLastSeq, Description: "wrong last sequence: 0"}
 }

@@ -103,11 +103,6 @@ func TestTracer_SeesEachCallWithItsOutcome(t *testing.T) {
 		t.Errorf("second create's conflict traced %+v, want the live entry at %d", r, r1)
 	}
 
-	if _, err := b.Update(ctx, "a", []byte("v3"), 0, r1+100); !errors.Is(err, kv.ErrConflict) {
-		t.Fatalf("stale update: %v", err)
-	}
-	check("stale update", kv.TraceUpdate, r1+100, kv.OutcomeConflict)
-
 	r2, err := b.Update(ctx, "a", []byte("v4"), 5*time.Second, r1)
 	if err != nil {
 		t.Fatal(err)
@@ -115,6 +110,13 @@ func TestTracer_SeesEachCallWithItsOutcome(t *testing.T) {
 	if _, r := check("update", kv.TraceUpdate, r1, kv.OutcomeOK); r.Revision != r2 {
 		t.Errorf("update traced revision %d, want %d", r.Revision, r2)
 	}
+
+	// A revision the key had, since replaced: the server names a newer
+	// one, so the refusal is definite (adr/0026).
+	if _, err := b.Update(ctx, "a", []byte("v3"), 0, r1); !errors.Is(err, kv.ErrConflict) {
+		t.Fatalf("stale update: %v", err)
+	}
+	check("stale update", kv.TraceUpdate, r1, kv.OutcomeConflict)
 
 	if _, err := b.Get(ctx, "a"); err != nil {
 		t.Fatal(err)
@@ -144,10 +146,10 @@ func TestTracer_SeesEachCallWithItsOutcome(t *testing.T) {
 		t.Errorf("latest traced %+v, want the tombstone with its note", r.Entry)
 	}
 
-	if err := b.Delete(ctx, "a", tomb+100, nil); !errors.Is(err, kv.ErrConflict) {
+	if err := b.Delete(ctx, "a", r2, nil); !errors.Is(err, kv.ErrConflict) {
 		t.Fatalf("stale delete: %v", err)
 	}
-	check("stale delete", kv.TraceDelete, tomb+100, kv.OutcomeConflict)
+	check("stale delete", kv.TraceDelete, r2, kv.OutcomeConflict)
 
 	r3, err := b.CreateAfter(ctx, "a", []byte("v5"), 0, tomb)
 	if err != nil {
@@ -236,9 +238,10 @@ func TestTracer_WriteToAStoppedServerIsUnknown(t *testing.T) {
 	}
 }
 
-// A write the stream's leader kept refusing (in progress, 10164) until the
-// deadline is unavailable, but certainly not applied.
-func TestTracer_RefusedUntilTheDeadlineIsDefinite(t *testing.T) {
+// A write refused as in progress (10164) until the deadline is unavailable,
+// and may have been applied: the refusals may have come from a deposed
+// leader whose successor applied the first attempt (adr/0026).
+func TestTracer_RefusedAsInProgressUntilTheDeadlineIsUnknown(t *testing.T) {
 	ctx := context.Background()
 	_, c, b, rec := tracedBucket(t, kv.WithTimeout(500*time.Millisecond))
 	r1, err := b.Create(ctx, "a", []byte("v1"), 0)
@@ -250,8 +253,8 @@ func TestTracer_RefusedUntilTheDeadlineIsDefinite(t *testing.T) {
 	if _, err := b.Update(ctx, "a", []byte("v2"), 0, r1); !errors.Is(err, kv.ErrUnavailable) {
 		t.Fatalf("refused update: %v, want ErrUnavailable", err)
 	}
-	if _, r := rec.last(t); r.Outcome != kv.OutcomeFailed {
-		t.Errorf("refused update traced %s (%v), want failed", r.Outcome, r.Err)
+	if _, r := rec.last(t); r.Outcome != kv.OutcomeUnknown {
+		t.Errorf("refused update traced %s (%v), want unknown", r.Outcome, r.Err)
 	}
 }
 
@@ -399,4 +402,83 @@ func TestCAS_AWriteAnswered503ThatLandedIsRecognised(t *testing.T) {
 	// claims no definite refusal (in general the write may have landed and
 	// been overwritten before the re-read).
 	outcome("stale update", kv.OutcomeUnknown)
+}
+
+// A leader cut off from the others answers writes as leader until it hears
+// of its successor, from its old copy of the key, and a write reaches both:
+// its refusal can come first while the successor applied the write.
+func TestCAS_ADeposedLeadersRefusalOfAWriteThatLandedIsRecognised(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster")
+	}
+	ctx := context.Background()
+	rec := &recorder{}
+	cl := kvtest.StartCluster(t, 3)
+	c := kvtest.Connect(t, cl.URLs(), kv.WithTracer(rec))
+	b, err := c.Ensure(ctx, kv.BucketConfig{Name: "r3", MarkerTTL: time.Minute, Replicas: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	outcome := func(what string, want kv.Outcome) {
+		t.Helper()
+		if _, r := rec.last(t); r.Outcome != want {
+			t.Errorf("%s: traced %s (err %v), want %s", what, r.Outcome, r.Err, want)
+		}
+	}
+	rev, err := b.Create(ctx, "a", []byte("v1"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	kv.AnswerStale(c, 1)
+	rev2, err := b.Update(ctx, "a", []byte("v2"), 0, rev)
+	if err != nil || rev2 <= rev {
+		t.Fatalf("update refused by a deposed leader, applied by its successor: %d, %v; want a revision after %d", rev2, err, rev)
+	}
+	outcome("update", kv.OutcomeOK)
+
+	kv.AnswerStale(c, 1)
+	tomb, err := b.DeleteRevision(ctx, "a", rev2, []byte("bye"))
+	if err != nil || tomb <= rev2 {
+		t.Fatalf("delete refused by a deposed leader, applied by its successor: %d, %v", tomb, err)
+	}
+	outcome("delete", kv.OutcomeOK)
+
+	kv.AnswerStale(c, 1)
+	rev3, err := b.CreateAfter(ctx, "a", []byte("v3"), 0, tomb)
+	if err != nil || rev3 <= tomb {
+		t.Fatalf("create refused by a deposed leader, applied by its successor: %d, %v", rev3, err)
+	}
+	outcome("create after", kv.OutcomeOK)
+	if e, _ := b.Get(ctx, "a"); e.Revision != rev3 || string(e.Value) != "v3" {
+		t.Fatalf("got %+v, want v3 at %d", e, rev3)
+	}
+
+	// A refusal from a deposed leader of a write it did not pass on: the
+	// key is unchanged, so the write is sent again, and lands.
+	kv.RefuseStale(c, 1)
+	rev4, err := b.Update(ctx, "a", []byte("v4"), 0, rev3)
+	if err != nil || rev4 <= rev3 {
+		t.Fatalf("update refused unsent by a deposed leader: %d, %v", rev4, err)
+	}
+	outcome("update sent again", kv.OutcomeOK)
+
+	// The key moved on meanwhile: still a conflict for the caller, but not
+	// a definite one in the trace (the write may have landed and been
+	// replaced before the re-read).
+	if _, err := b.Update(ctx, "a", []byte("theirs"), 0, rev4); err != nil {
+		t.Fatal(err)
+	}
+	kv.RefuseStale(c, 1)
+	if _, err := b.Update(ctx, "a", []byte("mine"), 0, rev4); !errors.Is(err, kv.ErrConflict) {
+		t.Errorf("update of a replaced revision refused by a deposed leader: %v, want ErrConflict", err)
+	}
+	outcome("update of a replaced revision", kv.OutcomeUnknown)
+
+	// A server that names a last revision newer than the one expected is
+	// not behind: its refusal stands as a definite conflict.
+	if _, err := b.Update(ctx, "a", []byte("late"), 0, rev4); !errors.Is(err, kv.ErrConflict) {
+		t.Errorf("update of a replaced revision: %v, want ErrConflict", err)
+	}
+	outcome("plain conflict", kv.OutcomeConflict)
 }

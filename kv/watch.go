@@ -169,11 +169,17 @@ func (w *Watcher) send(e *Entry) bool {
 func (w *Watcher) Updates() <-chan *Entry { return w.updates }
 
 // Stop ends the watch; Updates is closed soon after. It is idempotent.
+//
+// Stop returns at once. Unsubscribing also deletes the watch's consumer on
+// the server, a request that waits for its answer (seconds, on a link that
+// went dead): that goes on in the background until it is answered, times
+// out or the connection is closed, so that a holder that must stop its
+// work because it lost its lease is never held up by its own watch.
 func (w *Watcher) Stop() {
 	w.once.Do(func() {
 		close(w.stop)
-		_ = w.sub.Unsubscribe()
 		w.cancel()
+		go func() { _ = w.sub.Unsubscribe() }()
 	})
 }
 

@@ -33,7 +33,14 @@ func (m *Manager) Resume(ctx context.Context, slot string, opts ...ResumeOption)
 	if err := validSlot(slot); err != nil {
 		return nil, err
 	}
-	e, err := m.bucket.Latest(ctx, slot)
+	// The key had at least the revision of this host's own session (a fence
+	// is a creation revision): an older answer is a cut-off server's, not
+	// a sign the session was lost, and is asked again.
+	var least uint64
+	if t, ok := m.readTrace(slot); ok {
+		least = t.Fence
+	}
+	e, err := m.bucket.LatestAtLeast(ctx, slot, least)
 	if err != nil && !errors.Is(err, kv.ErrNotFound) {
 		return nil, err
 	}

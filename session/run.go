@@ -141,17 +141,21 @@ func (m *Manager) Run(ctx context.Context, slot, task string, start func(*Sessio
 			}
 			return RunResult{Session: k.session(), ExitCode: code}, m.closeAfterRun(k.session(), result(code))
 		case lost := <-k.lost:
-			stopKeeper()
+			// The work stops first: nothing the keeper's goroutines still
+			// wait on (a watch's clean-up on a dead link) may delay it.
+			stop()
 			var le *LostError
 			if errors.As(lost, &le) && le.How == LostUnrenewed {
 				// The server may still hold the session, and may expire it
 				// any moment: stop within the budget kept for that, then
 				// free the slot if the server can be reached again.
 				code, _ := child.Stop(k.sched.StopBudget())
+				wg.Wait()
 				_ = m.closeWithin(k.session(), ResultFail, min(m.bucket.Client().Timeout(), time.Second))
 				return RunResult{Session: k.session(), ExitCode: code}, lost
 			}
 			code, _ := child.Stop(cfg.grace)
+			wg.Wait()
 			return RunResult{Session: k.session(), ExitCode: code}, lost
 		case sig := <-cfg.signals:
 			if ss, ok := sig.(syscall.Signal); ok {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/batonhq/baton/hostlocal"
 	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/kv/kvtest"
 	"github.com/batonhq/baton/session"
 )
 
@@ -198,6 +199,55 @@ func TestRun_ServerGoneStopsTheWorkBeforeTheTTL(t *testing.T) {
 	if took := time.Since(stopped); took >= ttl {
 		t.Errorf("work killed %s after the server went away; TTL is %s", took, ttl)
 	}
+	select {
+	case err := <-done:
+		var lost *session.LostError
+		if !errors.As(err, &lost) || lost.How != session.LostUnrenewed {
+			t.Fatalf("run: %v, want lost: not renewed in time", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("run went on without its server")
+	}
+}
+
+// A link that goes dead without closing (no reset: the client notices only
+// by its own timeouts) must not hold up the stop either: nothing the run
+// still waits on over that link may come before stopping the work.
+func TestRun_DeadLinkStopsTheWorkBeforeTheTTL(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for a TTL")
+	}
+	ctx := ctxT(t)
+	e := newEnv(t)
+	px := kvtest.NewStallProxy(t, strings.TrimPrefix(e.srv.ClientURL(), "nats://"))
+	c := kvtest.Connect(t, px.URL(), kv.WithTimeout(time.Second))
+	sd, err := hostlocal.OpenStateDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := session.NewManager(c, session.WithHostID("h1"), session.WithStateDir(sd))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ttl = 2 * time.Second
+	done := make(chan error, 1)
+	started := make(chan *hostlocal.Group, 1)
+	go func() {
+		_, err := m.Run(ctx, "slot", "T1", func(s *session.Session) (session.Child, error) {
+			c, err := shell(t, `trap '' TERM; echo started; while :; do sleep 0.05; done`)(s)
+			started <- c.(*hostlocal.Group)
+			return c, err
+		}, session.WithJoinOptions(session.WithTTL(ttl)), session.WithGrace(time.Minute))
+		done <- err
+	}()
+	g := <-started
+	stalled := time.Now()
+	px.Stall()
+	<-g.Done()
+	if took := time.Since(stalled); took >= ttl {
+		t.Errorf("work killed %s after the link went dead; TTL is %s", took, ttl)
+	}
+	px.Resume()
 	select {
 	case err := <-done:
 		var lost *session.LostError

@@ -77,6 +77,13 @@ func newCluster(bin, dir string, nw *network) (*cluster, error) {
 		routes = append(routes, fmt.Sprintf("nats://%s:%d", n.host, n.cport))
 	}
 	c.routes = strings.Join(routes, ",")
+	// The servers do not tell clients of one another: a client of the slow
+	// host knows the servers only through its proxies, and must not find a
+	// way round them when its links are stalled (it did: a stalled `run`
+	// reconnected to a server's own address).
+	if err := os.WriteFile(filepath.Join(dir, "server.conf"), []byte("cluster { no_advertise: true }\n"), 0o600); err != nil {
+		return nil, err
+	}
 	return c, nil
 }
 
@@ -106,7 +113,7 @@ func (c *cluster) start(ctx context.Context, i int) error {
 		return err
 	}
 	defer logf.Close()
-	cmd := c.net.command(n.name, c.bin, "up", "--listen", net.JoinHostPort(n.host, strconv.Itoa(n.port)), "--server-name", n.name,
+	cmd := c.net.command(n.name, c.bin, "up", "--config", filepath.Join(c.dir, "server.conf"), "--listen", net.JoinHostPort(n.host, strconv.Itoa(n.port)), "--server-name", n.name,
 		"--cluster-name", "baton-fault", "--cluster-listen", net.JoinHostPort(n.host, strconv.Itoa(n.cport)), "--routes", c.routes)
 	cmd.Env = append(os.Environ(), "BATON_STATE_DIR="+n.state)
 	cmd.Stdout, cmd.Stderr = logf, logf

@@ -37,10 +37,11 @@ type linResult struct {
 	Failures                                                         []string
 	// Exempt counts the reads left out of the histories because they were
 	// answered while a server was cut off from the majority (the windows
-	// given to checkTraces); Stale, those among them that returned a
-	// revision older than one another client's write had been
-	// acknowledged at before the read was sent.
-	Exempt, Stale int
+	// given to checkTraces); Stale, those among them (and the conflicts'
+	// entries) that returned a revision older than one another client's
+	// write had been acknowledged at before the read was sent. Refused
+	// counts the conflicts answered then, taken as of unknown outcome.
+	Exempt, Stale, Refused int
 }
 
 // linNever is the return time of a call that never returned, or of a write
@@ -54,8 +55,11 @@ const linNever = math.MaxInt64
 //
 // A read answered during one of the windows in cutOff (a server cut off
 // from the majority, which may still answer reads as the stream leader it
-// was: adr/0015) is left out of the histories, and so is the entry a
-// conflict carries; writes are checked whenever they were made.
+// was: adr/0015) is left out of the histories. So is the entry a conflict
+// carries, and the conflict itself is taken as of unknown outcome: that
+// server refuses writes from the same old copy while its successor may
+// apply them (adr/0026), and a refusal of a create cannot be told from a
+// true one. Every other write is checked whenever it was made.
 func checkTraces(traceDir, artifactDir string, timeout time.Duration, cutOff []span) (linResult, error) {
 	var res linResult
 	files, err := filepath.Glob(filepath.Join(traceDir, "*.jsonl"))
@@ -73,7 +77,7 @@ func checkTraces(traceDir, artifactDir string, timeout time.Duration, cutOff []s
 	if err != nil {
 		return res, err
 	}
-	res.Exempt, res.Stale = t.exempt, t.staleReads()
+	res.Exempt, res.Stale, res.Refused = t.exempt, t.staleReads(), t.refused
 	res.Histories = len(hists)
 	for _, h := range hists {
 		res.Ops += len(h.ops)
@@ -134,12 +138,13 @@ type linCall struct {
 
 // linTraces are the calls read so far, in the order read.
 type linTraces struct {
-	calls  map[linCallID]*linCall
-	order  []linCallID
-	bucket map[string]linBucket
-	cutOff []span
-	exempt int                // reads left out: answered during a cut
-	left   map[linCallID]bool // those reads and conflicts
+	calls   map[linCallID]*linCall
+	order   []linCallID
+	bucket  map[string]linBucket
+	cutOff  []span
+	exempt  int                // reads left out: answered during a cut
+	refused int                // conflicts answered during a cut: unknown
+	left    map[linCallID]bool // those reads and conflicts
 }
 
 // linBucket is a bucket's settings, as the traced clients knew them.
@@ -344,14 +349,20 @@ func (t *linTraces) histories() ([]*linHistory, error) {
 		c := t.calls[id]
 		in, out, keep, err := t.operation(c)
 		// Every read answered during a cut (an entry or "none": the old
-		// leader may lack a key created since), and a conflict's entry.
-		if keep && (!in.Op.Write() || out.Entry != nil) && t.during(in.Call, out.Return) {
+		// leader may lack a key created since), and every conflict: what
+		// it read is left out, and the refusal may be a deposed leader's,
+		// so it is of unknown outcome.
+		if keep && (!in.Op.Write() || out.Outcome == kv.OutcomeConflict) && t.during(in.Call, out.Return) {
 			if t.left == nil {
 				t.left = map[linCallID]bool{}
 			}
-			t.left[id] = true
+			if !in.Op.Write() || out.Entry != nil {
+				t.left[id] = true // counted if stale
+			}
 			if in.Op.Write() {
-				out.Entry = nil // the conflict stands; what it read is left out
+				out.Entry = nil
+				out.Outcome, out.Return = kv.OutcomeUnknown, linNever
+				t.refused++
 			} else {
 				t.exempt++
 				keep = false
