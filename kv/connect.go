@@ -45,7 +45,8 @@ type Client struct {
 	answerUnavailable atomic.Int32
 	// readsUnavailable > 0 makes that many reads be answered 503 (tests).
 	readsUnavailable atomic.Int32
-	// readRetries counts reads sent again after a transient answer.
+	// readRetries counts reads sent again after a transient answer, or
+	// after one older than what the key is known to have had.
 	readRetries atomic.Int64
 	// inProcess > 0 makes that many writes be refused, unsent, as a
 	// replicated stream's leader refuses a key's write while an earlier one
@@ -53,6 +54,9 @@ type Client struct {
 	inProcess atomic.Int32
 	// inProcessRetries counts writes sent again after such a refusal.
 	inProcessRetries atomic.Int64
+	// cluster is set once the connection has been to a server of a cluster
+	// (it stays set: ConnectedClusterName is empty while reconnecting).
+	cluster atomic.Bool
 	// answerStale > 0 makes that many writes land on the server but be
 	// answered as a deposed leader answers them: refused, its copy of the
 	// key older than the revision expected (tests). refuseStale does the
@@ -315,7 +319,9 @@ func newClient(nc *nats.Conn, timeout time.Duration) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
-	return &Client{nc: nc, js: js, pushJS: pushJS, timeout: timeout}, nil
+	c := &Client{nc: nc, js: js, pushJS: pushJS, timeout: timeout}
+	c.clustered()
+	return c, nil
 }
 
 func connectError(u string, err error) error {

@@ -68,13 +68,13 @@ func (b *Bucket) latest(ctx context.Context, key string) (Entry, error) {
 }
 
 // LatestAtLeast is Latest for a caller that knows the key had revision
-// min (its own session's fence, a revision it wrote): an answer older than
-// that can only come from a stream leader cut off from the others that has
-// not yet noticed it lost its leadership (adr/0015), so it is asked again,
-// after a pause a little longer each time, until the call's deadline; past
-// it the call is ErrUnavailable. ErrNotFound is returned as it comes (a key
-// whose tombstone expired has no message at all).
-func (b *Bucket) LatestAtLeast(ctx context.Context, key string, min uint64) (Entry, error) {
+// min (its own session's fence). In a cluster an older answer comes from a
+// stream leader cut off from the others that has not yet noticed it lost
+// its leadership (adr/0015), or from a bucket made anew since: it is asked
+// again, after a pause a little longer each time, for up to wait (and
+// within ctx), and then the last answer is returned, whatever it is. On a
+// single server, whose answers are current, it is Latest.
+func (b *Bucket) LatestAtLeast(ctx context.Context, key string, min uint64, wait time.Duration) (Entry, error) {
 	s := b.begin(TraceLatest, key, 0, nil, 0)
 	e, err := func() (Entry, error) {
 		if err := validStoredKey(key); err != nil {
@@ -82,12 +82,25 @@ func (b *Bucket) LatestAtLeast(ctx context.Context, key string, min uint64) (Ent
 		}
 		ctx, cancel := b.c.callCtx(ctx)
 		defer cancel()
-		return b.latestAtLeast(ctx, key, min)
+		e, err := b.latest(ctx, key)
+		if err != nil || e.Revision >= min || !b.c.clustered() {
+			return e, err
+		}
+		wctx, wcancel := context.WithTimeout(ctx, wait)
+		defer wcancel()
+		if n, err := b.latestAtLeast(wctx, key, min); err == nil || ctx.Err() != nil {
+			return n, err
+		}
+		return b.latest(ctx, key) // waited enough: the answer as it is
 	}()
 	s.read(e, err)
 	return e, err
 }
 
+// latestAtLeast is the latest revision of key as the stream leader holds
+// it, asked again while the answer is older than least (a deposed leader's),
+// until ctx ends: then ErrUnavailable. ErrNotFound is returned as it comes
+// (a key whose tombstone expired has no message at all).
 func (b *Bucket) latestAtLeast(ctx context.Context, key string, least uint64) (Entry, error) {
 	backoff := 10 * time.Millisecond
 	for {
@@ -294,11 +307,12 @@ func (b *Bucket) deleteRevision(ctx context.Context, key string, rev uint64, not
 	}
 }
 
-// casWrite tracks one CAS call's attempts: whether an answer was lost, in
-// which case the write may have landed.
+// casWrite tracks one CAS call's attempts: whether one may have landed
+// unbeknown to the call (its answer lost, or the answer one that does not
+// rule it out: publish).
 type casWrite struct{ lost bool }
 
-// try notes a lost answer and passes the attempt's outcome on.
+// try notes an attempt that may have landed and passes its outcome on.
 func (w *casWrite) try(rev uint64, err error) (uint64, error) {
 	w.lost = w.lost || errors.Is(err, errNoAnswer) || errors.Is(err, errMaybeApplied)
 	return rev, err
@@ -310,8 +324,9 @@ func (w *casWrite) undecided(err error) bool {
 	return errors.Is(err, ErrConflict) || errors.Is(err, errNoAnswer)
 }
 
-// landed reports whether cur is this call's own write, applied although its
-// answer was lost: only then can the same bytes at a later revision be ours.
+// landed reports whether cur is this call's own write, applied although the
+// call was not told so: only then can the same bytes at a later revision be
+// ours (a rival that wrote the very same bytes is not told apart).
 func (w *casWrite) landed(cur Entry, expected uint64, value []byte) bool {
 	return w.lost && cur.Revision > expected && bytes.Equal(cur.Value, value)
 }
@@ -389,7 +404,11 @@ var errMaybeApplied = errors.New("it may have been applied")
 
 // publish sends one write and waits for the stream's acknowledgement,
 // retrying while the stream elects a leader. A conflict comes back as
-// ErrConflict (wrapping the server's error) and a lost answer as errNoAnswer.
+// ErrConflict (wrapping the server's error) and a lost answer as
+// errNoAnswer; an error after an answer that leaves the write possibly
+// applied (503, an in-progress refusal, a deposed leader's refusal) wraps
+// errNoAnswer too, so that the caller re-reads, or errMaybeApplied when no
+// time is left to.
 func (b *Bucket) publish(ctx context.Context, m *nats.Msg) (uint64, error) {
 	what := "write " + b.cfg.Name + "/" + m.Subject[len(b.prefix):]
 	backoff := 10 * time.Millisecond
@@ -406,11 +425,12 @@ func (b *Bucket) publish(ctx context.Context, m *nats.Msg) (uint64, error) {
 	// an earlier write of that key is between its proposal and its apply
 	// (error 10164, where a real mismatch is 10071 with the key's revision),
 	// even when that earlier write was this client's, already acknowledged:
-	// the leader clears its mark just after the acknowledgement leaves. The
-	// write was not applied; it is sent again after a pause a little longer
-	// each time, until the call's deadline (every call has one: callCtx).
-	// A rival's write in progress resolves the same way: once it is
-	// applied, this one is refused as a real conflict.
+	// the leader clears its mark just after the acknowledgement leaves. That
+	// leader did not apply the write; it is sent again after a pause a
+	// little longer each time, until the call's deadline (every call has
+	// one: callCtx). A rival's write in progress resolves the same way:
+	// once it is applied, this one is refused as a real conflict. (The
+	// refusal may also be a deposed leader's, below.)
 	inProcess := 500 * time.Microsecond
 	retryInProcess := func() bool {
 		select {
@@ -539,10 +559,20 @@ func (b *Bucket) sendOnce(ctx context.Context, m *nats.Msg, what string) (pubAck
 	return ack, nil
 }
 
-// clustered reports whether the server this client is connected to is part
+// clustered reports whether this client's connection has been to a server
 // of a cluster, where a stream can have a deposed leader that does not know
-// it yet: only there can an answer be older than what the key had.
-func (c *Client) clustered() bool { return c.nc.ConnectedClusterName() != "" }
+// it yet: only there can an answer be older than what the key had. It stays
+// true while the connection is down (a partition is when it matters).
+func (c *Client) clustered() bool {
+	if c.cluster.Load() {
+		return true
+	}
+	if c.nc.ConnectedClusterName() != "" {
+		c.cluster.Store(true)
+		return true
+	}
+	return false
+}
 
 // known is rev as a revision the key is known to have had, for a re-read
 // after a refusal: on a single server, whose answers are never older than

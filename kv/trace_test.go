@@ -482,3 +482,25 @@ func TestCAS_ADeposedLeadersRefusalOfAWriteThatLandedIsRecognised(t *testing.T) 
 	}
 	outcome("plain conflict", kv.OutcomeConflict)
 }
+
+// On a single server there is no deposed leader: a refusal naming an older
+// revision than expected (the key vanished, or the revision was never the
+// key's) is not taken for one, and a conflict after it stays definite.
+func TestCAS_OnASingleServerARefusalIsDefinite(t *testing.T) {
+	ctx := context.Background()
+	_, c, b, rec := tracedBucket(t)
+	rev, err := b.Create(ctx, "a", []byte("v1"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Update(ctx, "a", []byte("theirs"), 0, rev); err != nil {
+		t.Fatal(err)
+	}
+	kv.RefuseStale(c, 1)
+	if _, err := b.Update(ctx, "a", []byte("mine"), 0, rev); !errors.Is(err, kv.ErrConflict) {
+		t.Fatalf("update of a replaced revision: %v, want ErrConflict", err)
+	}
+	if _, r := rec.last(t); r.Outcome != kv.OutcomeConflict {
+		t.Errorf("traced %s (%v), want conflict", r.Outcome, r.Err)
+	}
+}

@@ -170,16 +170,16 @@ func (w *Watcher) Updates() <-chan *Entry { return w.updates }
 
 // Stop ends the watch; Updates is closed soon after. It is idempotent.
 //
-// Stop returns at once. Unsubscribing also deletes the watch's consumer on
-// the server, a request that waits for its answer (seconds, on a link that
-// went dead): that goes on in the background until it is answered, times
-// out or the connection is closed, so that a holder that must stop its
-// work because it lost its lease is never held up by its own watch.
+// Stop returns at once: a holder that must stop its work because it lost
+// its lease is never held up by its own watch. The subscription ends with
+// its context, in nats.go's own goroutine, which also deletes the watch's
+// consumer on the server: a request that waits for its answer (seconds, on
+// a link that went dead) until it comes, times out or the connection is
+// closed.
 func (w *Watcher) Stop() {
 	w.once.Do(func() {
 		close(w.stop)
 		w.cancel()
-		go func() { _ = w.sub.Unsubscribe() }()
 	})
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/batonhq/baton/kv"
 )
@@ -34,13 +35,15 @@ func (m *Manager) Resume(ctx context.Context, slot string, opts ...ResumeOption)
 		return nil, err
 	}
 	// The key had at least the revision of this host's own session (a fence
-	// is a creation revision): an older answer is a cut-off server's, not
-	// a sign the session was lost, and is asked again.
+	// is a creation revision): in a cluster, an older answer is a cut-off
+	// server's rather than a sign the session was lost, and is asked again
+	// for a while (unless the bucket was made anew, the leadership moves in
+	// well under that).
 	var least uint64
 	if t, ok := m.readTrace(slot); ok {
 		least = t.Fence
 	}
-	e, err := m.bucket.LatestAtLeast(ctx, slot, least)
+	e, err := m.bucket.LatestAtLeast(ctx, slot, least, staleReadWait)
 	if err != nil && !errors.Is(err, kv.ErrNotFound) {
 		return nil, err
 	}
@@ -88,6 +91,10 @@ func (m *Manager) gone(slot string, fence uint64, last *kv.Entry) error {
 	}
 	return fmt.Errorf("%w: slot %s has no session", ErrNotFound, slot)
 }
+
+// staleReadWait bounds how long Resume asks again while the answer is older
+// than this host's own session.
+const staleReadWait = 2 * time.Second
 
 // casAttempts bounds how often Commit and Close follow their own session to
 // a newer revision (written by another process of this host).

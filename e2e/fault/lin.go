@@ -40,7 +40,7 @@ type linResult struct {
 	// given to checkTraces); Stale, those among them (and the conflicts'
 	// entries) that returned a revision older than one another client's
 	// write had been acknowledged at before the read was sent. Refused
-	// counts the conflicts answered then, taken as of unknown outcome.
+	// counts the creates refused then, taken as of unknown outcome.
 	Exempt, Stale, Refused int
 }
 
@@ -56,9 +56,9 @@ const linNever = math.MaxInt64
 // A read answered during one of the windows in cutOff (a server cut off
 // from the majority, which may still answer reads as the stream leader it
 // was: adr/0015) is left out of the histories. So is the entry a conflict
-// carries, and the conflict itself is taken as of unknown outcome: that
+// carries, and a create refused then is taken as of unknown outcome: that
 // server refuses writes from the same old copy while its successor may
-// apply them (adr/0026), and a refusal of a create cannot be told from a
+// apply them (adr/0026), and its refusal of a create cannot be told from a
 // true one. Every other write is checked whenever it was made.
 func checkTraces(traceDir, artifactDir string, timeout time.Duration, cutOff []span) (linResult, error) {
 	var res linResult
@@ -349,9 +349,13 @@ func (t *linTraces) histories() ([]*linHistory, error) {
 		c := t.calls[id]
 		in, out, keep, err := t.operation(c)
 		// Every read answered during a cut (an entry or "none": the old
-		// leader may lack a key created since), and every conflict: what
-		// it read is left out, and the refusal may be a deposed leader's,
-		// so it is of unknown outcome.
+		// leader may lack a key created since), and every conflict's
+		// entry. A create refused then is of unknown outcome: a deposed
+		// leader refuses it from its old copy, naming a revision no older
+		// than the one expected (0), while its successor may apply it. (A
+		// refusal of any other write that names an older revision than
+		// expected gives the deposed leader away, and the client traces it
+		// as unknown itself: adr/0026.)
 		if keep && (!in.Op.Write() || out.Outcome == kv.OutcomeConflict) && t.during(in.Call, out.Return) {
 			if t.left == nil {
 				t.left = map[linCallID]bool{}
@@ -361,8 +365,10 @@ func (t *linTraces) histories() ([]*linHistory, error) {
 			}
 			if in.Op.Write() {
 				out.Entry = nil
-				out.Outcome, out.Return = kv.OutcomeUnknown, linNever
-				t.refused++
+				if in.Expected == 0 && (in.Op == kv.TraceCreate || in.Op == kv.TraceCreateAfter) {
+					out.Outcome, out.Return = kv.OutcomeUnknown, linNever
+					t.refused++
+				}
 			} else {
 				t.exempt++
 				keep = false

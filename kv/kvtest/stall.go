@@ -16,6 +16,7 @@ type StallProxy struct {
 	upstream string
 
 	mu      sync.Mutex
+	closed  bool
 	stalled bool
 	resume  chan struct{} // closed by Resume
 	conns   []net.Conn
@@ -80,9 +81,15 @@ func (p *StallProxy) accept() {
 			continue
 		}
 		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			c.Close()
+			u.Close()
+			return
+		}
 		p.conns = append(p.conns, c, u)
-		p.mu.Unlock()
 		p.wg.Add(2)
+		p.mu.Unlock()
 		go p.pipe(u, c)
 		go p.pipe(c, u)
 	}
@@ -115,6 +122,7 @@ func (p *StallProxy) close() {
 	p.ln.Close()
 	p.Resume()
 	p.mu.Lock()
+	p.closed = true
 	for _, c := range p.conns {
 		c.Close()
 	}
