@@ -65,11 +65,18 @@ func (h *host) lead(t *testing.T, instance, key string, args []string, env []str
 	all = append(append(all, "--"), argv...)
 	cmd := h.command(all...)
 	cmd.Env = append(append(cmd.Env, "BATON_INSTANCE="+instance), env...)
-	cmd.Stderr = &syncBuffer{}
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("baton lead %s as %s said:\n%s", key, instance, stderr)
+		}
+	})
 	return cmd
 }
 

@@ -21,8 +21,12 @@ import (
 type Group struct {
 	pid  int
 	done chan struct{}
-	code int
-	err  error
+	// ready is closed once a supervisor has started the command (or ended
+	// without it): a signal sent to the group before would reach only the
+	// supervisor. Closed at once for a group without one.
+	ready chan struct{}
+	code  int
+	err   error
 }
 
 // GroupOption configures StartGroup.
@@ -72,9 +76,17 @@ func StartGroup(cmd *exec.Cmd, opts ...GroupOption) (*Group, error) {
 	if cmd.Err != nil {
 		return nil, cmd.Err
 	}
+	var ready *os.File
 	if len(cfg.supervisor) > 0 {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return nil, err
+		}
+		defer w.Close() // the supervisor has its copy once started
+		ready = r
+		cmd.ExtraFiles = append(cmd.ExtraFiles, w)
 		args := append([]string{}, cfg.supervisor...)
-		args = append(args, "--parent", strconv.Itoa(os.Getpid()), "--", cmd.Path)
+		args = append(args, "--parent", strconv.Itoa(os.Getpid()), "--ready", strconv.Itoa(2+len(cmd.ExtraFiles)), "--", cmd.Path)
 		cmd.Args = append(args, cmd.Args[1:]...)
 		cmd.Path = cfg.supervisor[0]
 	}
@@ -82,13 +94,25 @@ func StartGroup(cmd *exec.Cmd, opts ...GroupOption) (*Group, error) {
 	if cfg.tty >= 0 {
 		cmd.SysProcAttr.Foreground, cmd.SysProcAttr.Ctty = true, cfg.tty
 	}
-	return startGroup(cmd, cfg.tty)
+	return startGroup(cmd, cfg.tty, ready)
 }
 
 // startGroup starts cmd, its attributes set, and waits for it in a
-// goroutine of its own.
-func startGroup(cmd *exec.Cmd, tty int) (*Group, error) {
-	g := &Group{done: make(chan struct{})}
+// goroutine of its own. ready, if not nil, is the read end of the pipe on
+// which a supervisor tells that its command runs (a byte, or the pipe's
+// end when it exits without one); startGroup owns it.
+func startGroup(cmd *exec.Cmd, tty int, ready *os.File) (*Group, error) {
+	g := &Group{done: make(chan struct{}), ready: make(chan struct{})}
+	if ready == nil {
+		close(g.ready)
+	} else {
+		go func() {
+			defer close(g.ready)
+			defer ready.Close()
+			var b [1]byte
+			_, _ = ready.Read(b[:]) // a byte, or EOF: either way, nothing more to wait for
+		}()
+	}
 	started := make(chan error, 1)
 	go func() {
 		// The kernel sends the parent-death signal when the thread that
@@ -166,9 +190,18 @@ func (g *Group) Stop(grace time.Duration) (int, error) {
 	if g.exited() && !groupRunning(g.pid) {
 		return g.Wait() // nothing left to stop (and the pgid may be free for reuse)
 	}
-	_ = g.Signal(syscall.SIGTERM)
 	deadline := time.NewTimer(grace)
 	defer deadline.Stop()
+	// A supervisor that has not started the command yet would take the
+	// SIGTERM for itself: wait until it has (within the grace).
+	select {
+	case <-g.ready:
+	case <-g.done:
+	case <-deadline.C:
+		_ = g.Signal(syscall.SIGKILL)
+		return g.Wait()
+	}
+	_ = g.Signal(syscall.SIGTERM)
 	poll := time.NewTicker(20 * time.Millisecond)
 	defer poll.Stop()
 	for {

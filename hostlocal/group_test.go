@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -264,6 +265,88 @@ func TestStandby_RunsItsCommandWithItsInputAndEnvironment(t *testing.T) {
 	if _, err := s.Start(cmd, nil); err == nil {
 		t.Error("a standby started twice")
 	}
+}
+
+// A stop sent to a standby's group before its command came (the holder's
+// term ended as it began) must not be lost: the command is never started,
+// rather than started deaf to it and left running until a SIGKILL.
+func TestStandby_AStopBeforeItsCommandCameIsNotLost(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("reads /proc")
+	}
+	t.Setenv(envGroupHelper, "supervise")
+	var out strings.Builder
+	s, err := StartStandby(&lockedBuilder{b: &out}, io.Discard, supervisorArgv()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Barrier: the supervisor catches SIGTERM (before that, the signal
+	// would simply kill it, which is not the case this test is about).
+	deadline := time.Now().Add(10 * time.Second)
+	for !catches(t, s.PID(), syscall.SIGTERM) {
+		if time.Now().After(deadline) {
+			t.Fatal("the supervisor never caught SIGTERM")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := syscall.Kill(-s.PID(), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	g, err := s.Start(exec.Command("sh", "-c", "echo started; sleep 30"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan int, 1)
+	go func() { code, _ := g.Wait(); done <- code }()
+	select {
+	case code := <-done:
+		if code != 128+int(syscall.SIGTERM) {
+			t.Errorf("exit %d, want %d (SIGTERM)", code, 128+int(syscall.SIGTERM))
+		}
+	case <-time.After(10 * time.Second):
+		_, _ = g.Stop(0)
+		t.Fatal("the command ran on after the stop sent before it came")
+	}
+	if strings.Contains(out.String(), "started") {
+		t.Errorf("the command was started after the stop (it printed %q)", out.String())
+	}
+}
+
+// Stop called the moment a supervised group starts (a term that ended as it
+// began) reaches the command, or keeps it from starting: it never leaves it
+// running, deaf to a SIGTERM its supervisor took, until the SIGKILL.
+func TestStop_RightAfterTheStartReachesTheCommand(t *testing.T) {
+	t.Setenv(envGroupHelper, "supervise")
+	for i := range 30 {
+		cmd := exec.Command("sleep", "30")
+		g, err := StartGroup(cmd, WithSupervisor(supervisorArgv()...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		code, err := g.Stop(time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(start); code != 128+int(syscall.SIGTERM) || took > 20*time.Second {
+			t.Fatalf("round %d: exit %d after %s; want 143 (SIGTERM) well before the SIGKILL", i, code, took)
+		}
+	}
+}
+
+// catches reports whether process pid has a handler for sig.
+func catches(t *testing.T, pid int, sig syscall.Signal) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if mask, ok := strings.CutPrefix(line, "SigCgt:"); ok {
+			m, err := strconv.ParseUint(strings.TrimSpace(mask), 16, 64)
+			return err == nil && m&(1<<(uint(sig)-1)) != 0
+		}
+	}
+	return false
 }
 
 func TestStandby_CloseEndsAnUnusedOne(t *testing.T) {

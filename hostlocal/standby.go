@@ -48,14 +48,23 @@ func StartStandby(stdout, stderr io.Writer, argv ...string) (*Standby, error) {
 		specW.Close()
 		return nil, err
 	}
-	args := append(append([]string{}, argv[1:]...), "--parent", strconv.Itoa(os.Getpid()), "--await")
+	readyR, readyW, err := os.Pipe()
+	if err != nil {
+		specR.Close()
+		specW.Close()
+		inR.Close()
+		inW.Close()
+		return nil, err
+	}
+	args := append(append([]string{}, argv[1:]...), "--parent", strconv.Itoa(os.Getpid()), "--ready", "4", "--await")
 	cmd := exec.Command(argv[0], args...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, stdout, stderr
-	cmd.ExtraFiles = []*os.File{specR} // fd 3
+	cmd.ExtraFiles = []*os.File{specR, readyW} // fds 3 and 4
 	cmd.SysProcAttr = groupAttr(true)
-	g, err := startGroup(cmd, -1)
+	g, err := startGroup(cmd, -1, readyR)
 	specR.Close() // the child has its copies
 	inR.Close()
+	readyW.Close()
 	if err != nil {
 		specW.Close()
 		inW.Close()

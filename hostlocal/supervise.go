@@ -24,17 +24,21 @@ const parentPoll = 250 * time.Millisecond
 // "--parent PID -- PROGRAM ARGS...", or, for a supervisor started ahead
 // (StartStandby), "--parent PID --await", which reads the program, its
 // arguments and environment from fd 3 (and ends, exit 0, if none comes).
-// It runs PROGRAM in its own process
+// With "--ready FD" it writes a byte on FD once PROGRAM runs (see Group's
+// Stop). It runs PROGRAM in its own process
 // group with the same I/O and environment, returns PROGRAM's exit code (128+N
 // when signal N killed it), and kills the whole group with SIGKILL as soon
 // as PID is no longer its parent. Signals sent to the group reach PROGRAM
 // directly; the supervisor itself ignores them and outlives PROGRAM only to
 // report its exit code.
 func SuperviseMain(args []string, stderr io.Writer) int {
-	parent, argv, err := parseSuperviseArgs(args)
+	parent, ready, argv, err := parseSuperviseArgs(args)
 	if err != nil {
 		fmt.Fprintf(stderr, "supervise: %v\n", err)
 		return 2
+	}
+	if ready >= 0 {
+		syscall.CloseOnExec(ready) // the command must not hold it open
 	}
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, parentDeathSignal, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT)
@@ -66,9 +70,24 @@ func SuperviseMain(args []string, stderr io.Writer) int {
 	// If the supervisor itself is killed, its command goes with it (the
 	// rest of the group is what a same-host follower waits for).
 	cmd.SysProcAttr = commandAttr()
+	// Until the command runs, a signal sent to the group reaches only this
+	// process, which notes it and would otherwise drop it: a stop that came
+	// while the command was being set up (a standby waiting for it, say)
+	// would never reach it, and the command would run until its holder's
+	// SIGKILL. Such a signal is a request to end the command: it is not
+	// started at all, and the exit is the signal's.
+	if sig := pendingStop(sigs); sig != 0 {
+		return 128 + int(sig)
+	}
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintf(stderr, "supervise: %v\n", err)
 		return 127
+	}
+	if ready >= 0 {
+		// The command runs: from now on a signal to the group reaches it.
+		r := os.NewFile(uintptr(ready), "ready")
+		_, _ = r.Write([]byte{1})
+		r.Close()
 	}
 	done := make(chan int, 1)
 	go func() {
@@ -90,19 +109,45 @@ func SuperviseMain(args []string, stderr io.Writer) int {
 	}
 }
 
-// parseSuperviseArgs returns the parent's pid and the program to run, or a
-// nil program for a standby (--await).
-func parseSuperviseArgs(args []string) (int, []string, error) {
-	standby := len(args) == 3 && args[0] == "--parent" && args[2] == "--await"
-	if !standby && (len(args) < 4 || args[0] != "--parent" || args[2] != "--") {
-		return 0, nil, fmt.Errorf("usage: --parent PID -- PROGRAM [ARGS...], or --parent PID --await")
+// pendingStop takes the signals noted so far and returns the first that
+// asks a command to end (0: none).
+func pendingStop(sigs <-chan os.Signal) syscall.Signal {
+	for {
+		select {
+		case sig := <-sigs:
+			if s, ok := sig.(syscall.Signal); ok && s != parentDeathSignal {
+				return s
+			}
+		default:
+			return 0
+		}
+	}
+}
+
+// parseSuperviseArgs returns the parent's pid, the descriptor on which to
+// tell that the command runs (-1: none), and the program to run, or a nil
+// program for a standby (--await).
+func parseSuperviseArgs(args []string) (int, int, []string, error) {
+	usage := fmt.Errorf("usage: --parent PID [--ready FD] -- PROGRAM [ARGS...], or --parent PID [--ready FD] --await")
+	if len(args) < 3 || args[0] != "--parent" {
+		return 0, 0, nil, usage
 	}
 	pid, err := strconv.Atoi(args[1])
 	if err != nil || pid <= 0 {
-		return 0, nil, fmt.Errorf("bad parent pid %q", args[1])
+		return 0, 0, nil, fmt.Errorf("bad parent pid %q", args[1])
 	}
-	if standby {
-		return pid, nil, nil
+	rest, ready := args[2:], -1
+	if len(rest) >= 2 && rest[0] == "--ready" {
+		if ready, err = strconv.Atoi(rest[1]); err != nil || ready < 3 {
+			return 0, 0, nil, fmt.Errorf("bad ready descriptor %q", rest[1])
+		}
+		rest = rest[2:]
 	}
-	return pid, args[3:], nil
+	switch {
+	case len(rest) == 1 && rest[0] == "--await":
+		return pid, ready, nil, nil
+	case len(rest) >= 2 && rest[0] == "--":
+		return pid, ready, rest[1:], nil
+	}
+	return 0, 0, nil, usage
 }
