@@ -57,6 +57,10 @@ func (r Record) MarshalJSON() ([]byte, error) {
 	return jsonrec.Marshal(recordFields(r), r.unknown)
 }
 
+// HasUnknownFields reports whether r carries fields of a later version
+// that this one does not know (kept as they were read).
+func (r Record) HasUnknownFields() bool { return len(r.unknown) > 0 }
+
 // UnmarshalJSON reads the known fields and keeps the others.
 func (r *Record) UnmarshalJSON(data []byte) error {
 	var f recordFields

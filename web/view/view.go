@@ -73,6 +73,17 @@ func SessionRow(s *session.Session, now time.Time, staleAfter time.Duration) (ma
 func SessionRowJSON(s *session.Session, now time.Time, staleAfter time.Duration) (json.RawMessage, error) {
 	t := s.Timing(now, staleAfter)
 	age, left := timingMS(t, s.TTL)
+	if !s.HasUnknownFields() {
+		if b, ok := appendSessionRow(make([]byte, 0, 512), s, t, age, left); ok {
+			return b, nil
+		}
+	}
+	return sessionRowGeneral(s, t, age, left)
+}
+
+// sessionRowGeneral is SessionRowJSON for any record: marshalled, its
+// members copied beside the added ones.
+func sessionRowGeneral(s *session.Session, t session.Timing, age, left int64) (json.RawMessage, error) {
 	rec, err := s.Record.MarshalJSON()
 	if err != nil {
 		return nil, err

@@ -30,15 +30,22 @@ func PrintJSON(w io.Writer, v any) error {
 	}
 	var buf bytes.Buffer
 	write := func(prefix string, v any) error {
-		b, err := json.Marshal(v)
-		if err != nil {
-			return err
+		b, ok := v.(json.RawMessage)
+		if !ok || len(b) == 0 || bytes.ContainsAny(b, "<>&\u2028\u2029") || bytes.ContainsAny(b[len(b)-1:], " \t\r\n") {
+			// Marshal validates a raw message, escapes for HTML what it
+			// holds unescaped and drops the space around it; a raw message
+			// without any of that only needs Indent, which validates it
+			// too.
+			var err error
+			if b, err = json.Marshal(v); err != nil {
+				return err
+			}
 		}
 		buf.Reset()
 		if err := json.Indent(&buf, b, prefix, "  "); err != nil {
 			return err
 		}
-		_, err = w.Write(buf.Bytes())
+		_, err := w.Write(buf.Bytes())
 		return err
 	}
 	for i, k := range slices.Sorted(maps.Keys(doc)) {

@@ -11,9 +11,11 @@ import (
 // json.Encoder with a two-space indent writes.
 func TestPrintJSON_AsTheEncoderWritesIt(t *testing.T) {
 	row := json.RawMessage(`{"a":1,"html":"<&>","nested":{"z":[1,{"y":null}],"b":{}}}`)
+	plain := json.RawMessage(`{"a":1,"s":"x\u003cy","nested":{"z":[1,{"y":null}],"b":{}},"u":"é"}`)
+	spaced := json.RawMessage(` { "a" : [ 1 , 2 ] , "b" : { } } `)
 	for _, doc := range []any{
 		map[string]any{},
-		map[string]any{"sessions": []any{row, map[string]any{"slot": "s", "n": 2}}, "leases": []map[string]any{},
+		map[string]any{"sessions": []any{row, plain, spaced, map[string]any{"slot": "s", "n": 2}}, "leases": []map[string]any{},
 			"leaders": []map[string]any(nil), "server_time": time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC),
 			"queues": []string{"q1", "q2"}, "bytes": []byte("xy"), "one": []int{7}, "empty": map[string]any{}, "x": nil},
 		map[string]any{"only": "one"},

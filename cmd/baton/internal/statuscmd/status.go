@@ -9,10 +9,10 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -164,50 +164,48 @@ func printTables(out io.Writer, l *session.Listing, v view.Leases, staleAfter ti
 	sep := func() {} // a blank line between tables
 	if len(l.Sessions) > 0 || len(l.Undecodable) > 0 {
 		sep = func() { cmdutil.Fprintf(out, "\n") }
-		w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(w, "SLOT\tHOST\tPID\tTASK\tAGENT\tFENCE\tAGE\tLEFT\tSTATE")
+		t := cmdutil.NewTable("SLOT", "HOST", "PID", "TASK", "AGENT", "FENCE", "AGE", "LEFT", "STATE")
 		for _, s := range l.Sessions {
-			t := s.Timing(l.ServerTime, staleAfter)
-			fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%d\t%s\t%s\t%s\n", s.Slot, s.Host, s.PID, dash(s.TaskID), dash(s.AgentID),
-				s.Fence, cmdutil.Describe(t.Age), cmdutil.Describe(t.Left), t.State)
+			tm := s.Timing(l.ServerTime, staleAfter)
+			t.Row(s.Slot, s.Host, strconv.Itoa(s.PID), dash(s.TaskID), dash(s.AgentID),
+				strconv.FormatUint(s.Fence, 10), cmdutil.Describe(tm.Age), cmdutil.Describe(tm.Left), string(tm.State))
 		}
 		for _, u := range l.Undecodable {
-			t := session.TimingAt(u.Written, u.TTL, l.ServerTime, staleAfter)
-			fmt.Fprintf(w, "%s\t?\t?\t?\t?\t%d\t%s\t%s\tundecodable\n", u.Slot, u.Revision, cmdutil.Describe(t.Age), cmdutil.Describe(t.Left))
+			tm := session.TimingAt(u.Written, u.TTL, l.ServerTime, staleAfter)
+			t.Row(u.Slot, "?", "?", "?", "?", strconv.FormatUint(u.Revision, 10), cmdutil.Describe(tm.Age), cmdutil.Describe(tm.Left), "undecodable")
 		}
-		if err := w.Flush(); err != nil {
+		if _, err := t.WriteTo(out); err != nil {
 			return err
 		}
 	}
 	if len(v.Leaders) > 0 {
 		sep()
 		sep = func() { cmdutil.Fprintf(out, "\n") }
-		w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(w, "AGENT KEY\tLEADER\tHOST\tPID\tFENCE\tCANDIDATES\tAGE\tLEFT\tSTATE")
+		t := cmdutil.NewTable("AGENT KEY", "LEADER", "HOST", "PID", "FENCE", "CANDIDATES", "AGE", "LEFT", "STATE")
 		for _, in := range v.Leaders {
 			agent := strings.TrimPrefix(in.Key, "leader.")
-			t := session.TimingAt(in.Written, in.TTL, v.ServerTime, staleAfter)
-			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", agent, in.Holder, in.Host, in.PID, in.Fence,
-				len(v.Candidates[agent]), cmdutil.Describe(t.Age), cmdutil.Describe(t.Left), t.State)
+			tm := session.TimingAt(in.Written, in.TTL, v.ServerTime, staleAfter)
+			t.Row(agent, in.Holder, in.Host, strconv.Itoa(in.PID), strconv.FormatUint(in.Fence, 10),
+				strconv.Itoa(len(v.Candidates[agent])), cmdutil.Describe(tm.Age), cmdutil.Describe(tm.Left), string(tm.State))
 		}
-		if err := w.Flush(); err != nil {
+		if _, err := t.WriteTo(out); err != nil {
 			return err
 		}
 	}
 	if len(v.Plain) > 0 || len(v.Undecodable) > 0 {
 		sep()
-		w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(w, "LEASE\tHOLDER\tHOST\tPID\tFENCE\tAGE\tLEFT\tSTATE")
+		t := cmdutil.NewTable("LEASE", "HOLDER", "HOST", "PID", "FENCE", "AGE", "LEFT", "STATE")
 		for _, in := range v.Plain {
-			t := session.TimingAt(in.Written, in.TTL, v.ServerTime, staleAfter)
-			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", in.Key, in.Holder, in.Host, in.PID, in.Fence,
-				cmdutil.Describe(t.Age), cmdutil.Describe(t.Left), t.State)
+			tm := session.TimingAt(in.Written, in.TTL, v.ServerTime, staleAfter)
+			t.Row(in.Key, in.Holder, in.Host, strconv.Itoa(in.PID), strconv.FormatUint(in.Fence, 10),
+				cmdutil.Describe(tm.Age), cmdutil.Describe(tm.Left), string(tm.State))
 		}
 		for _, u := range v.Undecodable {
-			t := session.TimingAt(u.Written, u.TTL, v.ServerTime, staleAfter)
-			fmt.Fprintf(w, "%s\t?\t?\t?\t%d\t%s\t%s\tundecodable\n", u.Key, u.Revision, cmdutil.Describe(t.Age), cmdutil.Describe(t.Left))
+			tm := session.TimingAt(u.Written, u.TTL, v.ServerTime, staleAfter)
+			t.Row(u.Key, "?", "?", "?", strconv.FormatUint(u.Revision, 10), cmdutil.Describe(tm.Age), cmdutil.Describe(tm.Left), "undecodable")
 		}
-		return w.Flush()
+		_, err := t.WriteTo(out)
+		return err
 	}
 	return nil
 }
