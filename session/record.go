@@ -63,6 +63,15 @@ func (r Record) HasUnknownFields() bool { return len(r.unknown) > 0 }
 
 // UnmarshalJSON reads the known fields and keeps the others.
 func (r *Record) UnmarshalJSON(data []byte) error {
+	if fast, ok := decodeRecordFast(data); ok {
+		*r = fast
+		return nil
+	}
+	return r.unmarshalGeneral(data)
+}
+
+// unmarshalGeneral is UnmarshalJSON for any record, of any version.
+func (r *Record) unmarshalGeneral(data []byte) error {
 	var f recordFields
 	unknown, err := jsonrec.Unmarshal(data, &f, knownFields)
 	if err != nil {
