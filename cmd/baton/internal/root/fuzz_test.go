@@ -45,7 +45,11 @@ type stubbedRoot struct {
 	opts   any    // its options
 }
 
-func newStubbedRoot() *stubbedRoot {
+func newStubbedRoot() *stubbedRoot { return newStubbedRootFor("") }
+
+// newStubbedRootFor is newStubbedRoot built as Main builds it for a
+// command line whose first word is only.
+func newStubbedRootFor(only string) *stubbedRoot {
 	r := &stubbedRoot{out: &bytes.Buffer{}, errOut: &bytes.Buffer{}}
 	r.f = &cmdutil.Factory{
 		IO:     &cmdutil.IOStreams{In: strings.NewReader(""), Out: r.out, ErrOut: r.errOut},
@@ -54,7 +58,7 @@ func newStubbedRoot() *stubbedRoot {
 	r.root = newCmdRoot(r.f, func(verb string, opts any) error {
 		r.verb, r.opts = verb, opts
 		return nil
-	})
+	}, only)
 	r.root.InitDefaultHelpCmd()
 	r.root.InitDefaultCompletionCmd()
 	var noCompletion func(c *cobra.Command)
@@ -199,6 +203,13 @@ func FuzzCommandLine(f *testing.F) {
 		r := newStubbedRoot()
 		code := execute(t.Context(), r.f, r.root, args)
 		stderr := r.errOut.String()
+
+		// Main builds only the verb named: the outcome is the same.
+		one := newStubbedRootFor(args[0])
+		if c := execute(t.Context(), one.f, one.root, args); c != code || one.verb != r.verb || one.out.String() != r.out.String() || one.errOut.String() != stderr {
+			t.Fatalf("baton %q: with every verb built, exit %d, run %q, stdout %.200q, stderr %q; with %s alone, exit %d, run %q, stdout %.200q, stderr %q",
+				args, code, r.verb, r.out, stderr, args[0], c, one.verb, one.out, one.errOut)
+		}
 
 		switch {
 		case code == cmdutil.ExitUsage:

@@ -26,7 +26,7 @@ import (
 )
 
 // NewCmdRoot returns the baton command with every verb.
-func NewCmdRoot(f *cmdutil.Factory) *cobra.Command { return newCmdRoot(f, nil) }
+func NewCmdRoot(f *cmdutil.Factory) *cobra.Command { return newCmdRoot(f, nil, "") }
 
 // runStub stands in for every verb's run, for tests: it gets the verb
 // ("join", "leader transfer", ...) and its options (*joincmd.Options, ...)
@@ -42,8 +42,11 @@ func stubbed[O any](stub runStub, verb string) func(O) error {
 }
 
 // newCmdRoot is NewCmdRoot with every verb's run replaced by stub, unless
-// stub is nil.
-func newCmdRoot(f *cmdutil.Factory, stub runStub) *cobra.Command {
+// stub is nil. With only naming a verb, that verb is the only one built:
+// a process runs one verb, and building every other's flags is time and
+// memory each process pays (help, completion and unknown verbs need them
+// all, and get them).
+func newCmdRoot(f *cmdutil.Factory, stub runStub, only string) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "baton <command>",
 		Short: "Keep a fleet of coding agents from stepping on each other",
@@ -86,22 +89,37 @@ gate busy, lost), 4 refused: another host's session, 5 not found,
 		leaderF = func(sub string, o *leadercmd.Options) error { return stub("leader "+sub, o) }
 		supervise.RunE = func(_ *cobra.Command, args []string) error { return stub(cmdutil.SuperviseVerb, args) }
 	}
-	root.AddCommand(
-		upcmd.NewCmdUp(f, stubbed[*upcmd.Options](stub, "up")),
-		joincmd.NewCmdJoin(f, stubbed[*joincmd.Options](stub, "join")),
-		commitcmd.NewCmdCommit(f, stubbed[*commitcmd.Options](stub, "commit")),
-		closecmd.NewCmdClose(f, stubbed[*closecmd.Options](stub, "close")),
-		runcmd.NewCmdRun(f, stubbed[*runcmd.Options](stub, "run")),
-		leadcmd.NewCmdLead(f, stubbed[*leadcmd.Options](stub, "lead")),
-		leadercmd.NewCmdLeader(f, leaderF),
-		leasecmd.NewCmdLease(f, stubbed[*leasecmd.Options](stub, "lease")),
-		queuecmd.NewCmdQueue(f, queueVerbs(stub)),
-		statuscmd.NewCmdStatus(f, stubbed[*statuscmd.Options](stub, "status")),
-		doctorcmd.NewCmdDoctor(f, stubbed[*doctorcmd.Options](stub, "doctor")),
-		uicmd.NewCmdUI(f, stubbed[*uicmd.Options](stub, "ui")),
-		mcpcmd.NewCmdMCP(f, stubbed[*mcpcmd.Options](stub, "mcp")),
-		supervise,
-	)
+	verbs := []struct {
+		name string
+		cmd  func() *cobra.Command
+	}{
+		{"up", func() *cobra.Command { return upcmd.NewCmdUp(f, stubbed[*upcmd.Options](stub, "up")) }},
+		{"join", func() *cobra.Command { return joincmd.NewCmdJoin(f, stubbed[*joincmd.Options](stub, "join")) }},
+		{"commit", func() *cobra.Command { return commitcmd.NewCmdCommit(f, stubbed[*commitcmd.Options](stub, "commit")) }},
+		{"close", func() *cobra.Command { return closecmd.NewCmdClose(f, stubbed[*closecmd.Options](stub, "close")) }},
+		{"run", func() *cobra.Command { return runcmd.NewCmdRun(f, stubbed[*runcmd.Options](stub, "run")) }},
+		{"lead", func() *cobra.Command { return leadcmd.NewCmdLead(f, stubbed[*leadcmd.Options](stub, "lead")) }},
+		{"leader", func() *cobra.Command { return leadercmd.NewCmdLeader(f, leaderF) }},
+		{"lease", func() *cobra.Command { return leasecmd.NewCmdLease(f, stubbed[*leasecmd.Options](stub, "lease")) }},
+		{"queue", func() *cobra.Command { return queuecmd.NewCmdQueue(f, queueVerbs(stub)) }},
+		{"status", func() *cobra.Command { return statuscmd.NewCmdStatus(f, stubbed[*statuscmd.Options](stub, "status")) }},
+		{"doctor", func() *cobra.Command { return doctorcmd.NewCmdDoctor(f, stubbed[*doctorcmd.Options](stub, "doctor")) }},
+		{"ui", func() *cobra.Command { return uicmd.NewCmdUI(f, stubbed[*uicmd.Options](stub, "ui")) }},
+		{"mcp", func() *cobra.Command { return mcpcmd.NewCmdMCP(f, stubbed[*mcpcmd.Options](stub, "mcp")) }},
+		{cmdutil.SuperviseVerb, func() *cobra.Command { return supervise }},
+	}
+	built := false
+	for _, v := range verbs {
+		if v.name == only {
+			root.AddCommand(v.cmd())
+			built = true
+		}
+	}
+	if !built {
+		for _, v := range verbs {
+			root.AddCommand(v.cmd())
+		}
+	}
 	var mark func(c *cobra.Command)
 	mark = func(c *cobra.Command) {
 		markRunErrors(c)
@@ -187,7 +205,11 @@ func slotCompletion(f *cmdutil.Factory) cobra.CompletionFunc {
 // printed as one line on f.IO.ErrOut.
 func Main(ctx context.Context, f *cmdutil.Factory, args []string) cmdutil.ExitCode {
 	defer f.Close()
-	return execute(ctx, f, NewCmdRoot(f), args)
+	only := ""
+	if len(args) > 0 {
+		only = args[0] // a verb, or a flag or word no verb is named
+	}
+	return execute(ctx, f, newCmdRoot(f, nil, only), args)
 }
 
 // execute runs root (newCmdRoot's) on args and maps the outcome to the exit
