@@ -313,9 +313,12 @@ func viewTask(q string, e kv.Entry) (*Task, error) {
 	if t := bytes.TrimLeft(e.Value, " \t\r\n"); len(t) == 0 || t[0] != '{' {
 		return nil, errors.New("the record is not a JSON object")
 	}
-	var v taskView
-	if err := jsonrec.View(e.Value, &v); err != nil {
-		return nil, err
+	v, ok := viewTaskFast(e.Value)
+	if !ok {
+		v = taskView{}
+		if err := jsonrec.View(e.Value, &v); err != nil {
+			return nil, err
+		}
 	}
 	t := Task{ID: v.ID, Queue: v.Queue, Key: v.Key, Priority: v.Priority, Labels: v.Labels, State: v.State,
 		Attempts: v.Attempts, Seq: v.Seq, AddedAt: v.AddedAt, UpdatedAt: v.UpdatedAt, Run: v.Run, Result: v.Result,

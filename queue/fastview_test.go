@@ -1,0 +1,99 @@
+package queue
+
+import (
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/batonhq/baton/internal/jsonrec"
+)
+
+// Every waiting task this version writes is viewed the fast way, as the
+// general way views it.
+func TestViewTaskFast_WhatThisVersionWritesAsTheGeneralWayViewsIt(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	plain := []string{"", "a", "alice", "T-42", "x y", "é", "漢字", "~!@#$%^*()"}
+	tricky := []string{"<b>", "a&b", `q"q`, `back\slash`, "tab\t", "\u2028", "\xff"}
+	str := func() string {
+		var b strings.Builder
+		for range 1 + rng.IntN(2) {
+			if rng.IntN(30) == 0 {
+				b.WriteString(tricky[rng.IntN(len(tricky))])
+			} else {
+				b.WriteString(plain[rng.IntN(len(plain))])
+			}
+		}
+		return b.String()
+	}
+	times := []time.Time{{}, time.Date(2026, 11, 25, 16, 0, 0, 123456789, time.UTC), time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("x", 3600))}
+	fast := 0
+	for round := range 3000 {
+		task := Task{
+			ID: str(), Queue: "q1", Key: str(), Priority: Priorities[rng.IntN(3)], State: StatePending,
+			Attempts: rng.IntN(5), Seq: rng.Uint64N(1 << 40), AddedAt: times[rng.IntN(len(times))], UpdatedAt: times[rng.IntN(len(times))],
+		}
+		if rng.IntN(2) == 0 {
+			task.Labels = map[string]string{str(): str(), "project": "p"}
+		}
+		if n := rng.IntN(3); n > 0 {
+			task.Payload = make([]byte, rng.IntN(200)*(n-1))
+			for i := range task.Payload {
+				task.Payload[i] = byte(rng.IntN(256))
+			}
+		}
+		switch rng.IntN(6) {
+		case 0:
+			task.State, task.Run = StateActive, &Run{Attempt: 1, Slot: "s", Fence: 9}
+		case 1:
+			task.CancelRequested = true
+		}
+		b, err := task.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want taskView
+		if err := jsonrec.View(b, &want); err != nil {
+			t.Fatalf("round %d: %s: %v", round, b, err)
+		}
+		got, ok := viewTaskFast(b)
+		if !ok {
+			if task.Run == nil && !task.CancelRequested && !strings.Contains(string(b), `\`) {
+				t.Errorf("round %d: not viewed the fast way: %s", round, b)
+			}
+			continue
+		}
+		fast++
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("round %d: %s\n got %#v\nwant %#v", round, b, got, want)
+		}
+	}
+	if fast < 1500 {
+		t.Errorf("only %d of 3000 tasks viewed the fast way", fast)
+	}
+}
+
+// Whatever the fast way views, the general way views alike.
+func FuzzViewTaskFast(f *testing.F) {
+	for _, s := range []string{
+		`{"id":"t1","queue":"q1","key":"alice","priority":"normal","labels":{},"payload":"aGk=","state":"pending","attempts":0,"seq":12,"added_at":"2026-01-02T03:04:05Z","updated_at":"2026-01-02T03:04:05.5+01:00"}`,
+		`{"id":"t1","queue":"q1","key":"","priority":"x","labels":null,"payload":null,"state":"done","attempts":-1,"seq":0,"added_at":"0001-01-01T00:00:00Z","updated_at":"0001-01-01T00:00:00Z"}`,
+		`{"id":"t1","queue":"q1","key":"k","priority":"high","labels":{"a":"b","a":"c"},"payload":"","state":"pending","attempts":01,"seq":1e2,"added_at":"x","updated_at":""}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, ok := viewTaskFast(data)
+		if !ok {
+			return
+		}
+		var want taskView
+		if err := jsonrec.View(data, &want); err != nil {
+			t.Fatalf("%q: viewed the fast way, refused the general way: %v", data, err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%q:\n got %#v\nwant %#v", data, got, want)
+		}
+	})
+}
