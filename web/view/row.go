@@ -16,59 +16,99 @@ import (
 // takes the general path) for what only encoding/json should write: a
 // string that needs escaping, a time outside the years 0-9999.
 func appendSessionRow(b []byte, s *session.Session, t session.Timing, age, left int64) ([]byte, bool) {
+	return appendSessionRowIndent(b, s, t, age, left, "", "")
+}
+
+// appendSessionRowIndent is appendSessionRow as json.Indent(prefix, indent)
+// would lay it out: one member a line, indented; compact when indent is "".
+func appendSessionRowIndent(b []byte, s *session.Session, t session.Timing, age, left int64, prefix, indent string) ([]byte, bool) {
 	ok := true
-	str := func(name, v string) {
-		b = append(b, name...)
-		b, ok = appendPlainString(b, v, ok)
-	}
-	tm := func(name string, v time.Time) {
-		b = append(b, name...)
-		b, ok = appendTime(b, v, ok)
-	}
-	num := func(name string, v int64) {
-		b = append(b, name...)
-		b = strconv.AppendInt(b, v, 10)
-	}
-	unum := func(name string, v uint64) {
-		b = append(b, name...)
-		b = strconv.AppendUint(b, v, 10)
-	}
-	num(`{"age_ms":`, age)
-	str(`,"agent_id":`, s.AgentID)
-	unum(`,"fence":`, s.Fence)
-	str(`,"host":`, s.Host)
-	str(`,"instance":`, s.Instance)
-	str(`,"message":`, s.Message)
-	b = append(b, `,"meta":{`...)
-	keys := make([]string, 0, len(s.Meta))
-	for k := range s.Meta {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for i, k := range keys {
-		if i > 0 {
+	first := true
+	// name starts a member of the row (depth 1) or of meta (depth 2).
+	name := func(n string, depth int) {
+		if !first {
 			b = append(b, ',')
 		}
-		b, ok = appendPlainString(b, k, ok)
-		b = append(b, ':')
-		b, ok = appendPlainString(b, s.Meta[k], ok)
+		first = false
+		if indent != "" {
+			b = append(b, '\n')
+			b = append(b, prefix...)
+			for range depth {
+				b = append(b, indent...)
+			}
+		}
+		b = append(b, '"')
+		b = append(b, n...)
+		b = append(b, '"', ':')
+		if indent != "" {
+			b = append(b, ' ')
+		}
+	}
+	str := func(n, v string) {
+		name(n, 1)
+		b, ok = appendPlainString(b, v, ok)
+	}
+	tm := func(n string, v time.Time) {
+		name(n, 1)
+		b, ok = appendTime(b, v, ok)
+	}
+	num := func(n string, v int64) {
+		name(n, 1)
+		b = strconv.AppendInt(b, v, 10)
+	}
+	unum := func(n string, v uint64) {
+		name(n, 1)
+		b = strconv.AppendUint(b, v, 10)
+	}
+	b = append(b, '{')
+	num("age_ms", age)
+	str("agent_id", s.AgentID)
+	unum("fence", s.Fence)
+	str("host", s.Host)
+	str("instance", s.Instance)
+	str("message", s.Message)
+	name("meta", 1)
+	b = append(b, '{')
+	if len(s.Meta) > 0 {
+		keys := make([]string, 0, len(s.Meta))
+		for k := range s.Meta {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		first = true
+		for _, k := range keys {
+			if !plain(k) {
+				return b, false
+			}
+			name(k, 2)
+			b, ok = appendPlainString(b, s.Meta[k], ok)
+		}
+		if indent != "" {
+			b = append(b, '\n')
+			b = append(b, prefix...)
+			b = append(b, indent...)
+		}
 	}
 	b = append(b, '}')
-	num(`,"pid":`, int64(s.PID))
+	num("pid", int64(s.PID))
 	if s.PIDStart != "" {
-		str(`,"pid_start":`, s.PIDStart)
+		str("pid_start", s.PIDStart)
 	}
-	unum(`,"renewals":`, s.Renewals)
-	tm(`,"renewed_at":`, s.RenewedAt)
-	tm(`,"renewed_server_at":`, s.Written)
-	str(`,"result":`, s.Result)
-	unum(`,"revision":`, s.Revision)
-	str(`,"slot":`, s.Slot)
-	tm(`,"started_at":`, s.StartedAt)
-	str(`,"state":`, string(t.State))
-	str(`,"task_id":`, s.TaskID)
-	num(`,"ttl_left_ms":`, left)
-	num(`,"ttl_ms":`, s.TTL.Milliseconds())
+	unum("renewals", s.Renewals)
+	tm("renewed_at", s.RenewedAt)
+	tm("renewed_server_at", s.Written)
+	str("result", s.Result)
+	unum("revision", s.Revision)
+	str("slot", s.Slot)
+	tm("started_at", s.StartedAt)
+	str("state", string(t.State))
+	str("task_id", s.TaskID)
+	num("ttl_left_ms", left)
+	num("ttl_ms", s.TTL.Milliseconds())
+	if indent != "" {
+		b = append(b, '\n')
+		b = append(b, prefix...)
+	}
 	return append(b, '}'), ok
 }
 
@@ -76,14 +116,22 @@ func appendSessionRow(b []byte, s *session.Session, t session.Timing, age, left 
 // is: printable ASCII other than the quote, the backslash and the three it
 // escapes for HTML. Otherwise it leaves ok false.
 func appendPlainString(b []byte, v string, ok bool) ([]byte, bool) {
-	for i := 0; i < len(v); i++ {
-		if c := v[i]; c < 0x20 || c >= utf8.RuneSelf || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			return b, false
-		}
+	if !plain(v) {
+		return b, false
 	}
 	b = append(b, '"')
 	b = append(b, v...)
 	return append(b, '"'), ok
+}
+
+// plain reports whether encoding/json writes v quoted as it is.
+func plain(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c < 0x20 || c >= utf8.RuneSelf || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return true
 }
 
 // appendTime appends v as time.Time's MarshalJSON does (RFC 3339 with
@@ -98,4 +146,30 @@ func appendTime(b []byte, v time.Time, ok bool) ([]byte, bool) {
 	b = append(b, '"')
 	b = v.AppendFormat(b, time.RFC3339Nano)
 	return append(b, '"'), ok
+}
+
+// sessionRowValue is a row of `status --json`'s sessions: it marshals as
+// SessionRowJSON, and lays itself out indented in one pass
+// (AppendIndentJSON), which a writer of 100k rows asks for instead of
+// indenting what it marshalled.
+type sessionRowValue struct {
+	s          *session.Session
+	now        time.Time
+	staleAfter time.Duration
+}
+
+// MarshalJSON is SessionRowJSON.
+func (r sessionRowValue) MarshalJSON() ([]byte, error) {
+	return SessionRowJSON(r.s, r.now, r.staleAfter)
+}
+
+// AppendIndentJSON appends the row as json.Indent(prefix, indent) lays out
+// its MarshalJSON, where it can (false: marshal and indent it).
+func (r sessionRowValue) AppendIndentJSON(b []byte, prefix, indent string) ([]byte, bool) {
+	if r.s.HasUnknownFields() {
+		return b, false
+	}
+	t := r.s.Timing(r.now, r.staleAfter)
+	age, left := timingMS(t, r.s.TTL)
+	return appendSessionRowIndent(b, r.s, t, age, left, prefix, indent)
 }

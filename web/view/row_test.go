@@ -71,6 +71,14 @@ func TestSessionRow_WrittenDirectlyAsEncodingJSONWritesIt(t *testing.T) {
 		if !json.Valid(got) {
 			t.Fatalf("round %d: not JSON: %s", round, got)
 		}
+		var indented bytes.Buffer
+		if err := json.Indent(&indented, want, "    ", "  "); err != nil {
+			t.Fatal(err)
+		}
+		laid, ok := sessionRowValue{s, now, time.Minute}.AppendIndentJSON(nil, "    ", "  ")
+		if !ok || !bytes.Equal(laid, indented.Bytes()) {
+			t.Fatalf("round %d: laid out (%v)\n%s\nwant\n%s", round, ok, laid, indented.Bytes())
+		}
 	}
 	if fast < 500 {
 		t.Errorf("only %d of 3000 rows took the direct path", fast)

@@ -40,11 +40,7 @@ func SplitLeases(l *lease.Listing) Leases {
 func StatusJSON(l *session.Listing, v Leases, queues []queue.Summary, staleAfter time.Duration) (map[string]any, error) {
 	rows := make([]any, 0, len(l.Sessions)+len(l.Undecodable))
 	for _, s := range l.Sessions {
-		row, err := SessionRowJSON(s, l.ServerTime, staleAfter)
-		if err != nil {
-			return nil, err
-		}
-		rows = append(rows, row)
+		rows = append(rows, sessionRowValue{s, l.ServerTime, staleAfter})
 	}
 	for _, u := range l.Undecodable {
 		rows = append(rows, UndecodableRow(u.Slot, "slot", u.Revision, u.Written, u.TTL, u.Err, l.ServerTime, staleAfter))

@@ -29,9 +29,17 @@ func PrintJSON(w io.Writer, v any) error {
 		return err
 	}
 	var buf bytes.Buffer
+	var laid []byte
 	write := func(prefix string, v any) error {
+		if r, ok := v.(indentAppender); ok {
+			var ok bool
+			if laid, ok = r.AppendIndentJSON(laid[:0], prefix, "  "); ok {
+				_, err := w.Write(laid)
+				return err
+			}
+		}
 		b, ok := v.(json.RawMessage)
-		if !ok || len(b) == 0 || bytes.ContainsAny(b, "<>&\u2028\u2029") || bytes.ContainsAny(b[len(b)-1:], " \t\r\n") {
+		if !ok || len(b) == 0 || needsMarshal(b) {
 			// Marshal validates a raw message, escapes for HTML what it
 			// holds unescaped and drops the space around it; a raw message
 			// without any of that only needs Indent, which validates it
@@ -85,6 +93,28 @@ func PrintJSON(w io.Writer, v any) error {
 	}
 	_, err := io.WriteString(w, "\n}\n")
 	return err
+}
+
+// indentAppender is a value that lays itself out as json.Indent would lay
+// out its MarshalJSON, in one pass (false: it cannot; marshal it).
+type indentAppender interface {
+	AppendIndentJSON(b []byte, prefix, indent string) ([]byte, bool)
+}
+
+// needsMarshal reports whether a raw message holds what json.Marshal would
+// change: characters it escapes for HTML (<, >, &, U+2028, U+2029) or
+// space after the value (Indent would keep it).
+func needsMarshal(b []byte) bool {
+	for _, c := range b {
+		if c == '<' || c == '>' || c == '&' || c == 0xE2 { // 0xE2: U+2028 and U+2029 begin with it
+			return true
+		}
+	}
+	switch b[len(b)-1] {
+	case ' ', '\t', '\r', '\n':
+		return true
+	}
+	return false
 }
 
 // PrintJSONLine writes v as one line of JSON (for --watch streams).
