@@ -4,6 +4,7 @@ package hostlocal
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -280,8 +281,9 @@ func TestStandby_AStopBeforeItsCommandCameIsNotLost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Barrier: the supervisor catches SIGTERM (before that, the signal
-	// would simply kill it, which is not the case this test is about).
+	// Barrier: the supervisor catches SIGTERM. (Go catches every signal
+	// from its start, before the supervisor asks for it: a signal that
+	// comes between kills it, and the command is never started either.)
 	deadline := time.Now().Add(10 * time.Second)
 	for !catches(t, s.PID(), syscall.SIGTERM) {
 		if time.Now().After(deadline) {
@@ -293,6 +295,9 @@ func TestStandby_AStopBeforeItsCommandCameIsNotLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	g, err := s.Start(exec.Command("sh", "-c", "echo started; sleep 30"), nil)
+	if errors.Is(err, syscall.EPIPE) {
+		return // the stop ended the supervisor before it took the command
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -109,9 +109,25 @@ func SuperviseMain(args []string, stderr io.Writer) int {
 	}
 }
 
-// pendingStop takes the signals noted so far and returns the first that
-// asks a command to end (0: none).
+// pendingStop takes the signals received so far and returns the first
+// that asks a command to end (0: none).
+//
+// A signal is received by the process at once, but handed to a channel by
+// os/signal's own goroutine, which may lag on a busy machine: so the
+// supervisor first sends itself a marker signal and waits for it. The
+// runtime hands signals on in the order of their numbers among those
+// pending, and the marker's number is above every stop signal's, so once
+// the marker is in, every stop signal received before it is too.
 func pendingStop(sigs <-chan os.Signal) syscall.Signal {
+	marker := make(chan os.Signal, 1)
+	signal.Notify(marker, flushSignal)
+	if syscall.Kill(os.Getpid(), flushSignal) == nil {
+		select {
+		case <-marker:
+		case <-time.After(time.Second): // never seen: go on with what came
+		}
+	}
+	signal.Stop(marker)
 	for {
 		select {
 		case sig := <-sigs:
@@ -123,6 +139,10 @@ func pendingStop(sigs <-chan os.Signal) syscall.Signal {
 		}
 	}
 }
+
+// flushSignal is pendingStop's marker: numbered above every stop signal,
+// and ignored by default, should one come from elsewhere.
+const flushSignal = syscall.SIGWINCH
 
 // parseSuperviseArgs returns the parent's pid, the descriptor on which to
 // tell that the command runs (-1: none), and the program to run, or a nil
