@@ -30,6 +30,7 @@ const (
 	codeJSNotEnabledForAcc = jetstream.JSErrCodeJetStreamNotEnabledForAccount   // 10039
 	codeLastSeqNotReady    = 10163                                              // expected last sequence per subject temporarily unavailable
 	codeMsgTTLDisabled     = 10166                                              // per-message TTL is disabled
+	codeNoPeers            = 10005                                              // no suitable peers for placement
 )
 
 func isWrongLastSeq(e *jetstream.APIError) bool {

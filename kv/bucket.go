@@ -99,10 +99,28 @@ func (c *Client) Ensure(ctx context.Context, cfg BucketConfig) (*Bucket, error) 
 	if errors.Is(err, ErrBucketNotFound) {
 		ctx, cancel := c.callCtx(ctx)
 		defer cancel()
-		mctx, stop := c.refusals.watch(ctx, apiPrefix, true)
-		_, err = c.js.CreateKeyValue(mctx, cfg.kvConfig())
-		err = refusal(mctx, err)
-		stop()
+		backoff := 50 * time.Millisecond
+		for {
+			mctx, stop := c.refusals.watch(ctx, apiPrefix, true)
+			_, err = c.js.CreateKeyValue(mctx, cfg.kvConfig())
+			err = refusal(mctx, err)
+			stop()
+			var apiErr *jetstream.APIError
+			if !errors.As(err, &apiErr) || apiErr.ErrorCode != codeNoPeers {
+				break
+			}
+			// Too few servers of the cluster are known to be up to place
+			// the replicas: right after a cluster forms (its meta leader
+			// has not heard from every peer yet), or while some are down.
+			// Ask again until the call's deadline.
+			select {
+			case <-ctx.Done():
+				return nil, fmt.Errorf("%w: create bucket %s on %s: fewer than %d servers of the cluster are up and known to its leader; start them, or ask for fewer replicas: %w",
+					ErrUnavailable, cfg.Name, c.url, cfg.replicas(), err)
+			case <-time.After(backoff):
+				backoff = min(2*backoff, 500*time.Millisecond)
+			}
+		}
 		if errors.Is(err, jetstream.ErrBucketExists) || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 			err = c.Check(ctx, cfg) // created meanwhile by someone else
 		} else if err != nil {

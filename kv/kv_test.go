@@ -848,3 +848,25 @@ func TestLatestAtLeast_AsksAgainInAClusterUntilTheRevisionIsThere(t *testing.T) 
 		t.Errorf("single server: %+v, %v, %d retries; want the current answer at once", e, err, kv.ReadRetries(single))
 	}
 }
+
+// A bucket whose replicas cannot be placed (too few servers of the cluster
+// up, or known to the meta leader as the cluster forms) is asked for again
+// until the call's deadline; past it, the answer is that the servers are
+// unavailable, and says what to do.
+func TestEnsure_ReplicasThatCannotBePlacedAreUnavailable(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster")
+	}
+	cl := kvtest.StartCluster(t, 3)
+	c := kvtest.Connect(t, cl.URLs())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err := c.Ensure(ctx, kv.BucketConfig{Name: "placed", MarkerTTL: time.Minute, Replicas: 5})
+	if !errors.Is(err, kv.ErrUnavailable) || !strings.Contains(err.Error(), "fewer than 5 servers") {
+		t.Fatalf("5 replicas on 3 servers: %v, want ErrUnavailable naming the 5 servers", err)
+	}
+	if waited := time.Since(start); waited < 500*time.Millisecond {
+		t.Errorf("gave up after %s, before the call's deadline", waited)
+	}
+}
