@@ -33,6 +33,19 @@ func testBucket(t *testing.T) (*kv.Client, *kv.Bucket) {
 
 func outMsgs(c *kv.Client) uint64 { return c.Conn().Stats().OutMsgs }
 
+// r3Bucket starts a 3-server cluster and a client of it (with opts), and
+// creates the bucket r3 on all three.
+func r3Bucket(t *testing.T, opts ...kv.Option) (*kvtest.Cluster, *kv.Client, *kv.Bucket) {
+	t.Helper()
+	cl := kvtest.StartCluster(t, 3)
+	c := kvtest.Connect(t, cl.URLs(), opts...)
+	b, err := c.Ensure(context.Background(), kv.BucketConfig{Name: "r3", MarkerTTL: time.Minute, Replicas: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl, c, b
+}
+
 func TestCreate_FreshKeyIsOneRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	c, b := testBucket(t)
@@ -471,12 +484,7 @@ func TestReplicated_ConcurrentCreatesOneWinner(t *testing.T) {
 		t.Skip("starts a cluster")
 	}
 	ctx := context.Background()
-	cl := kvtest.StartCluster(t, 3)
-	c := kvtest.Connect(t, cl.URLs())
-	b, err := c.Ensure(ctx, kv.BucketConfig{Name: "r3", MarkerTTL: time.Minute, Replicas: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, _, b := r3Bucket(t)
 	const n = 16
 	for round := range 20 {
 		key := fmt.Sprintf("k%d", round)
@@ -794,12 +802,7 @@ func TestLatestAtLeast_AsksAgainInAClusterUntilTheRevisionIsThere(t *testing.T) 
 		t.Skip("starts a cluster")
 	}
 	ctx := context.Background()
-	cl := kvtest.StartCluster(t, 3)
-	c := kvtest.Connect(t, cl.URLs())
-	b, err := c.Ensure(ctx, kv.BucketConfig{Name: "r3", MarkerTTL: time.Minute, Replicas: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, c, b := r3Bucket(t)
 	rev, err := b.Create(ctx, "a", []byte("v1"), 0)
 	if err != nil {
 		t.Fatal(err)

@@ -413,12 +413,7 @@ func TestCAS_ADeposedLeadersRefusalOfAWriteThatLandedIsRecognised(t *testing.T) 
 	}
 	ctx := context.Background()
 	rec := &recorder{}
-	cl := kvtest.StartCluster(t, 3)
-	c := kvtest.Connect(t, cl.URLs(), kv.WithTracer(rec))
-	b, err := c.Ensure(ctx, kv.BucketConfig{Name: "r3", MarkerTTL: time.Minute, Replicas: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, c, b := r3Bucket(t, kv.WithTracer(rec))
 	outcome := func(what string, want kv.Outcome) {
 		t.Helper()
 		if _, r := rec.last(t); r.Outcome != want {

@@ -174,40 +174,8 @@ func TestRun_ServerGoneStopsTheWorkBeforeTheTTL(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits for a TTL")
 	}
-	ctx := ctxT(t)
 	e := newEnv(t)
-	m := e.manager("h1", t.TempDir())
-	const ttl = 2 * time.Second
-	done := make(chan error, 1)
-	started := make(chan *hostlocal.Group, 1)
-	go func() {
-		_, err := m.Run(ctx, "slot", "T1", func(s *session.Session) (session.Child, error) {
-			c, err := shell(t, `trap '' TERM; echo started; while :; do sleep 0.05; done`)(s)
-			started <- c.(*hostlocal.Group)
-			return c, err
-		}, session.WithJoinOptions(session.WithTTL(ttl)), session.WithGrace(time.Minute))
-		done <- err
-	}()
-	g := <-started
-	stopped := time.Now()
-	e.srv.Shutdown()
-	// The work ignores SIGTERM: only the SIGKILL ends it. It must be dead
-	// before the server could have expired the session (the TTL from the
-	// last renewal, which came before the server went away), whatever the
-	// grace.
-	<-g.Done()
-	if took := time.Since(stopped); took >= ttl {
-		t.Errorf("work killed %s after the server went away; TTL is %s", took, ttl)
-	}
-	select {
-	case err := <-done:
-		var lost *session.LostError
-		if !errors.As(err, &lost) || lost.How != session.LostUnrenewed {
-			t.Fatalf("run: %v, want lost: not renewed in time", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("run went on without its server")
-	}
+	cutOffStopsDeafWork(t, e.manager("h1", t.TempDir()), "the server went away", e.srv.Shutdown, func() {})
 }
 
 // A link that goes dead without closing (no reset: the client notices only
@@ -217,7 +185,6 @@ func TestRun_DeadLinkStopsTheWorkBeforeTheTTL(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits for a TTL")
 	}
-	ctx := ctxT(t)
 	e := newEnv(t)
 	px := kvtest.NewStallProxy(t, strings.TrimPrefix(e.srv.ClientURL(), "nats://"))
 	c := kvtest.Connect(t, px.URL(), kv.WithTimeout(time.Second))
@@ -229,6 +196,18 @@ func TestRun_DeadLinkStopsTheWorkBeforeTheTTL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cutOffStopsDeafWork(t, m, "the link went dead", px.Stall, px.Resume)
+}
+
+// cutOffStopsDeafWork runs work that ignores SIGTERM under m with a 2s TTL
+// and a minute's grace, then cuts m off from its server with cut: the
+// work, which only the SIGKILL ends, must be dead before the server could
+// have expired the session (the TTL from the last renewal, which came
+// before the cut), whatever the grace; the run then reports the session
+// lost, not renewed in time. heal undoes the cut.
+func cutOffStopsDeafWork(t *testing.T, m *session.Manager, what string, cut, heal func()) {
+	t.Helper()
+	ctx := ctxT(t)
 	const ttl = 2 * time.Second
 	done := make(chan error, 1)
 	started := make(chan *hostlocal.Group, 1)
@@ -241,13 +220,13 @@ func TestRun_DeadLinkStopsTheWorkBeforeTheTTL(t *testing.T) {
 		done <- err
 	}()
 	g := <-started
-	stalled := time.Now()
-	px.Stall()
+	at := time.Now()
+	cut()
 	<-g.Done()
-	if took := time.Since(stalled); took >= ttl {
-		t.Errorf("work killed %s after the link went dead; TTL is %s", took, ttl)
+	if took := time.Since(at); took >= ttl {
+		t.Errorf("work killed %s after %s; TTL is %s", took, what, ttl)
 	}
-	px.Resume()
+	heal()
 	select {
 	case err := <-done:
 		var lost *session.LostError
