@@ -36,3 +36,6 @@ func AnswerStale(c *Client, n int32) { c.answerStale.Store(n) }
 // RefuseStale makes the next n writes of c be refused, unsent, with a
 // deposed leader's refusal (wrong last sequence: 0).
 func RefuseStale(c *Client, n int32) { c.refuseStale.Store(n) }
+
+// InTouch is inTouch, for its test.
+func InTouch(st StreamStatus) bool { return inTouch(st) }

@@ -795,8 +795,9 @@ func TestWatch_EndingWhileDeliveringIsClean(t *testing.T) {
 // A caller that knows the key had a revision (its own session's fence) does
 // not take an older answer at once in a cluster, where only a cut-off former
 // leader gives one: it asks again until the key shows that revision, and
-// after the wait it was given takes the answer as it is. On a single server
-// the answer is current: nothing to wait for.
+// after the wait it was given takes the answer as it is, from a leader in
+// touch with the others. On a single server the answer is current: nothing
+// to wait for.
 func TestLatestAtLeast_AsksAgainInAClusterUntilTheRevisionIsThere(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a cluster")
@@ -838,8 +839,8 @@ func TestLatestAtLeast_AsksAgainInAClusterUntilTheRevisionIsThere(t *testing.T) 
 	if e := <-got; e.Revision != rev2 || string(e.Value) != "v2" {
 		t.Fatalf("got %+v, want v2 at %d", e, rev2)
 	}
-	if _, err := b.LatestAtLeast(ctx, "missing", 5, time.Minute); !errors.Is(err, kv.ErrNotFound) {
-		t.Errorf("a key with no message: %v, want ErrNotFound at once", err)
+	if _, err := b.LatestAtLeast(ctx, "missing", 5, 200*time.Millisecond); !errors.Is(err, kv.ErrNotFound) {
+		t.Errorf("a key with no message: %v, want ErrNotFound after the wait", err)
 	}
 
 	single, sb := testBucket(t)
@@ -849,6 +850,64 @@ func TestLatestAtLeast_AsksAgainInAClusterUntilTheRevisionIsThere(t *testing.T) 
 	}
 	if e, err := sb.LatestAtLeast(ctx, "a", srev+1, time.Minute); err != nil || e.Revision != srev || kv.ReadRetries(single) != 0 {
 		t.Errorf("single server: %+v, %v, %d retries; want the current answer at once", e, err, kv.ReadRetries(single))
+	}
+}
+
+// A stream leader cut off from the other copies goes on answering reads
+// until it notices, seconds later: an answer older than the revision the
+// caller knows the key had is then not taken as it is but is unavailable,
+// and says why. Here the two other servers stop, so the leader's answers
+// are not stale, but it cannot show they are not.
+func TestLatestAtLeast_AnOlderAnswerFromACutOffLeaderIsUnavailable(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster")
+	}
+	ctx := context.Background()
+	cl, _, b := r3Bucket(t)
+	rev, err := b.Create(ctx, "a", []byte("v1"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leader := cl.StreamLeader("KV_r3")
+	if leader < 0 {
+		t.Fatal("no stream leader")
+	}
+	lc := kvtest.Connect(t, cl.Servers[leader].ClientURL())
+	lb := lc.Bucket(b.Config())
+	if _, err := lb.Status(ctx); err != nil { // the client learns it is clustered
+		t.Fatal(err)
+	}
+	for i := range cl.Servers {
+		if i != leader {
+			cl.Stop(i)
+		}
+	}
+	// Wait until the leader reports the others silent (it steps down only
+	// after 10 s without a majority).
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st, err := lb.Status(ctx)
+		if err != nil {
+			t.Fatalf("status of the leader left alone: %v", err)
+		}
+		if !kv.InTouch(st) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the leader still reports the stopped servers in touch: %+v", st)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	_, err = lb.LatestAtLeast(ctx, "a", rev+1, 100*time.Millisecond)
+	if !errors.Is(err, kv.ErrUnavailable) || !strings.Contains(err.Error(), "older than revision") {
+		t.Fatalf("read from a leader cut off from the others: %v; want ErrUnavailable naming the revision", err)
+	}
+	_, err = lb.LatestAtLeast(ctx, "never", 1, 100*time.Millisecond)
+	if !errors.Is(err, kv.ErrUnavailable) {
+		t.Fatalf("a key the cut-off leader has no message of: %v; want ErrUnavailable, not ErrNotFound", err)
+	}
+	if e, err := lb.LatestAtLeast(ctx, "a", rev, 100*time.Millisecond); err != nil || e.Revision != rev {
+		t.Fatalf("an answer as recent as the revision known: %+v, %v; want it as it is", e, err)
 	}
 }
 

@@ -68,11 +68,16 @@ func (b *Bucket) latest(ctx context.Context, key string) (Entry, error) {
 }
 
 // LatestAtLeast is Latest for a caller that knows the key had revision
-// min (its own session's fence). In a cluster an older answer comes from a
-// stream leader cut off from the others that has not yet noticed it lost
-// its leadership (adr/0015), or from a bucket made anew since: it is asked
+// min (its own session's fence). In a cluster an older answer, or none (a
+// key with no message), comes from a stream leader cut off from the others
+// that has not yet noticed it lost its leadership (adr/0015), or is current:
+// the bucket was made anew, or the key's tombstone expired. It is asked
 // again, after a pause a little longer each time, for up to wait (and
-// within ctx), and then the last answer is returned, whatever it is. On a
+// within ctx). If it is still older then, the server that answers is asked
+// how its copy is doing: when it has heard from a majority of the stream's
+// copies within peerSilence, its answer is current and is returned as it
+// is; otherwise the answer is a cut-off server's, and LatestAtLeast
+// returns ErrUnavailable rather than an answer it knows to be stale. On a
 // single server, whose answers are current, it is Latest.
 func (b *Bucket) LatestAtLeast(ctx context.Context, key string, min uint64, wait time.Duration) (Entry, error) {
 	s := b.begin(TraceLatest, key, 0, nil, 0)
@@ -83,29 +88,71 @@ func (b *Bucket) LatestAtLeast(ctx context.Context, key string, min uint64, wait
 		ctx, cancel := b.c.callCtx(ctx)
 		defer cancel()
 		e, err := b.latest(ctx, key)
-		if err != nil || e.Revision >= min || !b.c.clustered() {
+		if !olderThan(e, err, min) || !b.c.clustered() {
 			return e, err
 		}
 		wctx, wcancel := context.WithTimeout(ctx, wait)
 		defer wcancel()
-		if n, err := b.latestAtLeast(wctx, key, min); err == nil || ctx.Err() != nil {
+		if n, err := b.latestAtLeast(wctx, key, min, true); (err == nil && n.Revision >= min) || ctx.Err() != nil {
 			return n, err
 		}
-		return b.latest(ctx, key) // waited enough: the answer as it is
+		// Waited enough: the answer as it is, if its server can show it is
+		// not cut off.
+		e, err = b.latest(ctx, key)
+		if !olderThan(e, err, min) {
+			return e, err
+		}
+		st, serr := b.Status(ctx)
+		if serr != nil {
+			return Entry{}, serr
+		}
+		if inTouch(st) {
+			return b.latest(ctx, key)
+		}
+		return Entry{}, fmt.Errorf("%w: read %s/%s: answered only from a copy older than revision %d, by %s, which has not heard from most of the stream's copies for %s or more; try again once the cluster is whole",
+			ErrUnavailable, b.cfg.Name, key, min, st.Leader, peerSilence)
 	}()
 	s.read(e, err)
 	return e, err
 }
 
+// olderThan says whether a read (e, err) shows the key at a revision below
+// min: an older entry, or no message at all when min is not 0.
+func olderThan(e Entry, err error, min uint64) bool {
+	if errors.Is(err, ErrNotFound) {
+		return min > 0
+	}
+	return err == nil && e.Revision < min
+}
+
+// peerSilence is how long a stream leader may go without hearing from a
+// copy and still count it as in touch: twice the servers' raft heartbeat
+// (1 s). A leader cut off from the others stops hearing from them at once,
+// and its peers elect another only after 4-9 s of its silence.
+const peerSilence = 2 * time.Second
+
+// inTouch says whether a stream's leader, as it reports itself, heard from
+// a majority of the stream's copies (itself included) within peerSilence.
+func inTouch(st StreamStatus) bool {
+	heard := 1
+	for _, p := range st.Peers {
+		if !p.Offline && p.Active < peerSilence {
+			heard++
+		}
+	}
+	return heard > max(st.Replicas, len(st.Peers)+1)/2
+}
+
 // latestAtLeast is the latest revision of key as the stream leader holds
 // it, asked again while the answer is older than least (a deposed leader's),
-// until ctx ends: then ErrUnavailable. ErrNotFound is returned as it comes
-// (a key whose tombstone expired has no message at all).
-func (b *Bucket) latestAtLeast(ctx context.Context, key string, least uint64) (Entry, error) {
+// until ctx ends: then ErrUnavailable. ErrNotFound is asked again too if
+// missingIsOlder, and otherwise returned as it comes (a key whose tombstone
+// expired has no message at all).
+func (b *Bucket) latestAtLeast(ctx context.Context, key string, least uint64, missingIsOlder bool) (Entry, error) {
 	backoff := 10 * time.Millisecond
 	for {
 		e, err := b.latest(ctx, key)
-		if err != nil || e.Revision >= least {
+		if !olderThan(e, err, least) || (err != nil && !missingIsOlder) {
 			return e, err
 		}
 		select {
@@ -181,7 +228,7 @@ func (b *Bucket) create(ctx context.Context, key string, value []byte, ttl time.
 		if !w.undecided(err) {
 			return rev, err
 		}
-		cur, rerr := b.latestAtLeast(ctx, key, b.c.known(expected))
+		cur, rerr := b.latestAtLeast(ctx, key, b.c.known(expected), false)
 		switch {
 		case errors.Is(rerr, ErrNotFound):
 			expected = 0
@@ -234,7 +281,7 @@ func (b *Bucket) update(ctx context.Context, key string, value []byte, ttl time.
 		if !w.undecided(err) {
 			return newRev, err
 		}
-		cur, rerr := b.latestAtLeast(ctx, key, b.c.known(rev))
+		cur, rerr := b.latestAtLeast(ctx, key, b.c.known(rev), false)
 		switch {
 		case errors.Is(rerr, ErrNotFound):
 			return 0, &ConflictError{Key: key, Expected: rev, Err: err}
@@ -289,7 +336,7 @@ func (b *Bucket) deleteRevision(ctx context.Context, key string, rev uint64, not
 		if !w.undecided(err) {
 			return tomb, err
 		}
-		cur, rerr := b.latestAtLeast(ctx, key, b.c.known(rev))
+		cur, rerr := b.latestAtLeast(ctx, key, b.c.known(rev), false)
 		switch {
 		case errors.Is(rerr, ErrNotFound):
 			return 0, &ConflictError{Key: key, Expected: rev, Err: err}

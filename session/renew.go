@@ -35,10 +35,12 @@ func (m *Manager) Resume(ctx context.Context, slot string, opts ...ResumeOption)
 		return nil, err
 	}
 	// The key had at least the revision of this host's own session (a fence
-	// is a creation revision): in a cluster, an older answer is a cut-off
-	// server's rather than a sign the session was lost, and is asked again
-	// for a while (unless the bucket was made anew, the leadership moves in
-	// well under that).
+	// is a creation revision): in a cluster, an older answer (or none) is a
+	// cut-off server's rather than a sign the session was lost. It is asked
+	// again for a while (the leadership moves in well under that), and then
+	// taken only from a server that has heard from most of the stream's
+	// copies (the bucket was made anew, or the record's tombstone expired);
+	// otherwise Resume is ErrUnavailable, and the caller tries again.
 	var least uint64
 	if t, ok := m.readTrace(slot); ok {
 		least = t.Fence

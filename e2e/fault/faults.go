@@ -165,10 +165,15 @@ func (h *harness) garbage(ctx context.Context) {
 			h.logf("garbage in %s %s", bucket, key)
 			sleep(ctx, h.between(2*time.Second, 5*time.Second))
 		}
-		// Also after a failed publish: its answer may be what was lost.
-		h.removeGarbage(kc, bucket, key, junk)
+		// Also after a failed publish: its answer may be what was lost, and
+		// it may land later still, once a partition heals.
+		h.removeGarbage(kc, bucket, key, junk, err != nil)
 	}
 }
+
+// lateLanding is how long an unanswered publish of garbage is looked for:
+// longer than a partition lasts.
+const lateLanding = 20 * time.Second
 
 func (h *harness) markCorrupt(bucket, key string) {
 	if bucket != "baton-sessions" {
@@ -181,22 +186,30 @@ func (h *harness) markCorrupt(bucket, key string) {
 
 // removeGarbage deletes key if its latest value is junk (a delete
 // conditioned on that revision, so a record written since is left alone),
-// retrying while the cluster is electing. It goes through a traced kv
-// client, so that the delete is in the run's KV histories.
-func (h *harness) removeGarbage(c *kv.Client, bucket, key string, junk []byte) {
+// retrying while the cluster is electing. A publish whose answer was lost
+// (unanswered) is looked for a while longer when not there yet: it may be
+// committed once a partition heals. It goes through a traced kv client, so
+// that the delete is in the run's KV histories.
+func (h *harness) removeGarbage(c *kv.Client, bucket, key string, junk []byte, unanswered bool) {
 	cfg := session.BucketConfig(session.DefaultPrefix, 3)
 	if bucket != cfg.Name {
 		cfg = lease.BucketConfig(lease.DefaultPrefix, 3)
 	}
 	b := c.Bucket(cfg)
 	deadline := time.Now().Add(stuckAfter)
+	lookUntil := time.Now()
+	if unanswered {
+		lookUntil = lookUntil.Add(lateLanding)
+	}
 	for time.Now().Before(deadline) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		e, err := b.Latest(ctx, key)
+		found := false
 		switch {
 		case errors.Is(err, kv.ErrNotFound):
 			err = nil // not there (never landed, or already gone)
 		case err == nil && e.Live() && bytes.Equal(e.Value, junk):
+			found = true
 			// The junk is there now: whatever the session held was
 			// replaced by it, however late it landed (a publish that timed
 			// out can still be committed once a partition heals, seconds
@@ -208,7 +221,7 @@ func (h *harness) removeGarbage(c *kv.Client, bucket, key string, junk []byte) {
 			}
 		}
 		cancel()
-		if err == nil {
+		if err == nil && (found || time.Now().After(lookUntil)) {
 			return
 		}
 		time.Sleep(500 * time.Millisecond)
