@@ -3,13 +3,14 @@ package e2e
 import (
 	"bufio"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/batonhq/baton/kv/kvtest"
 )
 
 // TestUp_ThreeServersFormAClusterWithReplicatedBuckets runs three `baton up`
@@ -86,18 +87,11 @@ func startUpCluster(t *testing.T) []*upServer {
 }
 
 func tryUpCluster(t *testing.T) ([]*upServer, error) {
-	var ports []int
+	var addrs, routes []string
 	for range 3 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-		l.Close()
-	}
-	var routes []string
-	for _, p := range ports {
-		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", p))
+		a := kvtest.FreeAddr(t)
+		addrs = append(addrs, a)
+		routes = append(routes, "nats://"+a)
 	}
 	servers := make([]*upServer, 0, 3)
 	ready := make(chan int, 3)
@@ -105,7 +99,7 @@ func tryUpCluster(t *testing.T) ([]*upServer, error) {
 		state := t.TempDir()
 		name := fmt.Sprintf("n%d", i+1)
 		cmd := exec.Command(batonBin, "up", "--listen", "127.0.0.1:-1", "--server-name", name,
-			"--cluster-name", "baton-e2e", "--cluster-listen", fmt.Sprintf("127.0.0.1:%d", ports[i]),
+			"--cluster-name", "baton-e2e", "--cluster-listen", addrs[i],
 			"--routes", strings.Join(routes, ","), "--json")
 		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + state, "BATON_STATE_DIR=" + state, "GORACE=atexit_sleep_ms=0"}
 		out, _ := cmd.StdoutPipe()

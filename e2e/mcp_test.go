@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -321,12 +320,7 @@ func TestMCP_ALossFoundByAHeartbeatEndsCleanly(t *testing.T) {
 }
 
 func TestMCP_UnreachableServerIsAToolErrorAndTheNextCallWorksOnceItIsBack(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := kvtest.FreeAddr(t)
 	w := &world{t: t, url: "nats://" + addr}
 	h := w.host("host-a")
 	a := h.mcpAgent(t, "agent-a")

@@ -3,7 +3,6 @@ package mcpserver_test
 import (
 	"context"
 	"errors"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -142,12 +141,7 @@ func TestServe_StopEndsACallStillWaiting(t *testing.T) {
 // A release the baton server does not answer is said to be pending, and
 // done in the background once the server is back.
 func TestRelease_UnansweredIsRetriedInTheBackground(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := kvtest.FreeAddr(t)
 	store := t.TempDir()
 	s1, err := kv.StartServer(kv.WithListen(addr), kv.WithStoreDir(store))
 	if err != nil {

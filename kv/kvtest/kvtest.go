@@ -5,7 +5,9 @@ package kvtest
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -156,20 +158,59 @@ func (c *Cluster) StreamLeader(stream string) int {
 	return -1
 }
 
+// freePorts returns n loopback ports that were free a moment ago (see
+// FreeAddr).
 func freePorts(tb testing.TB, n int) []int {
 	tb.Helper()
-	var ls []net.Listener
-	var ports []int
+	ports := make([]int, 0, n)
 	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		_, p, err := net.SplitHostPort(FreeAddr(tb))
 		if err != nil {
-			tb.Fatalf("free port: %v", err)
+			tb.Fatal(err)
 		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	for _, l := range ls {
-		l.Close()
+		port, _ := strconv.Atoi(p)
+		ports = append(ports, port)
 	}
 	return ports
+}
+
+// FreeAddr returns a loopback address (host:port) that was free a moment
+// ago, for a server a test starts next. The port is taken below the
+// kernel's range of ephemeral ports, so that no outgoing connection of a
+// busy machine (another test's client) is given it in between, as happens
+// to a port the kernel picked; a port another test picked the same way is
+// a 1 in thousands chance.
+func FreeAddr(tb testing.TB) string {
+	tb.Helper()
+	lo := ephemeralLow()
+	for range 100 {
+		port := 10000 + rand.IntN(lo-10000)
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			continue
+		}
+		addr := l.Addr().String()
+		l.Close()
+		return addr
+	}
+	tb.Fatalf("no free loopback port between 10000 and %d", lo)
+	return ""
+}
+
+// ephemeralLow is the first port of the kernel's ephemeral range (32768
+// where it cannot be read).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 32768
+	}
+	lo, err := strconv.Atoi(f[0])
+	if err != nil || lo <= 11000 {
+		return 32768
+	}
+	return lo
 }

@@ -73,12 +73,7 @@ func TestUp_ListensOnLoopbackByDefault(t *testing.T) {
 		t.Errorf("with --config: listens on %s, want loopback", s.NATS().Addr())
 	}
 	// --listen given wins over the file's port.
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	listen := l.Addr().String()
-	l.Close()
+	listen := kvtest.FreeAddr(t)
 	o = parse(t, "--config", conf, "--listen", listen)
 	if !o.ListenSet {
 		t.Fatal("--listen given is not seen as given")
