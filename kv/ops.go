@@ -93,15 +93,11 @@ func (b *Bucket) LatestAtLeast(ctx context.Context, key string, min uint64, wait
 		}
 		wctx, wcancel := context.WithTimeout(ctx, wait)
 		defer wcancel()
-		if n, err := b.latestAtLeast(wctx, key, min, true); (err == nil && n.Revision >= min) || ctx.Err() != nil {
+		if n, err := b.latestAtLeast(wctx, key, min, true); err == nil || ctx.Err() != nil {
 			return n, err
 		}
 		// Waited enough: the answer as it is, if its server can show it is
 		// not cut off.
-		e, err = b.latest(ctx, key)
-		if !olderThan(e, err, min) {
-			return e, err
-		}
 		st, serr := b.Status(ctx)
 		if serr != nil {
 			return Entry{}, serr

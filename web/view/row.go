@@ -9,12 +9,12 @@ import (
 	"github.com/batonhq/baton/session"
 )
 
-// appendSessionRow appends SessionRowJSON's row for a session whose record
-// has no fields of a later version, written member by member in the order
-// of their names, as encoding/json writes the map of them: no marshal of
-// the record, no decode of it, no map. It reports false (and the caller
-// takes the general path) for what only encoding/json should write: a
-// string that needs escaping, a time outside the years 0-9999.
+// appendSessionRow appends SessionRowJSON's row written member by member in
+// the order of their names, as encoding/json writes the map of them: no
+// marshal of the record, no decode of it, no map. It reports false (and the
+// caller takes the general path) for what only encoding/json should write:
+// fields of a later version kept as read, a string that needs escaping, a
+// time outside the years 0-9999.
 func appendSessionRow(b []byte, s *session.Session, t session.Timing, age, left int64) ([]byte, bool) {
 	return appendSessionRowIndent(b, s, t, age, left, "", "")
 }
@@ -22,6 +22,9 @@ func appendSessionRow(b []byte, s *session.Session, t session.Timing, age, left 
 // appendSessionRowIndent is appendSessionRow as json.Indent(prefix, indent)
 // would lay it out: one member a line, indented; compact when indent is "".
 func appendSessionRowIndent(b []byte, s *session.Session, t session.Timing, age, left int64, prefix, indent string) ([]byte, bool) {
+	if s.HasUnknownFields() {
+		return b, false // kept as read: only the general path writes them
+	}
 	ok := true
 	first := true
 	// name starts a member of the row (depth 1) or of meta (depth 2).
@@ -166,9 +169,6 @@ func (r sessionRowValue) MarshalJSON() ([]byte, error) {
 // AppendIndentJSON appends the row as json.Indent(prefix, indent) lays out
 // its MarshalJSON, where it can (false: marshal and indent it).
 func (r sessionRowValue) AppendIndentJSON(b []byte, prefix, indent string) ([]byte, bool) {
-	if r.s.HasUnknownFields() {
-		return b, false
-	}
 	t := r.s.Timing(r.now, r.staleAfter)
 	age, left := timingMS(t, r.s.TTL)
 	return appendSessionRowIndent(b, r.s, t, age, left, prefix, indent)

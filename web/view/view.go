@@ -73,10 +73,8 @@ func SessionRow(s *session.Session, now time.Time, staleAfter time.Duration) (ma
 func SessionRowJSON(s *session.Session, now time.Time, staleAfter time.Duration) (json.RawMessage, error) {
 	t := s.Timing(now, staleAfter)
 	age, left := timingMS(t, s.TTL)
-	if !s.HasUnknownFields() {
-		if b, ok := appendSessionRow(make([]byte, 0, 512), s, t, age, left); ok {
-			return b, nil
-		}
+	if b, ok := appendSessionRow(make([]byte, 0, 512), s, t, age, left); ok {
+		return b, nil
 	}
 	return sessionRowGeneral(s, t, age, left)
 }
