@@ -8,9 +8,11 @@ STATICCHECK_VERSION := v0.8.2
 
 all: build
 
-## build: the baton binary in bin/ (static: no cgo, no dynamic loader at start-up, ADR 0028)
+## build: the baton file in bin/: the client program with the full program packed after it (ADR 0030); static: no cgo, no dynamic loader at start-up (ADR 0028)
 build:
-	CGO_ENABLED=0 $(GO) build -buildvcs=auto -o $(BIN)/baton ./cmd/baton
+	CGO_ENABLED=0 $(GO) build -buildvcs=auto -o $(BIN)/.baton-full ./cmd/baton
+	CGO_ENABLED=0 $(GO) build -buildvcs=auto -o $(BIN)/.baton-client ./cmd/baton/internal/client
+	$(GO) run ./cmd/baton/internal/pack -o $(BIN)/baton $(BIN)/.baton-client $(BIN)/.baton-full
 
 ## test: unit, integration (real nats-servers, a 3-node cluster) and e2e (the built binary), with -race; every fuzz target's seeds run as tests (make fuzz fuzzes them, and make fault does first)
 # The benchmark (e2e/bench, a module of its own) runs on Linux only.

@@ -379,7 +379,7 @@ func TestDeploy_SystemdUnitsVerify(t *testing.T) {
 		if !strings.Contains(string(b), "ExecStart=/usr/local/bin/baton ") {
 			t.Fatalf("%s: ExecStart does not run /usr/local/bin/baton", from)
 		}
-		for _, want := range []string{"User=baton", "StateDirectory=", "ProtectSystem=strict", "NoNewPrivileges=yes"} {
+		for _, want := range []string{"User=baton", "StateDirectory=", "CacheDirectory=baton", "Environment=XDG_CACHE_HOME=%C", "ProtectSystem=strict", "NoNewPrivileges=yes"} {
 			if !strings.Contains(string(b), "\n"+want) {
 				t.Errorf("%s: no %s", from, want)
 			}

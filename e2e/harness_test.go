@@ -18,7 +18,9 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/hostlocal"
+	"github.com/batonhq/baton/internal/carry"
 	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/kv/kvserver"
 	"github.com/batonhq/baton/kv/kvtest"
 	"github.com/batonhq/baton/lease"
 	"github.com/batonhq/baton/queue"
@@ -38,21 +40,32 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	// baton as `make build` makes it: the client program with the full
+	// program packed after it (ADR 0030).
 	batonBin = filepath.Join(dir, "baton")
-	args := []string{"build", "-o", batonBin}
-	if raceEnabled {
-		args = append(args, "-race")
+	for _, prog := range []struct{ out, pkg string }{
+		{filepath.Join(dir, "baton-full"), "github.com/batonhq/baton/cmd/baton"},
+		{filepath.Join(dir, "baton-client"), "github.com/batonhq/baton/cmd/baton/internal/client"},
+	} {
+		args := []string{"build", "-o", prog.out}
+		if raceEnabled {
+			args = append(args, "-race")
+		}
+		build := exec.Command("go", append(args, prog.pkg)...)
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "build baton:", err)
+			os.Exit(1)
+		}
 	}
-	build := exec.Command("go", append(args, "github.com/batonhq/baton/cmd/baton")...)
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build baton:", err)
+	if err := carry.Pack(batonBin, filepath.Join(dir, "baton-client"), filepath.Join(dir, "baton-full")); err != nil {
+		fmt.Fprintln(os.Stderr, "pack baton:", err)
 		os.Exit(1)
 	}
 	// The queue tests' task command: small and without -race, so that
 	// starting hundreds of tasks costs little.
 	qtaskBin = filepath.Join(dir, "qtask")
-	build = exec.Command("go", "build", "-o", qtaskBin, "github.com/batonhq/baton/e2e/qtask")
+	build := exec.Command("go", "build", "-o", qtaskBin, "github.com/batonhq/baton/e2e/qtask")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "build qtask:", err)
@@ -66,7 +79,7 @@ func TestMain(m *testing.M) {
 // world is one test's server and the hosts that use it.
 type world struct {
 	t      testing.TB
-	srv    *kv.Server
+	srv    *kvserver.Server
 	url    string
 	client *kv.Client
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/kv/kvserver"
 	"github.com/batonhq/baton/kv/kvtest"
 	"github.com/batonhq/baton/lease"
 	"github.com/batonhq/baton/session"
@@ -440,7 +441,7 @@ func TestLead_CampaignsAgainAfterTheServerComesBack(t *testing.T) {
 		t.Skip("restarts the server")
 	}
 	store := t.TempDir()
-	s1, err := kv.StartServer(kv.WithListen("127.0.0.1:-1"), kv.WithStoreDir(store))
+	s1, err := kvserver.Start(kvserver.WithListen("127.0.0.1:-1"), kvserver.WithStoreDir(store))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -462,7 +463,7 @@ func TestLead_CampaignsAgainAfterTheServerComesBack(t *testing.T) {
 	// Past its local deadline the leader gives up and stops its command.
 	waitFor(t, 10*time.Second, "the leader gives up", func() bool { return strings.Contains(stderr.String(), "not renewed in time") })
 	_, port, _ := net.SplitHostPort(strings.TrimPrefix(w.url, "nats://"))
-	s2, err := kv.StartServer(kv.WithListen("127.0.0.1:"+port), kv.WithStoreDir(store))
+	s2, err := kvserver.Start(kvserver.WithListen("127.0.0.1:"+port), kvserver.WithStoreDir(store))
 	if err != nil {
 		t.Fatal(err)
 	}

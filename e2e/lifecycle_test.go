@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/kv/kvserver"
 	"github.com/batonhq/baton/kv/kvtest"
 	"github.com/batonhq/baton/lease"
 	"github.com/batonhq/baton/session"
@@ -342,7 +343,7 @@ func TestHelp_EveryVerbHasAnExampleAndCompletionWorks(t *testing.T) {
 
 func TestStatusWatch_SaysWhenTheServerGoesAndComesBack(t *testing.T) {
 	store := t.TempDir()
-	s1, err := kv.StartServer(kv.WithListen("127.0.0.1:-1"), kv.WithStoreDir(store))
+	s1, err := kvserver.Start(kvserver.WithListen("127.0.0.1:-1"), kvserver.WithStoreDir(store))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -363,7 +364,7 @@ func TestStatusWatch_SaysWhenTheServerGoesAndComesBack(t *testing.T) {
 	s1.Shutdown()
 	watch.await(t, "disconnected", "", 10*time.Second)
 	_, port, _ := net.SplitHostPort(strings.TrimPrefix(w.url, "nats://"))
-	s2, err := kv.StartServer(kv.WithListen("127.0.0.1:"+port), kv.WithStoreDir(store))
+	s2, err := kvserver.Start(kvserver.WithListen("127.0.0.1:"+port), kvserver.WithStoreDir(store))
 	if err != nil {
 		t.Fatal(err)
 	}

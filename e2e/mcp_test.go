@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/kv/kvserver"
 	"github.com/batonhq/baton/kv/kvtest"
 	"github.com/batonhq/baton/lease"
 	"github.com/batonhq/baton/queue"
@@ -334,7 +335,7 @@ func TestMCP_UnreachableServerIsAToolErrorAndTheNextCallWorksOnceItIsBack(t *tes
 			t.Errorf("%s without a server: error %v, %q; want a tool error saying to try again", tool, isErr, text)
 		}
 	}
-	s, err := kv.StartServer(kv.WithListen(addr), kv.WithStoreDir(t.TempDir()))
+	s, err := kvserver.Start(kvserver.WithListen(addr), kvserver.WithStoreDir(t.TempDir()))
 	if err != nil {
 		t.Fatal(err)
 	}

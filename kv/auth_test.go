@@ -18,12 +18,13 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/kv/kvserver"
 	"github.com/batonhq/baton/kv/kvtest"
 )
 
 func TestConnect_Token(t *testing.T) {
 	ctx := context.Background()
-	s := kvtest.StartServer(t, kv.WithServerOptions(func(o *server.Options) { o.Authorization = "t0ken" }))
+	s := kvtest.StartServer(t, kvserver.WithServerOptions(func(o *server.Options) { o.Authorization = "t0ken" }))
 	if _, err := kv.Connect(ctx, kv.WithURL(s.ClientURL()), kv.WithToken("wrong")); !errors.Is(err, kv.ErrPermission) {
 		t.Errorf("wrong token: %v, want ErrPermission", err)
 	}
@@ -46,7 +47,7 @@ func TestConnect_NKey(t *testing.T) {
 	if err := os.WriteFile(seedFile, seed, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s := kvtest.StartServer(t, kv.WithServerOptions(func(o *server.Options) { o.Nkeys = []*server.NkeyUser{{Nkey: pub}} }))
+	s := kvtest.StartServer(t, kvserver.WithServerOptions(func(o *server.Options) { o.Nkeys = []*server.NkeyUser{{Nkey: pub}} }))
 	if _, err := kv.Connect(ctx, kv.WithURL(s.ClientURL())); !errors.Is(err, kv.ErrPermission) {
 		t.Errorf("without the nkey: %v, want ErrPermission", err)
 	}
@@ -106,7 +107,7 @@ func TestConnect_CredsInOperatorMode(t *testing.T) {
 		}
 		return path
 	}
-	s := kvtest.StartServer(t, kv.WithServerOptions(func(o *server.Options) {
+	s := kvtest.StartServer(t, kvserver.WithServerOptions(func(o *server.Options) {
 		o.TrustedOperators = []*jwt.OperatorClaims{oc}
 		o.AccountResolver = resolver
 		o.SystemAccount = sysPub
@@ -133,7 +134,7 @@ func TestConnect_CredsInOperatorMode(t *testing.T) {
 // that holds the URL, a user and a password, as `--context` does.
 func TestConnect_ContextCarriesCredentials(t *testing.T) {
 	ctx := context.Background()
-	s := kvtest.StartServer(t, kv.WithServerOptions(func(o *server.Options) { o.Username, o.Password = "alice", "ctx-pw" }))
+	s := kvtest.StartServer(t, kvserver.WithServerOptions(func(o *server.Options) { o.Username, o.Password = "alice", "ctx-pw" }))
 	home := t.TempDir()
 	t.Setenv("XDG_CONFIG_HOME", home)
 	dir := filepath.Join(home, "nats", "context")
@@ -202,7 +203,7 @@ func (a *asyncErrors) get() []error {
 
 func TestPermissions_ABucketsUserDoesEverythingOnThemAndNothingElse(t *testing.T) {
 	ctx := context.Background()
-	s := kvtest.StartServer(t, kv.WithServerOptions(func(o *server.Options) {
+	s := kvtest.StartServer(t, kvserver.WithServerOptions(func(o *server.Options) {
 		o.Users = []*server.User{
 			{Username: "admin", Password: "admin-pw"},
 			{Username: "alice", Password: "alice-pw", Permissions: bucketPermissions("_INBOX_alice", "a")},

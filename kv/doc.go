@@ -54,10 +54,10 @@
 // expiry marker when a key's TTL runs out, so a watcher can tell a delete
 // (OpDelete) from an expiry (OpExpire).
 //
-// The package also embeds a nats-server (StartServer, optionally from a
-// nats-server configuration file with its users, permissions and TLS), used
-// by `baton up` and by every test, and connects to external servers with
-// URLs, credentials, TLS and nats CLI contexts (Connect).
+// The package connects to servers with URLs, credentials, TLS and nats CLI
+// contexts (Connect). It does not link nats-server: the embedded server
+// (`baton up`, every test) is package kvserver, so that a client process
+// pays nothing for it at start-up (ADR 0030).
 //
 // A user needs no more permissions than the subjects of its buckets: for a
 // bucket B, publish to $KV.B.>, $JS.API.STREAM.INFO.KV_B,

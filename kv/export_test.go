@@ -24,9 +24,6 @@ func RefuseInProgress(c *Client, n int32) { c.inProcess.Store(n) }
 // InProgressRetries is how many writes c sent again after such a refusal.
 func InProgressRetries(c *Client) int64 { return c.inProcessRetries.Load() }
 
-// Dialable is dialable, for its test.
-func Dialable(u string) string { return dialable(u) }
-
 // AnswerStale makes the next n writes of c land on the server but be
 // answered with a deposed leader's refusal (wrong last sequence: 0), as when
 // a leader cut off from the others answered first and its successor

@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/kv/kvserver"
 	"github.com/batonhq/baton/kv/kvtest"
 )
 
@@ -459,7 +460,7 @@ func TestErrors_MissingBucket(t *testing.T) {
 
 func TestErrors_JetStreamDisabled(t *testing.T) {
 	ctx := context.Background()
-	s := kvtest.StartServer(t, kv.WithServerOptions(func(o *server.Options) { o.JetStream = false }))
+	s := kvtest.StartServer(t, kvserver.WithServerOptions(func(o *server.Options) { o.JetStream = false }))
 	c := kvtest.Connect(t, s.ClientURL())
 	cfg := kv.BucketConfig{Name: "x", MarkerTTL: time.Minute}
 	if _, err := c.Ensure(ctx, cfg); !errors.Is(err, kv.ErrJetStreamDisabled) {
@@ -632,7 +633,7 @@ func TestConnect_NeverEchoesAPassword(t *testing.T) {
 			t.Errorf("connect %q: %v (must fail without the password)", "***", err)
 		}
 	}
-	s := kvtest.StartServer(t, kv.WithServerOptions(func(o *server.Options) { o.Username, o.Password = "alice", "right-one" }))
+	s := kvtest.StartServer(t, kvserver.WithServerOptions(func(o *server.Options) { o.Username, o.Password = "alice", "right-one" }))
 	_, err := kv.Connect(ctx, kv.WithURL(s.ClientURL()), kv.WithUserPassword("alice", "wrong-one"))
 	if !errors.Is(err, kv.ErrPermission) || strings.Contains(err.Error(), "wrong-one") {
 		t.Errorf("wrong password: %v, want ErrPermission without the password", err)

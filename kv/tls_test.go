@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/kv/kvserver"
 	"github.com/batonhq/baton/kv/kvtest"
 )
 
@@ -21,7 +22,7 @@ func startTLSServer(t *testing.T, ca *kvtest.CA, verify bool) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := kvtest.StartServer(t, kv.WithServerOptions(func(o *server.Options) {
+	s := kvtest.StartServer(t, kvserver.WithServerOptions(func(o *server.Options) {
 		o.TLSConfig, o.TLS, o.TLSVerify, o.TLSTimeout = tc, true, verify, 2
 	}))
 	return "tls://" + s.NATS().Addr().String()

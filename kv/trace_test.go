@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/kv/kvserver"
 	"github.com/batonhq/baton/kv/kvtest"
 )
 
@@ -53,7 +54,7 @@ func (r *recorder) last(t *testing.T) (kv.TraceCall, kv.TraceReturn) {
 	return c, ret
 }
 
-func tracedBucket(t *testing.T, opts ...kv.Option) (*kv.Server, *kv.Client, *kv.Bucket, *recorder) {
+func tracedBucket(t *testing.T, opts ...kv.Option) (*kvserver.Server, *kv.Client, *kv.Bucket, *recorder) {
 	t.Helper()
 	rec := &recorder{}
 	s := kvtest.StartServer(t)

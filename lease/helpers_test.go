@@ -8,13 +8,14 @@ import (
 
 	"github.com/batonhq/baton/hostlocal"
 	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/kv/kvserver"
 	"github.com/batonhq/baton/kv/kvtest"
 	"github.com/batonhq/baton/lease"
 )
 
 type env struct {
 	t      testing.TB
-	srv    *kv.Server
+	srv    *kvserver.Server
 	client *kv.Client
 }
 

@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/batonhq/baton/hostlocal"
-	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/kv/kvserver"
 	"github.com/batonhq/baton/kv/kvtest"
 	"github.com/batonhq/baton/lease"
 	"github.com/batonhq/baton/mcpserver"
@@ -21,14 +21,14 @@ import (
 // env is a server, a Conn of it and an MCP server serving that Conn to an
 // in-memory client.
 type env struct {
-	srv    *kv.Server
+	srv    *kvserver.Server
 	conn   *mcpserver.Conn
 	cs     *mcp.ClientSession
 	served chan error
 	stop   context.CancelFunc
 }
 
-func newEnv(t *testing.T, s *kv.Server) *env {
+func newEnv(t *testing.T, s *kvserver.Server) *env {
 	t.Helper()
 	c := kvtest.Connect(t, s.ClientURL())
 	sd, err := hostlocal.OpenStateDir(t.TempDir())
@@ -143,7 +143,7 @@ func TestServe_StopEndsACallStillWaiting(t *testing.T) {
 func TestRelease_UnansweredIsRetriedInTheBackground(t *testing.T) {
 	addr := kvtest.FreeAddr(t)
 	store := t.TempDir()
-	s1, err := kv.StartServer(kv.WithListen(addr), kv.WithStoreDir(store))
+	s1, err := kvserver.Start(kvserver.WithListen(addr), kvserver.WithStoreDir(store))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +156,7 @@ func TestRelease_UnansweredIsRetriedInTheBackground(t *testing.T) {
 	if !isErr || !strings.Contains(text, "keeps trying to close it") {
 		t.Fatalf("release_slot without a server: %v %s; want it pending", isErr, text)
 	}
-	s2, err := kv.StartServer(kv.WithListen(addr), kv.WithStoreDir(store))
+	s2, err := kvserver.Start(kvserver.WithListen(addr), kvserver.WithStoreDir(store))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/batonhq/baton/hostlocal"
 	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/kv/kvserver"
 	"github.com/batonhq/baton/kv/kvtest"
 	"github.com/batonhq/baton/session"
 )
@@ -15,7 +16,7 @@ import (
 // act as processes of some host.
 type env struct {
 	t      testing.TB
-	srv    *kv.Server
+	srv    *kvserver.Server
 	client *kv.Client
 }
 

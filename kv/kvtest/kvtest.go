@@ -14,14 +14,15 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/kv/kvserver"
 )
 
 // StartServer starts a JetStream server on a free loopback port with its
 // store in a temporary directory, and shuts it down when the test ends.
-func StartServer(tb testing.TB, opts ...kv.ServerOption) *kv.Server {
+func StartServer(tb testing.TB, opts ...kvserver.Option) *kvserver.Server {
 	tb.Helper()
-	all := append([]kv.ServerOption{kv.WithListen("127.0.0.1:-1"), kv.WithStoreDir(tb.TempDir())}, opts...)
-	s, err := kv.StartServer(all...)
+	all := append([]kvserver.Option{kvserver.WithListen("127.0.0.1:-1"), kvserver.WithStoreDir(tb.TempDir())}, opts...)
+	s, err := kvserver.Start(all...)
 	if err != nil {
 		tb.Fatalf("start nats-server: %v", err)
 	}
@@ -42,9 +43,9 @@ func Connect(tb testing.TB, url string, opts ...kv.Option) *kv.Client {
 
 // Cluster is a JetStream cluster of servers on loopback.
 type Cluster struct {
-	Servers []*kv.Server
+	Servers []*kvserver.Server
 	tb      testing.TB
-	opts    [][]kv.ServerOption
+	opts    [][]kvserver.Option
 }
 
 // StartCluster starts n servers that route to each other and waits until
@@ -58,21 +59,21 @@ func StartCluster(tb testing.TB, n int) *Cluster {
 	}
 	c := &Cluster{tb: tb}
 	for i := range n {
-		opts := []kv.ServerOption{
-			kv.WithListen("127.0.0.1:-1"),
-			kv.WithStoreDir(tb.TempDir()),
-			kv.WithServerName(fmt.Sprintf("n%d", i+1)),
-			kv.WithCluster("baton-test", "127.0.0.1:"+strconv.Itoa(ports[i]), routes),
+		opts := []kvserver.Option{
+			kvserver.WithListen("127.0.0.1:-1"),
+			kvserver.WithStoreDir(tb.TempDir()),
+			kvserver.WithServerName(fmt.Sprintf("n%d", i+1)),
+			kvserver.WithCluster("baton-test", "127.0.0.1:"+strconv.Itoa(ports[i]), routes),
 		}
 		c.opts = append(c.opts, opts)
-		s, err := kv.StartServer(opts...)
+		s, err := kvserver.Start(opts...)
 		if err != nil {
 			tb.Fatalf("start cluster node %d: %v", i+1, err)
 		}
 		tb.Cleanup(s.Shutdown)
 		c.Servers = append(c.Servers, s)
 		// Restart listens where the server did: clients know the URL.
-		c.opts[i] = append(c.opts[i], kv.WithListen(strings.TrimPrefix(s.ClientURL(), "nats://")))
+		c.opts[i] = append(c.opts[i], kvserver.WithListen(strings.TrimPrefix(s.ClientURL(), "nats://")))
 	}
 	c.WaitForMetaLeader(30 * time.Second)
 	return c
@@ -118,9 +119,9 @@ func (c *Cluster) Stop(i int) { c.Servers[i].Shutdown() }
 
 // Restart starts server i again after Stop, with its name, store, route
 // and client address, and returns it; it is shut down when the test ends.
-func (c *Cluster) Restart(i int) *kv.Server {
+func (c *Cluster) Restart(i int) *kvserver.Server {
 	c.tb.Helper()
-	s, err := kv.StartServer(c.opts[i]...)
+	s, err := kvserver.Start(c.opts[i]...)
 	if err != nil {
 		c.tb.Fatalf("restart cluster node %d: %v", i+1, err)
 	}

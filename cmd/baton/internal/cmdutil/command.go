@@ -22,16 +22,19 @@ type Command struct {
 	exe  string
 }
 
-// LookCommand resolves argv[0] and this program's own path (for the
-// supervisor). A command that cannot be found is a usage error.
-func LookCommand(argv []string) (*Command, error) {
+// LookCommand resolves argv[0] and the supervisor's program (f.Supervisor,
+// else this program's own file). A command that cannot be found is a usage
+// error.
+func (f *Factory) LookCommand(argv []string) (*Command, error) {
 	path, err := exec.LookPath(argv[0])
 	if err != nil {
 		return nil, Usagef("command %q: %v", argv[0], err)
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, err
+	exe := f.Supervisor
+	if exe == "" {
+		if exe, err = os.Executable(); err != nil {
+			return nil, err
+		}
 	}
 	return &Command{path: path, argv: argv, exe: exe}, nil
 }

@@ -20,7 +20,7 @@ import (
 	"github.com/batonhq/baton/lease"
 	"github.com/batonhq/baton/queue"
 	"github.com/batonhq/baton/session"
-	"github.com/batonhq/baton/web"
+	"github.com/batonhq/baton/web/view"
 )
 
 // ExitCode is a process exit code of the contract.
@@ -77,7 +77,7 @@ func Code(err error) ExitCode {
 	case errors.Is(err, ErrUsage), errors.Is(err, session.ErrInvalid), errors.Is(err, kv.ErrInvalidKey),
 		errors.Is(err, kv.ErrInvalidTTL), errors.Is(err, kv.ErrInvalidConfig), errors.Is(err, hostlocal.ErrInvalidName),
 		errors.Is(err, hostlocal.ErrStateDir), errors.Is(err, lease.ErrInvalid), errors.Is(err, queue.ErrInvalid),
-		errors.Is(err, web.ErrInvalid), errors.Is(err, web.ErrUnsafeListen),
+		errors.Is(err, view.ErrInvalid), errors.Is(err, view.ErrUnsafeListen),
 		errors.Is(err, queue.ErrStartFailed):
 		return ExitUsage
 	case errors.Is(err, session.ErrForeignHost):

@@ -33,6 +33,19 @@ type Factory struct {
 	// RenewHook, if set before Sessions, Leases or Queues, is told of each
 	// renewal their keepalives make (a verb's --metrics sets it).
 	RenewHook func(key string, took time.Duration, err error)
+	// ServeMetrics serves a holding process's --metrics: set by the full
+	// program, nil in the client program (ADR 0030).
+	ServeMetrics MetricsServer
+	// Supervisor is the program that supervises the commands lead, run
+	// and queue work start (its hidden verb __supervise): empty for this
+	// program's own file.
+	Supervisor string
+	// Full, in the client program, hands this process's command line to
+	// the full program for what the client does not link (the server, the
+	// dashboard, --metrics, MCP): it replaces the process, keeping its pid
+	// and streams, and returns only an error. Nil in the full program,
+	// which runs everything itself.
+	Full func() error
 
 	state    *hostlocal.StateDir
 	client   *kv.Client

@@ -109,7 +109,7 @@ func leadRun(ctx context.Context, o *Options) error {
 	if err := lease.ValidateCandidate(o.F.Instance()); err != nil {
 		return fmt.Errorf("%w (the id is BATON_INSTANCE's)", err) // before connecting: nothing is written
 	}
-	command, err := cmdutil.LookCommand(o.Command)
+	command, err := o.F.LookCommand(o.Command)
 	if err != nil {
 		return err
 	}
@@ -190,7 +190,7 @@ func leadRun(ctx context.Context, o *Options) error {
 // lead runs the command for one term. It returns done when baton should
 // exit (the command exited: its code), or not done when the term ended
 // and baton should campaign again.
-func lead(ctx context.Context, o *Options, command *cmdutil.Command, term *lease.Term, sigs *cmdutil.Signals, pm *procmetrics.Metrics) (int, bool, error) {
+func lead(ctx context.Context, o *Options, command *cmdutil.Command, term *lease.Term, sigs *cmdutil.Signals, pm cmdutil.ProcessMetrics) (int, bool, error) {
 	inst := term.Record().Holder
 	pm.Gained(o.Key)
 	cmdutil.Fprintf(o.F.IO.ErrOut, "baton: lead: leading %s as %s (fence %d)\n", o.Key, inst, term.Fence())

@@ -101,7 +101,7 @@ func workRun(ctx context.Context, o *WorkOptions) error {
 	if o.Wait.IsSet() && !o.Once {
 		return cmdutil.Usagef("--wait goes with --once")
 	}
-	command, err := cmdutil.LookCommand(o.Command)
+	command, err := o.F.LookCommand(o.Command)
 	if err != nil {
 		return err
 	}

@@ -48,7 +48,7 @@ func TestExecHandler_RunsEachTaskOnTheStandbyStartedAhead(t *testing.T) {
 	// supervisor's pid) and its environment.
 	script := `read code; read -r _ _ _ _ pgid _ < /proc/$$/stat
 echo "$pgid $BATON_QUEUE $BATON_TASK $BATON_KEY $BATON_FENCE $BATON_ATTEMPT $BATON_SLOT" >> "$1"; exit "$code"`
-	command, err := cmdutil.LookCommand([]string{"sh", "-c", script, "sh", out})
+	command, err := (&cmdutil.Factory{}).LookCommand([]string{"sh", "-c", script, "sh", out})
 	if err != nil {
 		t.Fatal(err)
 	}

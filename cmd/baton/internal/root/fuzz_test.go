@@ -1,4 +1,4 @@
-package root
+package root_test
 
 import (
 	"bytes"
@@ -15,12 +15,14 @@ import (
 	"github.com/batonhq/baton/cmd/baton/internal/cmdutil"
 	"github.com/batonhq/baton/cmd/baton/internal/commitcmd"
 	"github.com/batonhq/baton/cmd/baton/internal/doctorcmd"
+	"github.com/batonhq/baton/cmd/baton/internal/full"
 	"github.com/batonhq/baton/cmd/baton/internal/joincmd"
 	"github.com/batonhq/baton/cmd/baton/internal/leadcmd"
 	"github.com/batonhq/baton/cmd/baton/internal/leadercmd"
 	"github.com/batonhq/baton/cmd/baton/internal/leasecmd"
 	"github.com/batonhq/baton/cmd/baton/internal/mcpcmd"
 	"github.com/batonhq/baton/cmd/baton/internal/queuecmd"
+	"github.com/batonhq/baton/cmd/baton/internal/root"
 	"github.com/batonhq/baton/cmd/baton/internal/runcmd"
 	"github.com/batonhq/baton/cmd/baton/internal/statuscmd"
 	"github.com/batonhq/baton/cmd/baton/internal/uicmd"
@@ -55,10 +57,10 @@ func newStubbedRootFor(only string) *stubbedRoot {
 		IO:     &cmdutil.IOStreams{In: strings.NewReader(""), Out: r.out, ErrOut: r.errOut},
 		Getenv: func(string) string { return "" },
 	}
-	r.root = newCmdRoot(r.f, func(verb string, opts any) error {
+	r.root = root.NewCmdRootStubbed(r.f, func(verb string, opts any) error {
 		r.verb, r.opts = verb, opts
 		return nil
-	}, only)
+	}, only, full.Verbs())
 	r.root.InitDefaultHelpCmd()
 	r.root.InitDefaultCompletionCmd()
 	var noCompletion func(c *cobra.Command)
@@ -166,7 +168,7 @@ func TestCommandLine_Seeds(t *testing.T) {
 	for _, cl := range commandLines() {
 		args := append([]string{cl.verb}, cl.args...)
 		r := newStubbedRoot()
-		code := execute(t.Context(), r.f, r.root, args)
+		code := root.Execute(t.Context(), r.f, r.root, args)
 		want := cmdutil.ExitOK
 		if cl.runs == "" && cl.verb != "help" && cl.verb != "completion" && !slices.Contains(args, "--help") && cl.args != nil {
 			want = cmdutil.ExitUsage
@@ -201,12 +203,12 @@ func FuzzCommandLine(f *testing.F) {
 			args = append(args, strings.Split(line, "\x00")...)
 		}
 		r := newStubbedRoot()
-		code := execute(t.Context(), r.f, r.root, args)
+		code := root.Execute(t.Context(), r.f, r.root, args)
 		stderr := r.errOut.String()
 
 		// Main builds only the verb named: the outcome is the same.
 		one := newStubbedRootFor(args[0])
-		if c := execute(t.Context(), one.f, one.root, args); c != code || one.verb != r.verb || one.out.String() != r.out.String() || one.errOut.String() != stderr {
+		if c := root.Execute(t.Context(), one.f, one.root, args); c != code || one.verb != r.verb || one.out.String() != r.out.String() || one.errOut.String() != stderr {
 			t.Fatalf("baton %q: with every verb built, exit %d, run %q, stdout %.200q, stderr %q; with %s alone, exit %d, run %q, stdout %.200q, stderr %q",
 				args, code, r.verb, r.out, stderr, args[0], c, one.verb, one.out, one.errOut)
 		}
@@ -383,7 +385,7 @@ func TestRootErrors_NameBatonOnce(t *testing.T) {
 		"--bogus":    "baton: unknown flag: --bogus; see --help\n",
 	} {
 		r := newStubbedRoot()
-		code := execute(t.Context(), r.f, r.root, strings.Fields(args))
+		code := root.Execute(t.Context(), r.f, r.root, strings.Fields(args))
 		if code != cmdutil.ExitUsage || r.errOut.String() != want {
 			t.Errorf("baton %s: exit %d, stderr %q; want exit 2, %q", args, code, r.errOut, want)
 		}

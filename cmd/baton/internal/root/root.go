@@ -17,36 +17,88 @@ import (
 	"github.com/batonhq/baton/cmd/baton/internal/leadcmd"
 	"github.com/batonhq/baton/cmd/baton/internal/leadercmd"
 	"github.com/batonhq/baton/cmd/baton/internal/leasecmd"
-	"github.com/batonhq/baton/cmd/baton/internal/mcpcmd"
 	"github.com/batonhq/baton/cmd/baton/internal/queuecmd"
 	"github.com/batonhq/baton/cmd/baton/internal/runcmd"
 	"github.com/batonhq/baton/cmd/baton/internal/statuscmd"
-	"github.com/batonhq/baton/cmd/baton/internal/uicmd"
-	"github.com/batonhq/baton/cmd/baton/internal/upcmd"
 )
 
-// NewCmdRoot returns the baton command with every verb.
-func NewCmdRoot(f *cmdutil.Factory) *cobra.Command { return newCmdRoot(f, nil, "") }
+// NewCmdRoot returns the baton command with every verb, the full
+// program's verbs (full) running in process.
+func NewCmdRoot(f *cmdutil.Factory, full []FullVerb) *cobra.Command {
+	return newCmdRoot(f, nil, "", full)
+}
 
-// runStub stands in for every verb's run, for tests: it gets the verb
+// RunStub stands in for every verb's run, for tests: it gets the verb
 // ("join", "leader transfer", ...) and its options (*joincmd.Options, ...)
 // once the command line is parsed and checked, and runs nothing.
-type runStub func(verb string, opts any) error
+type RunStub func(verb string, opts any) error
 
-// stubbed is a verb's runF calling stub; nil (the verb runs) when stub is.
-func stubbed[O any](stub runStub, verb string) func(O) error {
+// Stubbed is a verb's runF calling stub; nil (the verb runs) when stub is.
+func Stubbed[O any](stub RunStub, verb string) func(O) error {
 	if stub == nil {
 		return nil
 	}
 	return func(o O) error { return stub(verb, o) }
 }
 
+// FullVerb is a verb that links what the client program does not (the
+// server, the dashboard, the MCP SDK): the full program passes its
+// constructor to Main; the client program lists the verb (fullVerbs) and
+// hands its command lines to the full program (ADR 0030).
+type FullVerb struct {
+	Name string
+	// New builds the verb, its run replaced by stub unless stub is nil.
+	New func(f *cmdutil.Factory, stub RunStub) *cobra.Command
+}
+
+// fullVerbs are the verbs only the full program runs, with the summary the
+// client program lists them by (a test checks it is the full program's).
+var fullVerbs = []struct{ name, short string }{
+	{"up", "Run an embedded NATS server with JetStream and baton's buckets"},
+	{"ui", "Serve the web dashboard of a cluster: leaders, sessions, leases, queues, doctor, /metrics"},
+	{"mcp", "Serve baton's tools to a coding agent over MCP (stdio)"},
+}
+
+// handOff is a full-program verb in the client program: whatever its
+// arguments (help and completion included), the command line goes to the
+// full program as it was given (f.Full), which parses it, checks it and
+// runs it.
+func handOff(f *cmdutil.Factory, name, short string) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:                name,
+		Short:              short,
+		DisableFlagParsing: true,
+		// Not even the global flags are resolved here: the full program
+		// resolves them, and reports what is wrong with them.
+		PersistentPreRunE: func(*cobra.Command, []string) error { return nil },
+		RunE:              func(*cobra.Command, []string) error { return full(f) },
+		ValidArgsFunction: func(cmd *cobra.Command, _ []string, _ string) ([]string, cobra.ShellCompDirective) {
+			cmdutil.Fprintf(cmd.ErrOrStderr(), "%s\n", cmdutil.Message(name, full(f)))
+			return nil, cobra.ShellCompDirectiveError
+		},
+	}
+	cmd.SetHelpFunc(func(cmd *cobra.Command, _ []string) {
+		cmdutil.Fprintf(cmd.ErrOrStderr(), "%s\n", cmdutil.Message(name, full(f)))
+	})
+	return cmd
+}
+
+// full hands the command line to the full program: it returns only an
+// error.
+func full(f *cmdutil.Factory) error {
+	if f.Full == nil {
+		return errors.New("this program does not carry the full program; run the baton that `make build` writes")
+	}
+	return f.Full()
+}
+
 // newCmdRoot is NewCmdRoot with every verb's run replaced by stub, unless
 // stub is nil. With only naming a verb, that verb is the only one built:
 // a process runs one verb, and building every other's flags is time and
 // memory each process pays (help, completion and unknown verbs need them
-// all, and get them).
-func newCmdRoot(f *cmdutil.Factory, stub runStub, only string) *cobra.Command {
+// all, and get them). A verb of fullVerbs that full does not build hands
+// its command lines to the full program.
+func newCmdRoot(f *cmdutil.Factory, stub RunStub, only string, full []FullVerb) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "baton <command>",
 		Short: "Keep a fleet of coding agents from stepping on each other",
@@ -93,20 +145,29 @@ gate busy, lost), 4 refused: another host's session, 5 not found,
 		name string
 		cmd  func() *cobra.Command
 	}{
-		{"up", func() *cobra.Command { return upcmd.NewCmdUp(f, stubbed[*upcmd.Options](stub, "up")) }},
-		{"join", func() *cobra.Command { return joincmd.NewCmdJoin(f, stubbed[*joincmd.Options](stub, "join")) }},
-		{"commit", func() *cobra.Command { return commitcmd.NewCmdCommit(f, stubbed[*commitcmd.Options](stub, "commit")) }},
-		{"close", func() *cobra.Command { return closecmd.NewCmdClose(f, stubbed[*closecmd.Options](stub, "close")) }},
-		{"run", func() *cobra.Command { return runcmd.NewCmdRun(f, stubbed[*runcmd.Options](stub, "run")) }},
-		{"lead", func() *cobra.Command { return leadcmd.NewCmdLead(f, stubbed[*leadcmd.Options](stub, "lead")) }},
+		{"join", func() *cobra.Command { return joincmd.NewCmdJoin(f, Stubbed[*joincmd.Options](stub, "join")) }},
+		{"commit", func() *cobra.Command { return commitcmd.NewCmdCommit(f, Stubbed[*commitcmd.Options](stub, "commit")) }},
+		{"close", func() *cobra.Command { return closecmd.NewCmdClose(f, Stubbed[*closecmd.Options](stub, "close")) }},
+		{"run", func() *cobra.Command { return runcmd.NewCmdRun(f, Stubbed[*runcmd.Options](stub, "run")) }},
+		{"lead", func() *cobra.Command { return leadcmd.NewCmdLead(f, Stubbed[*leadcmd.Options](stub, "lead")) }},
 		{"leader", func() *cobra.Command { return leadercmd.NewCmdLeader(f, leaderF) }},
-		{"lease", func() *cobra.Command { return leasecmd.NewCmdLease(f, stubbed[*leasecmd.Options](stub, "lease")) }},
+		{"lease", func() *cobra.Command { return leasecmd.NewCmdLease(f, Stubbed[*leasecmd.Options](stub, "lease")) }},
 		{"queue", func() *cobra.Command { return queuecmd.NewCmdQueue(f, queueVerbs(stub)) }},
-		{"status", func() *cobra.Command { return statuscmd.NewCmdStatus(f, stubbed[*statuscmd.Options](stub, "status")) }},
-		{"doctor", func() *cobra.Command { return doctorcmd.NewCmdDoctor(f, stubbed[*doctorcmd.Options](stub, "doctor")) }},
-		{"ui", func() *cobra.Command { return uicmd.NewCmdUI(f, stubbed[*uicmd.Options](stub, "ui")) }},
-		{"mcp", func() *cobra.Command { return mcpcmd.NewCmdMCP(f, stubbed[*mcpcmd.Options](stub, "mcp")) }},
+		{"status", func() *cobra.Command { return statuscmd.NewCmdStatus(f, Stubbed[*statuscmd.Options](stub, "status")) }},
+		{"doctor", func() *cobra.Command { return doctorcmd.NewCmdDoctor(f, Stubbed[*doctorcmd.Options](stub, "doctor")) }},
 		{cmdutil.SuperviseVerb, func() *cobra.Command { return supervise }},
+	}
+	for _, fv := range fullVerbs {
+		build := func() *cobra.Command { return handOff(f, fv.name, fv.short) }
+		for _, v := range full {
+			if v.Name == fv.name {
+				build = func() *cobra.Command { return v.New(f, stub) }
+			}
+		}
+		verbs = append(verbs, struct {
+			name string
+			cmd  func() *cobra.Command
+		}{fv.name, build})
 	}
 	built := false
 	for _, v := range verbs {
@@ -141,7 +202,7 @@ gate busy, lost), 4 refused: another host's session, 5 not found,
 
 // queueVerbs is the queue verbs' runF calling stub as "queue VERB"; nil
 // (the verbs run) when stub is.
-func queueVerbs(stub runStub) queuecmd.Verbs {
+func queueVerbs(stub RunStub) queuecmd.Verbs {
 	if stub == nil {
 		return nil
 	}
@@ -202,14 +263,15 @@ func slotCompletion(f *cmdutil.Factory) cobra.CompletionFunc {
 }
 
 // Main runs the command line args and returns the exit code. Errors are
-// printed as one line on f.IO.ErrOut.
-func Main(ctx context.Context, f *cmdutil.Factory, args []string) cmdutil.ExitCode {
+// printed as one line on f.IO.ErrOut. full are the verbs of the full
+// program; the client program passes none, and hands them to f.Full.
+func Main(ctx context.Context, f *cmdutil.Factory, args []string, full []FullVerb) cmdutil.ExitCode {
 	defer f.Close()
 	only := ""
 	if len(args) > 0 {
 		only = args[0] // a verb, or a flag or word no verb is named
 	}
-	return execute(ctx, f, newCmdRoot(f, nil, only), args)
+	return execute(ctx, f, newCmdRoot(f, nil, only, full), args)
 }
 
 // execute runs root (newCmdRoot's) on args and maps the outcome to the exit

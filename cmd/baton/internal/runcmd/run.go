@@ -90,7 +90,7 @@ func runRun(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
-	command, err := cmdutil.LookCommand(o.Command)
+	command, err := o.F.LookCommand(o.Command)
 	if err != nil {
 		return err
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/batonhq/baton/cmd/baton/internal/uicmd"
 	"github.com/batonhq/baton/hostlocal"
 	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/kv/kvserver"
 	"github.com/batonhq/baton/lease"
 	"github.com/batonhq/baton/queue"
 	"github.com/batonhq/baton/session"
@@ -118,7 +119,7 @@ buckets it still led then wait seconds for an election.`,
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&o.Config, "config", "", "nats-server configuration file: authorization, accounts, TLS, limits (flags given apply on top)")
-	fs.StringVar(&o.Listen, "listen", kv.DefaultListen, "client listen address HOST:PORT; with --config, the file's unless given")
+	fs.StringVar(&o.Listen, "listen", kvserver.DefaultListen, "client listen address HOST:PORT; with --config, the file's unless given")
 	fs.StringVar(&o.Store, "store", "", "JetStream store directory (default: the config file's, else <state-dir>/jetstream)")
 	fs.StringVar(&o.HTTP, "http", "", "monitoring listen address HOST:PORT (default off)")
 	fs.StringVar(&o.ServerName, "server-name", "", "server name, unique in a cluster (default: host id and cluster port)")
@@ -138,16 +139,16 @@ buckets it still led then wait seconds for an election.`,
 // serverOptions turns the flags into the server's options. file is the
 // parsed --config file (nil without one): the flags given apply on top of
 // it, and its settings otherwise stand.
-func (o *Options) serverOptions(store, host string, file *server.Options) ([]kv.ServerOption, int, error) {
-	opts := []kv.ServerOption{kv.WithStoreDir(store), kv.WithLog(o.F.IO.ErrOut, o.Verbose)}
+func (o *Options) serverOptions(store, host string, file *server.Options) ([]kvserver.Option, int, error) {
+	opts := []kvserver.Option{kvserver.WithStoreDir(store), kvserver.WithLog(o.F.IO.ErrOut, o.Verbose)}
 	if file != nil {
-		opts = append(opts, kv.WithConfigFile(o.Config))
+		opts = append(opts, kvserver.WithConfigFile(o.Config))
 	}
 	if file == nil || o.ListenSet {
-		opts = append(opts, kv.WithListen(o.Listen))
+		opts = append(opts, kvserver.WithListen(o.Listen))
 	}
 	if o.HTTP != "" {
-		opts = append(opts, kv.WithHTTP(o.HTTP))
+		opts = append(opts, kvserver.WithHTTP(o.HTTP))
 	}
 	replicas := o.Replicas
 	flagCluster := o.ClusterName != "" || o.ClusterListen != "" || len(o.Routes) > 0
@@ -157,7 +158,7 @@ func (o *Options) serverOptions(store, host string, file *server.Options) ([]kv.
 		if o.ClusterName == "" || o.ClusterListen == "" {
 			return nil, 0, cmdutil.Usagef("a cluster needs --cluster-name and --cluster-listen (and --routes to the other servers)")
 		}
-		opts = append(opts, kv.WithCluster(o.ClusterName, o.ClusterListen, o.Routes))
+		opts = append(opts, kvserver.WithCluster(o.ClusterName, o.ClusterListen, o.Routes))
 		if name == "" {
 			name = host + "-" + o.ClusterListen[strings.LastIndex(o.ClusterListen, ":")+1:]
 		}
@@ -165,7 +166,7 @@ func (o *Options) serverOptions(store, host string, file *server.Options) ([]kv.
 		name = host + "-" + strconv.Itoa(file.Cluster.Port)
 	}
 	if name != "" {
-		opts = append(opts, kv.WithServerName(name))
+		opts = append(opts, kvserver.WithServerName(name))
 	}
 	if clustered && replicas == 0 {
 		replicas = 3
@@ -182,13 +183,13 @@ func (o *Options) serverOptions(store, host string, file *server.Options) ([]kv.
 	switch o.Sync {
 	case "", "default":
 	case "always":
-		opts = append(opts, kv.WithSyncAlways(true))
+		opts = append(opts, kvserver.WithSyncAlways(true))
 	default:
 		d, err := time.ParseDuration(o.Sync)
 		if err != nil || d <= 0 {
 			return nil, 0, cmdutil.Usagef("--sync %q: use always or a positive interval like 30s", o.Sync)
 		}
-		opts = append(opts, kv.WithServerOptions(func(so *server.Options) { so.SyncInterval = d }))
+		opts = append(opts, kvserver.WithServerOptions(func(so *server.Options) { so.SyncInterval = d }))
 	}
 	return opts, replicas, nil
 }
@@ -207,7 +208,7 @@ func upRun(ctx context.Context, o *Options) error {
 	}
 	var file *server.Options
 	if o.Config != "" {
-		if file, err = kv.ReadConfigFile(o.Config); err != nil {
+		if file, err = kvserver.ReadConfigFile(o.Config); err != nil {
 			return err
 		}
 	}
@@ -227,7 +228,7 @@ func upRun(ctx context.Context, o *Options) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	srv, err := kv.StartServer(opts...)
+	srv, err := kvserver.Start(opts...)
 	if err != nil {
 		return err
 	}
@@ -286,7 +287,7 @@ func upRun(ctx context.Context, o *Options) error {
 // handOff hands the buckets this server holds to its peers before it stops
 // (kv.Client.HandOff), within --handoff-timeout or until a second signal,
 // and says on stderr what it moved and what it could not.
-func handOff(o *Options, srv *kv.Server, client *kv.Client, buckets []string) {
+func handOff(o *Options, srv *kvserver.Server, client *kv.Client, buckets []string) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, o.HandoffTimeout)

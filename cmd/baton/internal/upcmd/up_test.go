@@ -14,6 +14,7 @@ import (
 
 	"github.com/batonhq/baton/cmd/baton/internal/cmdutil"
 	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/kv/kvserver"
 	"github.com/batonhq/baton/kv/kvtest"
 )
 
@@ -32,9 +33,9 @@ func parse(t *testing.T, args ...string) *Options {
 }
 
 // start starts the server o's flags describe, as up does.
-func start(t *testing.T, o *Options) *kv.Server {
+func start(t *testing.T, o *Options) *kvserver.Server {
 	t.Helper()
-	file, err := kv.ReadConfigFile(o.Config)
+	file, err := kvserver.ReadConfigFile(o.Config)
 	if o.Config == "" {
 		file, err = nil, nil
 	}
@@ -45,7 +46,7 @@ func start(t *testing.T, o *Options) *kv.Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := kv.StartServer(opts...)
+	s, err := kvserver.Start(opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +54,7 @@ func start(t *testing.T, o *Options) *kv.Server {
 	return s
 }
 
-func loopback(s *kv.Server) bool {
+func loopback(s *kvserver.Server) bool {
 	addr, ok := s.NATS().Addr().(*net.TCPAddr)
 	return ok && addr.IP.IsLoopback()
 }
@@ -88,7 +89,7 @@ func TestUp_ClusterFromTheConfigFileMeansThreeReplicas(t *testing.T) {
 	if err := os.WriteFile(conf, []byte("cluster { name: c, listen: \"127.0.0.1:6299\" }\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	file, err := kv.ReadConfigFile(conf)
+	file, err := kvserver.ReadConfigFile(conf)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +112,7 @@ func TestCredentialFlags_NameWhatTheFileAccepts(t *testing.T) {
 		if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		file, err := kv.ReadConfigFile(path)
+		file, err := kvserver.ReadConfigFile(path)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package kv_test
+package kvserver_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/kv/kvserver"
 	"github.com/batonhq/baton/kv/kvtest"
 )
 
@@ -26,9 +27,9 @@ func writeConfig(t *testing.T, text string) string {
 	return path
 }
 
-func startServer(t *testing.T, opts ...kv.ServerOption) *kv.Server {
+func startServer(t *testing.T, opts ...kvserver.Option) *kvserver.Server {
 	t.Helper()
-	s, err := kv.StartServer(opts...)
+	s, err := kvserver.Start(opts...)
 	if err != nil {
 		t.Fatalf("start: %v", err)
 	}
@@ -36,7 +37,7 @@ func startServer(t *testing.T, opts ...kv.ServerOption) *kv.Server {
 	return s
 }
 
-func isLoopback(t *testing.T, s *kv.Server) bool {
+func isLoopback(t *testing.T, s *kvserver.Server) bool {
 	t.Helper()
 	addr, ok := s.NATS().Addr().(*net.TCPAddr)
 	return ok && addr.IP.IsLoopback()
@@ -44,7 +45,7 @@ func isLoopback(t *testing.T, s *kv.Server) bool {
 
 func TestStartServer_ListensOnLoopbackByDefault(t *testing.T) {
 	// Only the port is changed (4222 may be taken): the host is the default.
-	s := startServer(t, kv.WithStoreDir(t.TempDir()), kv.WithServerOptions(func(o *server.Options) { o.Port = -1 }))
+	s := startServer(t, kvserver.WithStoreDir(t.TempDir()), kvserver.WithServerOptions(func(o *server.Options) { o.Port = -1 }))
 	if !isLoopback(t, s) || !strings.HasPrefix(s.ClientURL(), "nats://127.0.0.1:") {
 		t.Errorf("listens on %s (%s), want 127.0.0.1", s.NATS().Addr(), s.ClientURL())
 	}
@@ -59,7 +60,7 @@ jetstream { store_dir: "`+store+`" }
 authorization { users: [ {user: alice, password: alice-pw} ] }
 `)
 	// No host in the file: loopback, not every interface.
-	s := startServer(t, kv.WithConfigFile(conf))
+	s := startServer(t, kvserver.WithConfigFile(conf))
 	if !isLoopback(t, s) || !strings.HasPrefix(s.ClientURL(), "nats://127.0.0.1:") {
 		t.Errorf("listens on %s, want 127.0.0.1", s.NATS().Addr())
 	}
@@ -78,7 +79,7 @@ authorization { users: [ {user: alice, password: alice-pw} ] }
 
 	// Options given apply on top of the file, in whatever order.
 	other := t.TempDir()
-	s = startServer(t, kv.WithStoreDir(other), kv.WithConfigFile(conf), kv.WithListen("127.0.0.1:-1"))
+	s = startServer(t, kvserver.WithStoreDir(other), kvserver.WithConfigFile(conf), kvserver.WithListen("127.0.0.1:-1"))
 	if !strings.HasPrefix(s.StoreDir(), other) {
 		t.Errorf("store %s, want the option's %s", s.StoreDir(), other)
 	}
@@ -94,7 +95,7 @@ func TestStartServer_ConfigFileWithTLSServesATLSURL(t *testing.T) {
 listen: "127.0.0.1:-1"
 tls { cert_file: "`+cert+`", key_file: "`+key+`" }
 `)
-	s := startServer(t, kv.WithConfigFile(conf), kv.WithStoreDir(t.TempDir()))
+	s := startServer(t, kvserver.WithConfigFile(conf), kvserver.WithStoreDir(t.TempDir()))
 	if !strings.HasPrefix(s.ClientURL(), "tls://127.0.0.1:") {
 		t.Fatalf("client URL %s, want tls://127.0.0.1:…", s.ClientURL())
 	}
@@ -110,11 +111,11 @@ func TestStartServer_BadConfigFileIsInvalidConfig(t *testing.T) {
 		"garbled":  writeConfig(t, "authorization { users: [ {user: "),
 		"bad port": writeConfig(t, "port: \"many\""),
 	} {
-		if _, err := kv.StartServer(kv.WithConfigFile(path)); !errors.Is(err, kv.ErrInvalidConfig) {
+		if _, err := kvserver.Start(kvserver.WithConfigFile(path)); !errors.Is(err, kv.ErrInvalidConfig) {
 			t.Errorf("%s: %v, want ErrInvalidConfig", name, err)
 		}
 	}
-	if _, err := kv.StartServer(kv.WithConfigFile("")); !errors.Is(err, kv.ErrInvalidConfig) {
+	if _, err := kvserver.Start(kvserver.WithConfigFile("")); !errors.Is(err, kv.ErrInvalidConfig) {
 		t.Errorf("empty path: %v, want ErrInvalidConfig", err)
 	}
 }
@@ -131,7 +132,7 @@ func TestClientURL_AWildcardListenIsNamedByLoopback(t *testing.T) {
 		"nats://10.1.2.3:4222":     "nats://10.1.2.3:4222",
 		"nats://nats.example:4222": "nats://nats.example:4222",
 	} {
-		if got := kv.Dialable(in); got != want {
+		if got := kvserver.Dialable(in); got != want {
 			t.Errorf("dialable(%q) = %q, want %q", in, got, want)
 		}
 	}

@@ -1,4 +1,11 @@
-package kv
+// Package kvserver embeds a nats-server with JetStream: what `baton up` runs
+// and what every test starts, optionally from a nats-server configuration
+// file with its users, permissions and TLS (WithConfigFile).
+//
+// It is a package of its own, apart from kv, because linking nats-server
+// costs every process its package initialisation: a client that only
+// connects imports kv, never this (ADR 0030).
+package kvserver
 
 import (
 	"fmt"
@@ -12,20 +19,22 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/batonhq/baton/kv"
 )
 
-// DefaultListen is where StartServer listens for clients by default.
+// DefaultListen is where Start listens for clients by default.
 const DefaultListen = "127.0.0.1:4222"
 
 // Server is an embedded nats-server with JetStream.
 type Server struct {
 	ns      *server.Server
 	once    sync.Once
-	tempDir string // removed on Shutdown when StartServer made it
+	tempDir string // removed on Shutdown when Start made it
 }
 
-// ServerOption configures StartServer.
-type ServerOption func(*serverConfig) error
+// Option configures Start.
+type Option func(*serverConfig) error
 
 type serverConfig struct {
 	configFile string
@@ -46,11 +55,11 @@ func (c *serverConfig) set(f func(*server.Options)) { c.sets = append(c.sets, f)
 // every interface as nats-server would; one that names no port, on
 // DefaultListen's port. The store directory is WithStoreDir's, else the
 // file's, else a temporary one. A file that cannot be read or parsed is
-// ErrInvalidConfig. Default: no file.
-func WithConfigFile(path string) ServerOption {
+// kv.ErrInvalidConfig. Default: no file.
+func WithConfigFile(path string) Option {
 	return func(c *serverConfig) error {
 		if path == "" {
-			return fmt.Errorf("%w: the config file path is empty", ErrInvalidConfig)
+			return fmt.Errorf("%w: the config file path is empty", kv.ErrInvalidConfig)
 		}
 		c.configFile = path
 		return nil
@@ -60,12 +69,12 @@ func WithConfigFile(path string) ServerOption {
 // ReadConfigFile parses a nats-server configuration file as WithConfigFile
 // does, with the same defaults, for a caller that wants to look at it
 // before starting the server. A file that cannot be read or parsed is
-// ErrInvalidConfig.
+// kv.ErrInvalidConfig.
 func ReadConfigFile(path string) (*server.Options, error) {
 	host, port, _ := splitHostPort(DefaultListen)
 	so := &server.Options{Host: host, Port: port}
 	if err := so.ProcessConfigFile(path); err != nil {
-		return nil, fmt.Errorf("%w: config file %s: %w", ErrInvalidConfig, path, err)
+		return nil, fmt.Errorf("%w: config file %s: %w", kv.ErrInvalidConfig, path, err)
 	}
 	if so.Host == "" {
 		so.Host = host // a file with "port" but no "host" or "listen"
@@ -75,7 +84,7 @@ func ReadConfigFile(path string) (*server.Options, error) {
 
 // WithListen sets the client listen address HOST:PORT; port -1 picks a free
 // port. Default: DefaultListen (loopback only).
-func WithListen(hostport string) ServerOption {
+func WithListen(hostport string) Option {
 	return func(c *serverConfig) error {
 		host, port, err := splitHostPort(hostport)
 		if err != nil {
@@ -89,7 +98,7 @@ func WithListen(hostport string) ServerOption {
 // WithStoreDir sets the JetStream store directory. Default: the config
 // file's, else a fresh directory under the system temp dir, suitable for
 // tests only.
-func WithStoreDir(dir string) ServerOption {
+func WithStoreDir(dir string) Option {
 	return func(c *serverConfig) error {
 		if dir != "" {
 			c.set(func(o *server.Options) { o.StoreDir = dir })
@@ -99,7 +108,7 @@ func WithStoreDir(dir string) ServerOption {
 }
 
 // WithHTTP enables the monitoring endpoint on HOST:PORT. Default: off.
-func WithHTTP(hostport string) ServerOption {
+func WithHTTP(hostport string) Option {
 	return func(c *serverConfig) error {
 		host, port, err := splitHostPort(hostport)
 		if err != nil {
@@ -112,17 +121,17 @@ func WithHTTP(hostport string) ServerOption {
 
 // WithServerName names the server; names must be unique in a cluster.
 // Default: a generated id.
-func WithServerName(name string) ServerOption {
+func WithServerName(name string) Option {
 	return func(c *serverConfig) error { c.set(func(o *server.Options) { o.ServerName = name }); return nil }
 }
 
 // WithCluster joins a JetStream cluster: its name, this server's route
 // listen address HOST:PORT (port -1 picks a free port) and the route URLs of
 // the other servers (nats://host:port). Default: standalone.
-func WithCluster(name, listen string, routes []string) ServerOption {
+func WithCluster(name, listen string, routes []string) Option {
 	return func(c *serverConfig) error {
 		if name == "" {
-			return fmt.Errorf("%w: a cluster needs a name", ErrInvalidConfig)
+			return fmt.Errorf("%w: a cluster needs a name", kv.ErrInvalidConfig)
 		}
 		host, port, err := splitHostPort(listen)
 		if err != nil {
@@ -140,33 +149,33 @@ func WithCluster(name, listen string, routes []string) ServerOption {
 // WithSyncAlways makes the store fsync every write before acknowledging it.
 // Default: false, an fsync every two minutes: a process crash loses nothing,
 // an OS crash or power loss can lose the acknowledged writes of that window.
-func WithSyncAlways(always bool) ServerOption {
+func WithSyncAlways(always bool) Option {
 	return func(c *serverConfig) error { c.set(func(o *server.Options) { o.SyncAlways = always }); return nil }
 }
 
 // WithLog writes the server's warnings and errors to w, and its notices too
 // when verbose. Default: silent.
-func WithLog(w io.Writer, verbose bool) ServerOption {
+func WithLog(w io.Writer, verbose bool) Option {
 	return func(c *serverConfig) error { c.log, c.verbose = w, verbose; return nil }
 }
 
-// WithReadyTimeout bounds how long StartServer waits for the server to accept
+// WithReadyTimeout bounds how long Start waits for the server to accept
 // clients. Default: 10s.
-func WithReadyTimeout(d time.Duration) ServerOption {
+func WithReadyTimeout(d time.Duration) Option {
 	return func(c *serverConfig) error { c.ready = d; return nil }
 }
 
 // WithServerOptions edits nats-server's options directly (authorization,
 // TLS, limits); edits run after the other options. Default: none.
-func WithServerOptions(edit func(*server.Options)) ServerOption {
+func WithServerOptions(edit func(*server.Options)) Option {
 	return func(c *serverConfig) error { c.edits = append(c.edits, edit); return nil }
 }
 
-// StartServer starts an embedded nats-server with JetStream and waits until
+// Start starts an embedded nats-server with JetStream and waits until
 // it accepts clients. It listens on loopback unless WithListen or the config
 // file says otherwise, and installs no signal handlers: the caller stops it
 // with Shutdown.
-func StartServer(opts ...ServerOption) (*Server, error) {
+func Start(opts ...Option) (*Server, error) {
 	c := serverConfig{ready: 10 * time.Second}
 	for _, o := range opts {
 		if err := o(&c); err != nil {
@@ -195,7 +204,7 @@ func StartServer(opts ...ServerOption) (*Server, error) {
 	if so.StoreDir == "" {
 		dir, err := os.MkdirTemp("", "baton-jetstream-")
 		if err != nil {
-			return nil, fmt.Errorf("%w: store dir: %w", ErrInvalidConfig, err)
+			return nil, fmt.Errorf("%w: store dir: %w", kv.ErrInvalidConfig, err)
 		}
 		tempDir, so.StoreDir = dir, dir
 	}
@@ -206,7 +215,7 @@ func StartServer(opts ...ServerOption) (*Server, error) {
 		return nil, err
 	}
 	if so.Cluster.Port != 0 && so.ServerName == "" {
-		return fail(fmt.Errorf("%w: a clustered server needs a unique server name", ErrInvalidConfig))
+		return fail(fmt.Errorf("%w: a clustered server needs a unique server name", kv.ErrInvalidConfig))
 	}
 	for _, hp := range []struct {
 		host string
@@ -218,7 +227,7 @@ func StartServer(opts ...ServerOption) (*Server, error) {
 	}
 	ns, err := server.NewServer(so)
 	if err != nil {
-		return fail(fmt.Errorf("%w: %w", ErrInvalidConfig, err))
+		return fail(fmt.Errorf("%w: %w", kv.ErrInvalidConfig, err))
 	}
 	if c.log != nil {
 		ns.SetLoggerV2(&writerLogger{w: c.log, verbose: c.verbose}, false, false, false)
@@ -228,12 +237,12 @@ func StartServer(opts ...ServerOption) (*Server, error) {
 		ns.Shutdown()
 		ns.WaitForShutdown()
 		return fail(fmt.Errorf("%w: embedded server not ready after %s (is %s:%d in use?)",
-			ErrUnavailable, c.ready, so.Host, so.Port))
+			kv.ErrUnavailable, c.ready, so.Host, so.Port))
 	}
 	if so.JetStream && !ns.JetStreamEnabled() {
 		ns.Shutdown()
 		ns.WaitForShutdown()
-		return fail(fmt.Errorf("%w: JetStream did not start (store %s)", ErrUnavailable, so.StoreDir))
+		return fail(fmt.Errorf("%w: JetStream did not start (store %s)", kv.ErrUnavailable, so.StoreDir))
 	}
 	return &Server{ns: ns, tempDir: tempDir}, nil
 }
@@ -289,11 +298,11 @@ func (s *Server) Shutdown() {
 func splitHostPort(hostport string) (string, int, error) {
 	host, portStr, err := net.SplitHostPort(hostport)
 	if err != nil {
-		return "", 0, fmt.Errorf("%w: address %q: want HOST:PORT: %w", ErrInvalidConfig, hostport, err)
+		return "", 0, fmt.Errorf("%w: address %q: want HOST:PORT: %w", kv.ErrInvalidConfig, hostport, err)
 	}
 	port, err := strconv.Atoi(portStr)
 	if err != nil || port < -1 || port > 65535 {
-		return "", 0, fmt.Errorf("%w: address %q: port must be -1 (any free port) or 0-65535", ErrInvalidConfig, hostport)
+		return "", 0, fmt.Errorf("%w: address %q: port must be -1 (any free port) or 0-65535", kv.ErrInvalidConfig, hostport)
 	}
 	if host == "" {
 		host = "0.0.0.0"
@@ -309,7 +318,7 @@ func checkFree(host string, port int) error {
 	}
 	l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return fmt.Errorf("%w: %w", kv.ErrUnavailable, err)
 	}
 	return l.Close()
 }

@@ -1,0 +1,94 @@
+package root_test
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/batonhq/baton/cmd/baton/internal/cmdutil"
+	"github.com/batonhq/baton/cmd/baton/internal/full"
+	"github.com/batonhq/baton/cmd/baton/internal/root"
+)
+
+// clientFactory is the client program's factory, its handover to the full
+// program counted and failing with errHandedOver.
+func clientFactory(handed *int) (*cmdutil.Factory, *bytes.Buffer, *bytes.Buffer) {
+	out, errOut := &bytes.Buffer{}, &bytes.Buffer{}
+	f := &cmdutil.Factory{
+		IO:     &cmdutil.IOStreams{In: strings.NewReader(""), Out: out, ErrOut: errOut},
+		Getenv: func(string) string { return "" },
+	}
+	f.Full = func() error { *handed++; return errHandedOver }
+	return f, out, errOut
+}
+
+var errHandedOver = errors.New("handed over")
+
+// In the client program, a command line of the full program's verbs goes
+// to the full program as it is, whatever it holds: flags, help, completion
+// and bad input alike. Nothing of the verb runs in the client, not even the
+// resolution of the global flags.
+func TestClient_FullProgramVerbsHandTheirCommandLinesOver(t *testing.T) {
+	for _, line := range []string{
+		"up",
+		"up --listen 127.0.0.1:4222 --ui 127.0.0.1:7070",
+		"--server nats://127.0.0.1:1 up --bogus extra",
+		"--timeout nonsense up",
+		"up --help",
+		"help up",
+		"ui --listen 127.0.0.1:0",
+		"mcp",
+		"__complete up --l",
+		"lead chat-bot --metrics 127.0.0.1:0 -- true",
+		"run lint --task T --metrics 127.0.0.1:0 -- true",
+		"queue work agents --metrics 127.0.0.1:0 -- true",
+	} {
+		handed := 0
+		f, out, errOut := clientFactory(&handed)
+		root.Main(t.Context(), f, strings.Fields(line), nil)
+		if handed != 1 {
+			t.Errorf("baton %s: handed over %d times, want once (stdout %q, stderr %q)", line, handed, out, errOut)
+		}
+		if !strings.Contains(errOut.String(), errHandedOver.Error()) {
+			t.Errorf("baton %s: the handover's failure is not reported: stderr %q", line, errOut)
+		}
+	}
+}
+
+// The client program's own verbs, and its help, never hand over.
+func TestClient_ItsOwnVerbsRunInIt(t *testing.T) {
+	for _, line := range []string{"--help", "help", "--version", "join --help", "completion bash", "join s", "lead k --metrics nonsense -- true", "frobnicate"} {
+		handed := 0
+		f, _, errOut := clientFactory(&handed)
+		root.Main(t.Context(), f, strings.Fields(line), nil)
+		if handed != 0 {
+			t.Errorf("baton %s: handed over to the full program (stderr %q)", line, errOut)
+		}
+	}
+	handed := 0
+	f, out, _ := clientFactory(&handed)
+	root.Main(t.Context(), f, []string{"--help"}, nil)
+	for name, short := range root.FullVerbShorts() {
+		if !strings.Contains(out.String(), short) {
+			t.Errorf("the client's help does not list %s: %q", name, out)
+		}
+	}
+}
+
+// The client lists the full program's verbs by the full program's own
+// summaries.
+func TestClient_ListsTheFullProgramsVerbsAsItDoes(t *testing.T) {
+	shorts := root.FullVerbShorts()
+	f := &cmdutil.Factory{IO: &cmdutil.IOStreams{}, Getenv: func(string) string { return "" }}
+	for _, v := range full.Verbs() {
+		c := v.New(f, nil)
+		if shorts[v.Name] != c.Short {
+			t.Errorf("%s: the client lists it as %q, the full program as %q", v.Name, shorts[v.Name], c.Short)
+		}
+		delete(shorts, v.Name)
+	}
+	for name := range shorts {
+		t.Errorf("the client lists %s, which the full program does not build", name)
+	}
+}

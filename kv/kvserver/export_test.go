@@ -1,0 +1,4 @@
+package kvserver
+
+// Dialable is dialable, for its test.
+func Dialable(u string) string { return dialable(u) }
