@@ -165,7 +165,7 @@ func (m *Manager) Join(ctx context.Context, slot, task string, opts ...JoinOptio
 	if err != nil {
 		return nil, err
 	}
-	m.writeTrace(s)
+	m.writeTrace(s, m.now().UTC())
 	if cfg.spawn != nil {
 		if err := cfg.spawn(ctx, s); err != nil {
 			m.undo(s, ResultSpawnFailed)

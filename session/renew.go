@@ -78,6 +78,98 @@ func (m *Manager) Resume(ctx context.Context, slot string, opts ...ResumeOption)
 	return s, nil
 }
 
+// CommitSlot is Resume then Commit, and then records the new version in
+// this host's trace: it renews this host's session of slot, with the same
+// outcomes and errors. While this host's trace holds the slot's last
+// revision (no other process renewed the session since this host's last
+// write through the trace), that is one compare-and-set on it and no read;
+// a refused one leaves nothing written, and CommitSlot then reads as Resume
+// does.
+func (m *Manager) CommitSlot(ctx context.Context, slot, message string, opts ...ResumeOption) (*Session, error) {
+	var cfg resumeConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if len(message) > MaxTaskLen {
+		return nil, fmt.Errorf("%w: message longer than %d bytes", ErrInvalid, MaxTaskLen)
+	}
+	if s, t, ok := m.traced(slot, cfg.fence); ok {
+		out, err := m.Update(ctx, renewal(s, message, m.now()))
+		if err == nil {
+			m.writeTrace(out, t.Joined)
+			return out, nil
+		}
+		if !errors.Is(err, kv.ErrConflict) {
+			return nil, err
+		}
+	}
+	s, err := m.Resume(ctx, slot, opts...)
+	if err != nil {
+		return nil, err
+	}
+	out, err := m.Commit(ctx, s, message)
+	if err != nil {
+		return nil, err
+	}
+	m.retrace(out)
+	return out, nil
+}
+
+// CloseSlot is Resume then Close: it ends this host's session of slot, with
+// the same outcomes and errors, and returns the session it closed. Like
+// CommitSlot, it is one compare-and-set and no read while this host's trace
+// holds the slot's last revision.
+func (m *Manager) CloseSlot(ctx context.Context, slot, result string, opts ...ResumeOption) (*Session, error) {
+	var cfg resumeConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if s, _, ok := m.traced(slot, cfg.fence); ok {
+		err := m.Delete(ctx, slot, s.Revision, closing(s, result, m.now()))
+		if err == nil {
+			m.removeTrace(slot, s.Fence)
+			return s, nil
+		}
+		if !errors.Is(err, kv.ErrConflict) {
+			return nil, err
+		}
+	}
+	s, err := m.Resume(ctx, slot, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return s, m.Close(ctx, s, result)
+}
+
+// retrace records s in this host's trace of its slot when the trace is of
+// its session (same fence): so that the next CommitSlot or CloseSlot
+// writes without a read.
+func (m *Manager) retrace(s *Session) {
+	if t, ok := m.readTrace(s.Slot); ok && t.Fence == s.Fence {
+		m.writeTrace(s, t.Joined)
+	}
+}
+
+// renewal is the next version of s that Commit writes.
+func renewal(s *Session, message string, now time.Time) *Session {
+	next := *s
+	next.Record = s.Record.clone()
+	next.Renewals++
+	if message != "" {
+		next.Message = message
+	}
+	next.RenewedAt = now.UTC()
+	return &next
+}
+
+// closing is the record Close leaves in s's tombstone.
+func closing(s *Session, result string, now time.Time) *Record {
+	note := s.Record.clone()
+	note.Result = result
+	note.RenewedAt = now.UTC()
+	return &note
+}
+
 // gone explains a slot without a live session: lost (with how and when) if
 // anything shows it had one, else ErrNotFound.
 func (m *Manager) gone(slot string, fence uint64, last *kv.Entry) error {
@@ -117,14 +209,7 @@ func (m *Manager) Commit(ctx context.Context, s *Session, message string) (*Sess
 	}
 	cur := s
 	for attempt := 1; ; attempt++ {
-		next := *cur
-		next.Record = cur.Record.clone()
-		next.Renewals++
-		if message != "" {
-			next.Message = message
-		}
-		next.RenewedAt = m.now().UTC()
-		out, err := m.Update(ctx, &next)
+		out, err := m.Update(ctx, renewal(cur, message, m.now()))
 		if err == nil {
 			return out, nil
 		}
@@ -145,10 +230,7 @@ func (m *Manager) Commit(ctx context.Context, s *Session, message string) (*Sess
 func (m *Manager) Close(ctx context.Context, s *Session, result string) error {
 	cur := s
 	for attempt := 1; ; attempt++ {
-		note := cur.Record.clone()
-		note.Result = result
-		note.RenewedAt = m.now().UTC()
-		err := m.Delete(ctx, s.Slot, cur.Revision, &note)
+		err := m.Delete(ctx, s.Slot, cur.Revision, closing(cur, result, m.now()))
 		if err == nil {
 			m.removeTrace(s.Slot, s.Fence)
 			return nil

@@ -224,6 +224,7 @@ func (k *keeper) renew(ctx context.Context) {
 		next, err := k.m.Commit(ctx, k.session(), "")
 		if err == nil {
 			k.advance(next)
+			k.m.retrace(next) // a `baton commit` of the slot then writes without a read
 		}
 		return err
 	}, func(err error) bool { return errors.Is(err, ErrLost) }, observe)

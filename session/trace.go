@@ -2,11 +2,14 @@ package session
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"strings"
 	"time"
+
+	"github.com/batonhq/baton/kv"
 )
 
 // trace is the host-local pid file a join leaves under
@@ -14,6 +17,12 @@ import (
 // lets this host say "your session was lost" rather than "not found" after
 // the server has forgotten the slot, and lets doctor find sessions whose
 // process died and files that outlived their session.
+//
+// It also holds this host's last write of the session: its revision, TTL
+// and record, written together (the file is replaced whole). While that
+// revision is still the slot's last, the record stored is that one, so
+// CommitSlot and CloseSlot write on it with one compare-and-set and no
+// read; once it is not, the compare-and-set is refused and they read.
 type trace struct {
 	Slot     string    `json:"slot"`
 	Fence    uint64    `json:"fence"`
@@ -22,18 +31,45 @@ type trace struct {
 	PID      int       `json:"pid"`
 	PIDStart string    `json:"pid_start,omitempty"`
 	Joined   time.Time `json:"joined"`
+	// Revision, TTLSeconds and Record are this host's last write of the
+	// session (absent in files of earlier versions).
+	Revision   uint64          `json:"revision,omitempty"`
+	TTLSeconds int64           `json:"ttl_seconds,omitempty"`
+	Record     json.RawMessage `json:"record,omitempty"`
 }
 
-// writeTrace records s on this host. A failure costs only diagnostics, so
-// it is not an error of the join.
-func (m *Manager) writeTrace(s *Session) {
+// writeTrace records s on this host, with joined the time of its join. A
+// failure costs only diagnostics (and the next CommitSlot a read), so it is
+// not an error of the write it follows.
+func (m *Manager) writeTrace(s *Session, joined time.Time) {
 	if !m.traces {
 		return
 	}
-	_ = m.state.WritePIDFile(m.prefix, gateName(s.Slot), trace{
+	t := trace{
 		Slot: s.Slot, Fence: s.Fence, Host: s.Host, Instance: s.Instance,
-		PID: s.PID, PIDStart: s.PIDStart, Joined: m.now().UTC(),
-	})
+		PID: s.PID, PIDStart: s.PIDStart, Joined: joined,
+	}
+	if rec, err := encodeRecord(s.Record); err == nil {
+		t.Revision, t.TTLSeconds, t.Record = s.Revision, int64(s.TTL/time.Second), rec
+	}
+	_ = m.state.WritePIDFile(m.prefix, gateName(s.Slot), t)
+}
+
+// traced is this host's session of slot as its trace last wrote it, when
+// the trace holds that write and names the session with fence (0: any).
+func (m *Manager) traced(slot string, fence uint64) (*Session, trace, bool) {
+	t, ok := m.readTrace(slot)
+	if !ok || t.Revision == 0 || len(t.Record) == 0 || t.Slot != slot || (fence != 0 && t.Fence != fence) {
+		return nil, t, false
+	}
+	var r Record
+	if err := r.UnmarshalJSON(t.Record); err != nil || r.Slot != slot || r.Fence != t.Fence || r.Host != m.host {
+		return nil, t, false
+	}
+	if kv.ValidateTTL(time.Duration(t.TTLSeconds)*time.Second) != nil {
+		return nil, t, false
+	}
+	return &Session{Record: r, Revision: t.Revision, TTL: time.Duration(t.TTLSeconds) * time.Second}, t, true
 }
 
 // readTrace returns this host's trace of slot, if there is one.

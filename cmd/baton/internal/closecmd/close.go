@@ -67,13 +67,15 @@ func validResult(r string) bool {
 }
 
 func closeRun(ctx context.Context, o *Options) error {
-	m, s, err := o.F.Resume(ctx, o.Slot, o.Fence)
-	if m == nil {
+	fence, err := o.F.Fence(o.Slot, o.Fence)
+	if err != nil {
 		return err
 	}
-	if err == nil {
-		err = m.Close(ctx, s, o.Result)
+	m, err := o.F.Sessions(ctx)
+	if err != nil {
+		return err
 	}
+	s, err := m.CloseSlot(ctx, o.Slot, o.Result, session.WithFence(fence))
 	var lost *session.LostError
 	switch {
 	case err == nil:

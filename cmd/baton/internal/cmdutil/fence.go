@@ -1,12 +1,9 @@
 package cmdutil
 
 import (
-	"context"
 	"strconv"
 
 	"github.com/spf13/cobra"
-
-	"github.com/batonhq/baton/session"
 )
 
 // FenceFlag registers --fence on cmd.
@@ -54,20 +51,4 @@ func (f *Factory) Fence(slot string, flag uint64) (uint64, error) {
 		return 0, Usagef("BATON_FENCE=%q: not a fence", v)
 	}
 	return n, nil
-}
-
-// Resume connects and returns this host's session of slot for commit and
-// close, checked against the fence (see Fence), with its manager. A resume
-// that fails still returns the manager when it got that far.
-func (f *Factory) Resume(ctx context.Context, slot string, fenceFlag uint64) (*session.Manager, *session.Session, error) {
-	fence, err := f.Fence(slot, fenceFlag)
-	if err != nil {
-		return nil, nil, err
-	}
-	m, err := f.Sessions(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	s, err := m.Resume(ctx, slot, session.WithFence(fence))
-	return m, s, err
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/batonhq/baton/cmd/baton/internal/cmdutil"
 	"github.com/batonhq/baton/cmd/baton/internal/joincmd"
+	"github.com/batonhq/baton/session"
 )
 
 // Options are commit's inputs.
@@ -47,11 +48,16 @@ was replaced is lost (exit 3) and is never brought back: join again.`,
 }
 
 func commitRun(ctx context.Context, o *Options) error {
-	m, s, err := o.F.Resume(ctx, o.Slot, o.Fence)
+	fence, err := o.F.Fence(o.Slot, o.Fence)
 	if err != nil {
 		return err
 	}
-	if s, err = m.Commit(ctx, s, o.Message); err != nil {
+	m, err := o.F.Sessions(ctx)
+	if err != nil {
+		return err
+	}
+	s, err := m.CommitSlot(ctx, o.Slot, o.Message, session.WithFence(fence))
+	if err != nil {
 		return err
 	}
 	return joincmd.Print(o.F, "committed", s)
