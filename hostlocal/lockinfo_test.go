@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"testing"
+	"time"
 )
 
 // lockInfo returns what Locks reports for the gate name.
@@ -190,5 +191,18 @@ func TestClearOrphan_ClearsOnlyOrphans(t *testing.T) {
 	}
 	if cleared, err := d.ClearOrphan("missing"); err != nil || cleared {
 		t.Errorf("ClearOrphan of a missing gate = %v, %v; want false, nil", cleared, err)
+	}
+}
+
+// A holder's JSON is what encoding/json writes of its fields.
+func TestHolder_MarshalJSONIsEncodingJSONs(t *testing.T) {
+	type fields Holder // without the method
+	at := time.Date(2026, 11, 26, 5, 4, 3, 123, time.FixedZone("x", 3600))
+	for _, h := range []Holder{{}, {PID: 42, Start: "boot:1", Host: "h<1>", Instance: "i\"1", Since: at, Purpose: "baton join \u2028s"}, {PID: -1, Purpose: "p"}} {
+		got, err := h.MarshalJSON()
+		want, _ := json.Marshal(fields(h))
+		if err != nil || string(got) != string(want) {
+			t.Errorf("%+v:\ngot  %s (%v)\nwant %s", h, got, err, want)
+		}
 	}
 }

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/batonhq/baton/internal/jsonrec"
 	"github.com/batonhq/baton/kv"
 )
 
@@ -36,6 +38,47 @@ type trace struct {
 	Revision   uint64          `json:"revision,omitempty"`
 	TTLSeconds int64           `json:"ttl_seconds,omitempty"`
 	Record     json.RawMessage `json:"record,omitempty"`
+}
+
+// MarshalJSON writes t as encoding/json would write its fields, without
+// its reflection (a test compares the two).
+func (t trace) MarshalJSON() ([]byte, error) {
+	b := make([]byte, 0, 256+len(t.Record))
+	b = append(b, `{"slot":`...)
+	b = jsonrec.AppendString(b, t.Slot)
+	b = append(b, `,"fence":`...)
+	b = strconv.AppendUint(b, t.Fence, 10)
+	b = append(b, `,"host":`...)
+	b = jsonrec.AppendString(b, t.Host)
+	b = append(b, `,"instance":`...)
+	b = jsonrec.AppendString(b, t.Instance)
+	b = append(b, `,"pid":`...)
+	b = strconv.AppendInt(b, int64(t.PID), 10)
+	if t.PIDStart != "" {
+		b = append(b, `,"pid_start":`...)
+		b = jsonrec.AppendString(b, t.PIDStart)
+	}
+	b = append(b, `,"joined":`...)
+	b, err := jsonrec.AppendTime(b, t.Joined)
+	if err != nil {
+		return nil, err
+	}
+	if t.Revision != 0 {
+		b = append(b, `,"revision":`...)
+		b = strconv.AppendUint(b, t.Revision, 10)
+	}
+	if t.TTLSeconds != 0 {
+		b = append(b, `,"ttl_seconds":`...)
+		b = strconv.AppendInt(b, t.TTLSeconds, 10)
+	}
+	if len(t.Record) > 0 {
+		if !json.Valid(t.Record) {
+			return nil, errors.New("session: trace record is not JSON")
+		}
+		b = append(b, `,"record":`...)
+		b = append(b, t.Record...) // compact: encodeRecord's
+	}
+	return append(b, '}'), nil
 }
 
 // writeTrace records s on this host, with joined the time of its join. A
