@@ -53,7 +53,10 @@ func SuperviseMain(args []string, stderr io.Writer) int {
 	var cmd *exec.Cmd
 	if argv == nil {
 		// A standby: the command comes on fd 3 (nothing when the parent
-		// closed it, or died).
+		// closed it, or died). What starting it will do once per process
+		// is done while it waits: decoding the spec's type, and the
+		// runtime's probe of the kernel's pidfd support (a clone).
+		warmUp()
 		spec := os.NewFile(3, "spec")
 		var sp standbySpec
 		err := json.NewDecoder(spec).Decode(&sp)
@@ -106,6 +109,16 @@ func SuperviseMain(args []string, stderr io.Writer) int {
 		if os.Getppid() != parent {
 			_ = syscall.Kill(0, syscall.SIGKILL) // the whole group, this process too
 		}
+	}
+}
+
+// warmUp does ahead what the first start of a command does once per
+// process, so that a standby starts its command as soon as it comes.
+func warmUp() {
+	var sp standbySpec
+	_ = json.Unmarshal([]byte(`{"path":"","args":[],"env":[]}`), &sp)
+	if p, err := os.FindProcess(os.Getpid()); err == nil { // the pidfd probe
+		_ = p.Release()
 	}
 }
 

@@ -212,9 +212,12 @@ longer). Medians and p99s are nearest-rank.
   wake-up, on both sides alike.
 - **queue dispatch through baton queue work**: from ` + "`Add`" + ` to the moment the
   command of a ` + "`baton queue work`" + ` process starts (` + "`stamp`" + `, a small Go program
-  that prints the time it started), each after 100 ms idle; floor: the
-  benchmark starting that program itself. A small Go program takes 5–8 ms
-  to start on this VM.
+  that prints the time it started), each after 100 ms idle, on a queue
+  with ` + "`max_active`" + ` (a claim takes a token); floor: the raw writes of
+  one dispatch (as in queue dispatch), then the benchmark starting that
+  program itself. Both sides pay the round trips a dispatch needs and a
+  program's start (a few milliseconds on this VM); baton/floor is what the
+  claim's bookkeeping and the supervisor add.
 - **queue throughput**: no-op tasks all waiting at the start, on 1000 keys,
   4 workers of 4 tasks at once each (each on its own connection),
   max_active 16, from the first start to the last end; floor: 16
