@@ -40,8 +40,15 @@ func SuperviseMain(args []string, stderr io.Writer) int {
 	if ready >= 0 {
 		syscall.CloseOnExec(ready) // the command must not hold it open
 	}
+	// Until the command runs, SIGTERM, SIGINT and SIGHUP keep their
+	// default action: one sent to the group then ends this process, so the
+	// command is never started and the exit is the signal's, decided by the
+	// kernel with nothing to lose on the way. They are caught only once the
+	// command runs, and reach it from then on (see below). SIGQUIT, whose
+	// default in a Go program is a stack dump, is caught from the start and
+	// taken, as far as it has been handed on, as a stop of its own.
 	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, parentDeathSignal, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT)
+	signal.Notify(sigs, parentDeathSignal, syscall.SIGQUIT)
 	defer signal.Stop(sigs)
 	if err := askParentDeathSignal(); err != nil {
 		fmt.Fprintf(stderr, "supervise: %v\n", err)
@@ -73,12 +80,6 @@ func SuperviseMain(args []string, stderr io.Writer) int {
 	// If the supervisor itself is killed, its command goes with it (the
 	// rest of the group is what a same-host follower waits for).
 	cmd.SysProcAttr = commandAttr()
-	// Until the command runs, a signal sent to the group reaches only this
-	// process, which notes it and would otherwise drop it: a stop that came
-	// while the command was being set up (a standby waiting for it, say)
-	// would never reach it, and the command would run until its holder's
-	// SIGKILL. Such a signal is a request to end the command: it is not
-	// started at all, and the exit is the signal's.
 	if sig := pendingStop(sigs); sig != 0 {
 		return 128 + int(sig)
 	}
@@ -86,6 +87,13 @@ func SuperviseMain(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "supervise: %v\n", err)
 		return 127
 	}
+	// The command runs: a stop sent to the group reaches it, and this
+	// process, which outlives it only to report its exit, takes no action.
+	// (A stop sent by someone else in the moment between the start and
+	// this reaches the command too, and ends this process as before it,
+	// and the command with it: a stop all the same. Group.Stop sends none
+	// before the ready byte below.)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	if ready >= 0 {
 		// The command runs: from now on a signal to the group reaches it.
 		r := os.NewFile(uintptr(ready), "ready")
@@ -122,29 +130,13 @@ func warmUp() {
 	}
 }
 
-// pendingStop takes the signals received so far and returns the first
-// that asks a command to end (0: none).
-//
-// A signal is received by the process at once, but handed to a channel by
-// os/signal's own goroutine, which may lag on a busy machine: so the
-// supervisor first sends itself a marker signal and waits for it. The
-// runtime hands signals on in the order of their numbers among those
-// pending, and the marker's number is above every stop signal's, so once
-// the marker is in, every stop signal received before it is too.
+// pendingStop returns a SIGQUIT received and handed on so far (0: none):
+// it asks the command to end, before it started.
 func pendingStop(sigs <-chan os.Signal) syscall.Signal {
-	marker := make(chan os.Signal, 1)
-	signal.Notify(marker, flushSignal)
-	if syscall.Kill(os.Getpid(), flushSignal) == nil {
-		select {
-		case <-marker:
-		case <-time.After(time.Second): // never seen: go on with what came
-		}
-	}
-	signal.Stop(marker)
 	for {
 		select {
 		case sig := <-sigs:
-			if s, ok := sig.(syscall.Signal); ok && s != parentDeathSignal {
+			if s, ok := sig.(syscall.Signal); ok && s == syscall.SIGQUIT {
 				return s
 			}
 		default:
@@ -152,10 +144,6 @@ func pendingStop(sigs <-chan os.Signal) syscall.Signal {
 		}
 	}
 }
-
-// flushSignal is pendingStop's marker: numbered above every stop signal,
-// and ignored by default, should one come from elsewhere.
-const flushSignal = syscall.SIGWINCH
 
 // parseSuperviseArgs returns the parent's pid, the descriptor on which to
 // tell that the command runs (-1: none), and the program to run, or a nil
