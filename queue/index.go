@@ -217,27 +217,33 @@ func (x *index) applyTask(e kv.Entry, now time.Time) {
 // taskIndexView is what the view needs of a task record: decoding just it
 // is most of what a worker does per event.
 type taskIndexView struct {
-	ID       string   `json:"id"`
-	Queue    string   `json:"queue"`
-	Key      string   `json:"key"`
-	Priority Priority `json:"priority"`
-	State    State    `json:"state"`
-	Attempts int      `json:"attempts"`
-	Seq      uint64   `json:"seq"`
-	Run      *struct {
-		Attempt  int    `json:"attempt"`
-		Slot     string `json:"slot"`
-		Lane     int    `json:"lane"`
-		Fence    uint64 `json:"fence"`
-		Token    int    `json:"token"`
-		Instance string `json:"instance"`
-		Claimed  uint64 `json:"claimed"`
-	} `json:"run,omitempty"`
-	Result *struct {
-		Claimed uint64 `json:"claimed"`
-	} `json:"result,omitempty"`
-	CancelRequested bool     `json:"cancel_requested,omitempty"`
-	RetryAfter      Duration `json:"retry_after,omitempty"`
+	ID              string           `json:"id"`
+	Queue           string           `json:"queue"`
+	Key             string           `json:"key"`
+	Priority        Priority         `json:"priority"`
+	State           State            `json:"state"`
+	Attempts        int              `json:"attempts"`
+	Seq             uint64           `json:"seq"`
+	Run             *runIndexView    `json:"run,omitempty"`
+	Result          *resultIndexView `json:"result,omitempty"`
+	CancelRequested bool             `json:"cancel_requested,omitempty"`
+	RetryAfter      Duration         `json:"retry_after,omitempty"`
+}
+
+// runIndexView is what the view needs of a task's run.
+type runIndexView struct {
+	Attempt  int    `json:"attempt"`
+	Slot     string `json:"slot"`
+	Lane     int    `json:"lane"`
+	Fence    uint64 `json:"fence"`
+	Token    int    `json:"token"`
+	Instance string `json:"instance"`
+	Claimed  uint64 `json:"claimed"`
+}
+
+// resultIndexView is what the view needs of a task's last result.
+type resultIndexView struct {
+	Claimed uint64 `json:"claimed"`
 }
 
 // indexTask decodes what the view needs of a task entry, checked as
@@ -246,9 +252,12 @@ func indexTask(q string, e kv.Entry) (*Task, error) {
 	if t := bytes.TrimLeft(e.Value, " \t\r\n"); len(t) == 0 || t[0] != '{' {
 		return nil, errors.New("the record is not a JSON object")
 	}
-	var v taskIndexView
-	if err := json.Unmarshal(e.Value, &v); err != nil {
-		return nil, err
+	v, ok := indexTaskFast(e.Value)
+	if !ok {
+		v = taskIndexView{}
+		if err := json.Unmarshal(e.Value, &v); err != nil {
+			return nil, err
+		}
 	}
 	t := Task{ID: v.ID, Queue: v.Queue, Key: v.Key, Priority: v.Priority, State: v.State, Attempts: v.Attempts,
 		Seq: v.Seq, CancelRequested: v.CancelRequested, RetryAfter: v.RetryAfter}
@@ -432,7 +441,15 @@ func lockView(e kv.Entry) *session.Session {
 	}
 	s := &session.Session{Revision: e.Revision, Written: e.Created, TTL: e.TTL}
 	s.Slot = e.Key
-	if err := json.Unmarshal(e.Value, &v); err != nil || v.Slot != e.Key {
+	// A record as this version writes it decodes by session's own fast
+	// way, to the same values; anything else as before.
+	var r session.Record
+	if err := r.UnmarshalJSON(e.Value); err == nil {
+		v.Slot, v.Host, v.PID, v.PIDStart, v.Instance, v.Fence, v.Meta = r.Slot, r.Host, r.PID, r.PIDStart, r.Instance, r.Fence, r.Meta
+	} else if err := json.Unmarshal(e.Value, &v); err != nil {
+		return s
+	}
+	if v.Slot != e.Key {
 		return s
 	}
 	s.Host, s.PID, s.PIDStart, s.Instance, s.Fence, s.Meta = v.Host, v.PID, v.PIDStart, v.Instance, v.Fence, v.Meta

@@ -2,7 +2,6 @@ package queue
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"maps"
 	"strconv"
@@ -163,7 +162,7 @@ func (r *runState) renewToken(ctx context.Context) error {
 	tok := *r.tok
 	r.mu.Unlock()
 	tok.Renewed = r.l.stampNow()
-	data, err := json.Marshal(&tok)
+	data, err := tok.encode()
 	if err != nil {
 		return err
 	}
