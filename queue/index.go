@@ -66,6 +66,10 @@ type index struct {
 	// suspects are active tasks whose lock may be gone: the worker checks
 	// them (orphans) after each event.
 	suspects map[string]*itask
+	// endings are attempts whose holder ended them, by task id, as their
+	// lock's tombstone says (endingOf), while the queue's watch has not yet
+	// delivered that end.
+	endings map[string]ending
 	// sameHost are locks and tokens of this queue held by other processes
 	// of this host, by slot or token key.
 	sameHost map[string]holder
@@ -135,6 +139,7 @@ func newIndex(q string, cfg Config) *index {
 		slots: map[string]*session.Session{}, tokens: map[int]*token{}, reserved: map[int]bool{},
 		suspects: map[string]*itask{}, sameHost: map[string]holder{}, undecodable: map[string]uint64{},
 		claimers: map[string]time.Time{}, slotGone: map[string]uint64{}, tokenGone: map[int]uint64{},
+		endings: map[string]ending{},
 	}
 	for p := range x.ready {
 		x.ready[p].level = p
@@ -190,6 +195,9 @@ func (x *index) applyQueue(e kv.Entry, now time.Time) {
 
 func (x *index) applyTask(e kv.Entry, now time.Time) {
 	id := taskIDOf(x.q, e.Key)
+	if en, ok := x.endings[id]; ok && (e.Revision >= en.rev || !e.Live()) {
+		delete(x.endings, id)
+	}
 	if t := x.tasks[id]; t != nil && e.Revision < t.rev {
 		return // older than what a claim already told
 	}
@@ -411,8 +419,9 @@ func (x *index) applyToken(i int, e kv.Entry) {
 	}
 }
 
-// applySession takes one entry of the sessions watch.
-func (x *index) applySession(e kv.Entry) {
+// applySession takes one entry of the sessions watch, now being this
+// host's time of its arrival.
+func (x *index) applySession(e kv.Entry, now time.Time) {
 	x.sessSeq = max(x.sessSeq, e.Revision)
 	if old := x.slots[e.Key]; old != nil && old.Revision > e.Revision {
 		return
@@ -423,8 +432,59 @@ func (x *index) applySession(e kv.Entry) {
 		delete(x.slotGone, e.Key)
 	} else if len(x.keysOfSlot(e.Key)) > 0 {
 		x.slotGone[e.Key] = e.Revision
+		if id, en, ok := x.endingOf(e, now); ok {
+			x.endings[id] = en
+		}
 	}
 	x.setSlot(e.Key, s)
+}
+
+// metaEnded is the lock meta a worker's end writes into the lock's
+// tombstone: the revision of the task's write that ended the attempt.
+const metaEnded = "ended_rev"
+
+// endingWait bounds how long an attempt whose lock's tombstone says it was
+// ended waits for the queue's watch to deliver that end before it is
+// checked as an orphan (a record that only looks like such a tombstone
+// delays a recovery by no more).
+const endingWait = 2 * time.Second
+
+// ending is an attempt (its fence) whose holder wrote its end at rev and
+// then removed its lock: until the queue's watch delivers rev, the task
+// still looks active under a lock that is gone, and is no orphan.
+type ending struct {
+	fence, rev uint64
+	until      time.Time // when it is checked as an orphan all the same
+}
+
+// endingOf reads a lock's tombstone e: a task of this queue whose holder
+// ended its attempt at a revision the queue's watch has not delivered yet.
+func (x *index) endingOf(e kv.Entry, now time.Time) (string, ending, bool) {
+	if e.Op != kv.OpDelete || len(e.Value) == 0 {
+		return "", ending{}, false
+	}
+	var note session.Record
+	if note.UnmarshalJSON(e.Value) != nil || note.Slot != e.Key || note.Meta["queue"] != x.q || note.Fence == 0 {
+		return "", ending{}, false
+	}
+	id := note.Meta["task"]
+	rev, err := strconv.ParseUint(note.Meta[metaEnded], 10, 64)
+	if id == "" || err != nil || rev <= x.qSeq {
+		return "", ending{}, false
+	}
+	return id, ending{fence: note.Fence, rev: rev, until: now.Add(endingWait)}, true
+}
+
+// nextEnding is when the earliest ending stops holding its task back from
+// the orphan check (zero: none does).
+func (x *index) nextEnding() time.Time {
+	var at time.Time
+	for id, en := range x.endings {
+		if t := x.suspects[id]; t != nil && (at.IsZero() || en.until.Before(at)) {
+			at = en.until
+		}
+	}
+	return at
 }
 
 // lockView decodes what the view needs of a session: its fence, holder and
@@ -518,6 +578,11 @@ func (x *index) keysOfSlot(slot string) []*ikey {
 func (x *index) markSynced(head uint64) {
 	x.synced = true
 	x.sessSeq = max(x.sessSeq, head)
+	for id, en := range x.endings {
+		if en.rev <= x.qSeq {
+			delete(x.endings, id) // delivered, or the task's key is gone
+		}
+	}
 	for _, t := range x.tasks {
 		if t.state == StateActive {
 			x.suspects[t.id] = t
@@ -618,7 +683,7 @@ type orphan struct {
 // the slot holds no live session with that fence: revisions only grow, so
 // the fence's own creation was delivered (or superseded) by then. They
 // stay suspects until settled (see settling).
-func (x *index) orphans() []orphan {
+func (x *index) orphans(now time.Time) []orphan {
 	if !x.synced || len(x.suspects) == 0 {
 		return nil
 	}
@@ -635,6 +700,9 @@ func (x *index) orphans() []orphan {
 		}
 		if x.sessSeq < t.run.Fence {
 			continue // the lock's creation is not delivered yet
+		}
+		if en, ok := x.endings[id]; ok && en.fence == t.run.Fence && en.rev > x.qSeq && now.Before(en.until) {
+			continue // its holder ended it: the queue's watch brings that end
 		}
 		out = append(out, orphan{id: id, rev: t.rev, body: t.body, fence: t.run.Fence, slot: t.run.Slot})
 	}

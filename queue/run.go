@@ -282,6 +282,16 @@ func (l *loop) finish(r *runState, err error, took time.Duration) {
 		note.Result = session.ResultFail
 	}
 	note.RenewedAt = l.stampNow()
+	if out != nil {
+		// The task's end is written: the tombstone says at which revision,
+		// so that other workers, seeing the lock gone before the queue's
+		// watch brings that end, do not take the task for an orphan.
+		note.Meta = maps.Clone(note.Meta)
+		if note.Meta == nil {
+			note.Meta = map[string]string{}
+		}
+		note.Meta[metaEnded] = strconv.FormatUint(out.Revision, 10)
+	}
 	lockTomb, lerr := l.w.qs.m.DeleteRevision(ctx, sess.Slot, sess.Revision, &note)
 	var tokTomb uint64
 	tokErr := errors.New("no token")

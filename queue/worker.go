@@ -315,6 +315,9 @@ func (l *loop) wake(now time.Time) time.Duration {
 	if l.paused.After(now) {
 		d = min(d, l.paused.Sub(now))
 	}
+	if at := l.x.nextEnding(); !at.IsZero() {
+		d = min(d, at.Sub(now))
+	}
 	if at := l.syncedAt.Add(l.w.idle); l.w.maxTasks > 0 && l.w.idle >= 0 && l.started == 0 && !l.syncedAt.IsZero() && at.After(now) {
 		d = min(d, at.Sub(now))
 	}
@@ -363,7 +366,7 @@ func (l *loop) onSession(e *kv.Entry) {
 		l.maybeSynced()
 		return
 	}
-	l.x.applySession(*e)
+	l.x.applySession(*e, time.Now())
 	if r := l.bySlot[e.Key]; r != nil && e.Revision > r.fence {
 		if !e.Live() {
 			r.stop(ErrLockLost, l.w.grace)
@@ -507,7 +510,7 @@ func (l *loop) stopAll(cause error, within time.Duration) {
 // lost it), unless this worker runs them (it settles its own; should that
 // fail, they are suspects still once its run is over).
 func (l *loop) recover() {
-	for _, o := range l.x.orphans() {
+	for _, o := range l.x.orphans(time.Now()) {
 		key := "task:" + o.id
 		if r := l.running[o.id]; r != nil && r.fence == o.fence || l.recovering[key] {
 			continue
