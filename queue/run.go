@@ -96,6 +96,12 @@ func (r *runState) observe(e kv.Entry, grace time.Duration) {
 		r.stop(ErrLockLost, grace)
 		return
 	}
+	r.mu.Lock()
+	known := r.task != nil && e.Revision <= r.task.Revision
+	r.mu.Unlock()
+	if known {
+		return // its own write, or older: the record it has
+	}
 	t, err := decodeTask(r.l.w.q, e)
 	if err != nil {
 		return
@@ -292,12 +298,19 @@ func (l *loop) finish(r *runState, err error, took time.Duration) {
 		}
 		note.Meta[metaEnded] = strconv.FormatUint(out.Revision, 10)
 	}
-	lockTomb, lerr := l.w.qs.m.DeleteRevision(ctx, sess.Slot, sess.Revision, &note)
+	// The lock and the token go at once, once the task is settled: a
+	// crash between them leaves one of them to its TTL (or to a worker of
+	// this host), as a crash after either would (adr/0020).
 	var tokTomb uint64
 	tokErr := errors.New("no token")
+	var tokWG sync.WaitGroup
 	if tok != nil {
-		tokTomb, tokErr = l.w.qs.bucket.DeleteRevision(ctx, tokenKey(r.cfg.Queue, r.token), tok.rev, nil)
+		tokWG.Go(func() {
+			tokTomb, tokErr = l.w.qs.bucket.DeleteRevision(ctx, tokenKey(r.cfg.Queue, r.token), tok.rev, nil)
+		})
 	}
+	lockTomb, lerr := l.w.qs.m.DeleteRevision(ctx, sess.Slot, sess.Revision, &note)
+	tokWG.Wait()
 	ev := Event{Kind: EventEnded, Task: out, Attempt: r.attempt, Fence: r.fence, Slot: r.slot, Reason: o.reason, ExitCode: o.exitCode, Took: took}
 	if werr != nil {
 		ev.Err = werr
