@@ -124,3 +124,92 @@ func FuzzDecodeTokenFast(f *testing.F) {
 		}
 	})
 }
+
+// generalTask is how UnmarshalJSON reads a task without the fast way.
+func generalTask(data []byte) (Task, error) {
+	var t Task
+	err := t.unmarshalGeneral(data)
+	return t, err
+}
+
+// Every task this version writes, in every state, is read whole the fast
+// way as the general way reads it.
+func TestDecodeTaskFast_WhatThisVersionWrites(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	plain := []string{"", "a", "alice", "T-42", "x y", "é", "~!@#$%^*()"}
+	str := func() string { return plain[rng.IntN(len(plain))] }
+	now := time.Date(2026, 11, 25, 16, 0, 0, 123456789, time.UTC)
+	for round := range 3000 {
+		task := &Task{ID: str(), Queue: "q", Key: str(), Priority: Priorities[rng.IntN(3)], State: States[rng.IntN(len(States))],
+			Attempts: rng.IntN(5), Seq: rng.Uint64N(1 << 40), AddedAt: now, UpdatedAt: now.Add(time.Second), CancelRequested: rng.IntN(4) == 0}
+		if rng.IntN(2) == 0 {
+			task.Labels = map[string]string{str(): str()}
+		}
+		if n := rng.IntN(3); n > 0 {
+			task.Payload = make([]byte, rng.IntN(50)*(n-1))
+			for i := range task.Payload {
+				task.Payload[i] = byte(rng.IntN(256))
+			}
+		}
+		if rng.IntN(2) == 0 {
+			task.Run = &Run{Attempt: rng.IntN(3), Slot: str(), Lane: rng.IntN(2), Fence: rng.Uint64N(100), Token: rng.IntN(3) - 1,
+				Host: str(), PID: rng.IntN(9), PIDStart: str(), Instance: str(), Claimed: rng.Uint64N(100), StartedAt: now}
+		}
+		if rng.IntN(2) == 0 {
+			task.Result = &Result{Attempt: rng.IntN(3), Reason: str(), Error: str(), Slot: str(), Fence: rng.Uint64N(3), Host: str(),
+				PID: rng.IntN(3), Instance: str(), Claimed: rng.Uint64N(3), EndedAt: now}
+			if rng.IntN(2) == 0 {
+				task.Result.StartedAt = now
+				code := rng.IntN(3) - 1
+				task.Result.ExitCode = &code
+			}
+		}
+		if rng.IntN(3) == 0 {
+			task.RetryAfter = Duration(time.Duration(rng.IntN(100)) * time.Second)
+		}
+		b, err := encodeTask(task)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := generalTask(b)
+		if err != nil {
+			t.Fatalf("round %d: %s: %v", round, b, err)
+		}
+		got, ok := decodeTaskFast(b)
+		if !ok {
+			t.Fatalf("round %d: not read the fast way: %s", round, b)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("round %d: %s\n got %#v\nwant %#v", round, b, got, want)
+		}
+	}
+}
+
+// Whatever the fast way reads whole, the general way reads alike.
+func FuzzDecodeTaskFast(f *testing.F) {
+	code := 0
+	for _, task := range []*Task{
+		{ID: "t1", Queue: "q", Key: "k", Priority: Normal, State: StatePending, Payload: []byte{}},
+		{ID: "t1", Queue: "q", Key: "k", Priority: High, State: StateActive, Attempts: 1, Seq: 5, Labels: map[string]string{"a": "b"}, Payload: []byte("xyz"),
+			Run: &Run{Attempt: 1, Slot: "k", Fence: 7, Token: 3, Host: "h", PID: 9, PIDStart: "b:1", Instance: "i"}, CancelRequested: true},
+		{ID: "t1", Queue: "q", Key: "k", Priority: Low, State: StateFailed, Attempts: 1, Seq: 5, RetryAfter: Duration(time.Second),
+			Result: &Result{Attempt: 1, Reason: ReasonExit, ExitCode: &code, Error: "e", Slot: "k", Fence: 7, Host: "h", PID: 9, Instance: "i", Claimed: 8}},
+	} {
+		b, _ := encodeTask(task)
+		f.Add(b)
+	}
+	f.Add([]byte(`{"id":"t1","queue":"q","key":"k","priority":"normal","labels":null,"payload":"eA","state":"pending","attempts":0,"seq":0,"added_at":"0001-01-01T00:00:00Z","updated_at":"0001-01-01T00:00:00Z"}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, ok := decodeTaskFast(data)
+		if !ok {
+			return
+		}
+		want, err := generalTask(data)
+		if err != nil {
+			t.Fatalf("%q: read the fast way, refused the general way: %v", data, err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%q:\n got %#v\nwant %#v", data, got, want)
+		}
+	})
+}

@@ -205,6 +205,15 @@ func (t Task) MarshalJSON() ([]byte, error) {
 
 // UnmarshalJSON reads the known fields and keeps the others.
 func (t *Task) UnmarshalJSON(data []byte) error {
+	if fast, ok := decodeTaskFast(data); ok {
+		*t = fast
+		return nil
+	}
+	return t.unmarshalGeneral(data)
+}
+
+// unmarshalGeneral is UnmarshalJSON for any record, of any version.
+func (t *Task) unmarshalGeneral(data []byte) error {
 	var f taskFields
 	unknown, err := jsonrec.Unmarshal(data, &f, taskKnown)
 	if err != nil {

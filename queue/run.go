@@ -32,6 +32,10 @@ type runState struct {
 	kept   chan struct{} // closed when the keepalive has stopped
 	kctx   context.Context
 	stopK  context.CancelFunc
+	// keepAt starts the keepalive when its first renewal is due (nil: it
+	// never runs); keepDone is told when it is over or will never run.
+	keepAt   *time.Timer
+	keepDone func()
 
 	// writing serializes the writes of the lock (renewals, the child's
 	// pid); mu guards the fields below and is never held across a write.
@@ -98,9 +102,10 @@ func (r *runState) observe(e kv.Entry, grace time.Duration) {
 	}
 	r.mu.Lock()
 	known := r.task != nil && e.Revision <= r.task.Revision
+	ending := r.ending
 	r.mu.Unlock()
-	if known {
-		return // its own write, or older: the record it has
+	if known || ending {
+		return // its own write, or older; or the work is over: nothing to stop
 	}
 	t, err := decodeTask(r.l.w.q, e)
 	if err != nil {
@@ -119,6 +124,29 @@ func (r *runState) observe(e kv.Entry, grace time.Duration) {
 	case t.CancelRequested:
 		r.stop(ErrCancelled, grace)
 	}
+}
+
+// startKeep starts the keepalive when its first renewal is due (a third of
+// the TTL after the claim), and tells done when it is over: a task that
+// ends before then, as most do, costs no goroutine, and its end does not
+// wait for one to be scheduled and stop.
+func (r *runState) startKeep(done func()) {
+	r.keepDone = done
+	r.keepAt = time.AfterFunc(time.Until(r.sched.Wake()), func() {
+		defer done()
+		r.keep()
+	})
+}
+
+// stopKeep stops the keepalive and waits until it has stopped.
+func (r *runState) stopKeep() {
+	r.stopK()
+	if r.keepAt != nil && r.keepAt.Stop() {
+		close(r.kept) // it never ran
+		r.keepDone()
+		return
+	}
+	<-r.kept
 }
 
 // keep renews the key lock and the token on the keepalive schedule until
@@ -270,8 +298,7 @@ func (l *loop) finish(r *runState, err error, took time.Duration) {
 	r.mu.Lock()
 	r.ending = true
 	r.mu.Unlock()
-	r.stopK()
-	<-r.kept
+	r.stopKeep()
 	o := r.outcomeOf(err)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*l.w.qs.bucket.Client().Timeout())
 	defer cancel()

@@ -454,7 +454,7 @@ func (l *loop) claimed(pk pick, cfg Config, c *claimed, err error) {
 	}
 	l.track(r)
 	l.bg.Add(2)
-	go func() { defer l.bg.Done(); r.keep() }()
+	r.startKeep(l.bg.Done)
 	go func() { defer l.bg.Done(); l.work(r) }()
 	l.checkRun(r)
 }
