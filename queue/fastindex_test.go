@@ -6,13 +6,47 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/batonhq/baton/session"
 )
 
+// indexed is what the view reads of a task, and the queue it names.
+type indexed struct {
+	v     taskVersion
+	queue string
+}
+
 // generalIndex is how the view reads a task without the fast way.
-func generalIndex(data []byte) (taskIndexView, error) {
+func generalIndex(data []byte) (indexed, error) {
 	var v taskIndexView
-	err := json.Unmarshal(data, &v)
-	return v, err
+	if err := json.Unmarshal(data, &v); err != nil {
+		return indexed{}, err
+	}
+	d, q := v.version()
+	return indexed{d, q}, nil
+}
+
+// fastIndex is how the view reads a task the fast way.
+func fastIndex(data []byte) (indexed, bool) {
+	d, q, ok := indexTaskFast(data)
+	return indexed{d, q}, ok
+}
+
+// TestQuotedNames holds the names read without a copy to the lists.
+func TestQuotedNames(t *testing.T) {
+	for i, p := range Priorities {
+		if quotedPriorities[i] != `"`+string(p)+`"` {
+			t.Errorf("priority %d: %s, want %q", i, quotedPriorities[i], p)
+		}
+	}
+	for i, st := range States {
+		if quotedStates[i] != `"`+string(st)+`"` {
+			t.Errorf("state %d: %s, want %q", i, quotedStates[i], st)
+		}
+	}
+	if len(quotedPriorities) != len(Priorities) || len(quotedStates) != len(States) {
+		t.Errorf("%d priorities and %d states quoted, for %d and %d", len(quotedPriorities), len(quotedStates), len(Priorities), len(States))
+	}
 }
 
 // Every task this version writes with plain strings, in every state, is
@@ -56,7 +90,7 @@ func TestIndexTaskFast_WhatThisVersionWrites(t *testing.T) {
 		if err != nil {
 			t.Fatalf("round %d: %s: %v", round, b, err)
 		}
-		got, ok := indexTaskFast(b)
+		got, ok := fastIndex(b)
 		if !ok {
 			t.Fatalf("round %d: not read the fast way: %s", round, b)
 		}
@@ -82,7 +116,7 @@ func FuzzIndexTaskFast(f *testing.F) {
 	}
 	f.Add([]byte(`{"id":"t1","queue":"q","key":"k","priority":"normal","labels":null,"payload":null,"state":"pending","attempts":0,"seq":0,"added_at":"x","updated_at":"","cancel_requested":false,"retry_after":"-1h"}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		got, ok := indexTaskFast(data)
+		got, ok := fastIndex(data)
 		if !ok {
 			return
 		}
@@ -207,6 +241,38 @@ func FuzzDecodeTaskFast(f *testing.F) {
 		want, err := generalTask(data)
 		if err != nil {
 			t.Fatalf("%q: read the fast way, refused the general way: %v", data, err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%q:\n got %#v\nwant %#v", data, got, want)
+		}
+	})
+}
+
+// Key locks and their tombstones' notes as session writes them are read
+// the fast way; whatever the fast way reads, encoding/json reads alike.
+func FuzzScanLock(f *testing.F) {
+	now := time.Date(2026, 11, 26, 4, 5, 6, 789, time.UTC)
+	for _, r := range []session.Record{
+		{Slot: "k", TaskID: "t1", AgentID: "queue q", Host: "h", PID: 9, PIDStart: "b:1", Instance: "i", StartedAt: now, RenewedAt: now,
+			Meta: map[string]string{"queue": "q", "task": "t1", "attempt": "1"}},
+		{Slot: "k", Host: "h", Fence: 7, Result: session.ResultSuccess, Message: "m", Renewals: 2,
+			Meta: map[string]string{"queue": "q", "task": "t1", metaEnded: "12", "child_pid": "5"}},
+		{Slot: "k"},
+	} {
+		b, _ := r.MarshalJSON()
+		if _, ok := scanLock(b); !ok {
+			f.Fatalf("%s is not read the fast way", b)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, ok := scanLock(data)
+		if !ok {
+			return
+		}
+		var want lockFields
+		if err := json.Unmarshal(data, &want); err != nil {
+			t.Fatalf("%q: read the fast way, refused by encoding/json: %v", data, err)
 		}
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("%q:\n got %#v\nwant %#v", data, got, want)

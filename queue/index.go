@@ -5,6 +5,8 @@ import (
 	"container/heap"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -37,7 +39,7 @@ type index struct {
 	// active are the active tasks by the slot they ran under (two at once
 	// when an orphan is not settled yet and the next task of the key runs);
 	// nActive counts them.
-	active  map[string]map[string]*itask
+	active  map[string][]*itask
 	nActive int
 	// ahead are tasks this worker settled (final) before the watch said
 	// so, with that revision: older entries of them are not applied.
@@ -135,7 +137,7 @@ type ikey struct {
 func newIndex(q string, cfg Config) *index {
 	x := &index{
 		q: q, cfg: cfg,
-		tasks: map[string]*itask{}, keys: map[string]*ikey{}, active: map[string]map[string]*itask{}, ahead: map[string]uint64{},
+		tasks: map[string]*itask{}, keys: map[string]*ikey{}, active: map[string][]*itask{}, ahead: map[string]uint64{},
 		slots: map[string]*session.Session{}, tokens: map[int]*token{}, reserved: map[int]bool{},
 		suspects: map[string]*itask{}, sameHost: map[string]holder{}, undecodable: map[string]uint64{},
 		claimers: map[string]time.Time{}, slotGone: map[string]uint64{}, tokenGone: map[int]uint64{},
@@ -219,7 +221,7 @@ func (x *index) applyTask(e kv.Entry, now time.Time) {
 		return
 	}
 	delete(x.undecodable, id)
-	x.applyRecord(d, e.Value, now)
+	x.applyRecord(&d, e.Value, now)
 }
 
 // taskIndexView is what the view needs of a task record: decoding just it
@@ -254,81 +256,135 @@ type resultIndexView struct {
 	Claimed uint64 `json:"claimed"`
 }
 
-// indexTask decodes what the view needs of a task entry, checked as
-// decodeTask checks it.
-func indexTask(q string, e kv.Entry) (*Task, error) {
-	if t := bytes.TrimLeft(e.Value, " \t\r\n"); len(t) == 0 || t[0] != '{' {
-		return nil, errors.New("the record is not a JSON object")
-	}
-	v, ok := indexTaskFast(e.Value)
-	if !ok {
-		v = taskIndexView{}
-		if err := json.Unmarshal(e.Value, &v); err != nil {
-			return nil, err
-		}
-	}
-	t := Task{ID: v.ID, Queue: v.Queue, Key: v.Key, Priority: v.Priority, State: v.State, Attempts: v.Attempts,
-		Seq: v.Seq, CancelRequested: v.CancelRequested, RetryAfter: v.RetryAfter}
-	if r := v.Run; r != nil {
-		t.Run = &Run{Attempt: r.Attempt, Slot: r.Slot, Lane: r.Lane, Fence: r.Fence, Token: r.Token, Instance: r.Instance, Claimed: r.Claimed}
-	}
-	if v.Result != nil {
-		t.Result = &Result{Claimed: v.Result.Claimed}
-	}
-	return checkTask(q, e, &t)
+// taskVersion is what the view takes of a version of a task: read from
+// its watch (indexTask), or from a task this worker wrote (versionOf). It
+// is a value, not a Task: a worker reads every version of every task of
+// its queue, and a Task on the heap for each was most of what it
+// allocated.
+type taskVersion struct {
+	id, key    string
+	priority   Priority
+	state      State
+	attempts   int
+	seq        uint64
+	run        *Run   // the attempt in progress (active)
+	claimed    uint64 // the revision that started the current or last attempt (claimedRev)
+	cancel     bool
+	retryAfter Duration
+	rev        uint64
+	written    time.Time
 }
 
-// applyRecord takes a decoded task at d.Revision (written at d.Written,
+// versionOf is t as the view takes it.
+func versionOf(t *Task) taskVersion {
+	return taskVersion{id: t.ID, key: t.Key, priority: t.Priority, state: t.State, attempts: t.Attempts, seq: t.Seq,
+		run: t.Run, claimed: t.claimedRev(), cancel: t.CancelRequested, retryAfter: t.RetryAfter, rev: t.Revision, written: t.Written}
+}
+
+// indexTask decodes what the view needs of a task entry, checked as
+// decodeTask checks it.
+func indexTask(q string, e kv.Entry) (taskVersion, error) {
+	if t := bytes.TrimLeft(e.Value, " \t\r\n"); len(t) == 0 || t[0] != '{' {
+		return taskVersion{}, errors.New("the record is not a JSON object")
+	}
+	d, queue, ok := indexTaskFast(e.Value)
+	if !ok {
+		var v taskIndexView
+		if err := json.Unmarshal(e.Value, &v); err != nil {
+			return taskVersion{}, err
+		}
+		d, queue = v.version()
+	}
+	// As checkTask checks a whole task.
+	if id := taskIDOf(q, e.Key); d.id != id || queue != q {
+		return taskVersion{}, fmt.Errorf("record names task %q of queue %q, stored as %q", d.id, queue, e.Key)
+	}
+	if d.seq == 0 {
+		d.seq = e.Revision
+	}
+	if d.run != nil && d.run.Claimed == 0 {
+		d.run.Claimed = e.Revision
+	}
+	if d.run != nil {
+		d.claimed = d.run.Claimed
+	}
+	if d.priority.rank() < 0 {
+		return taskVersion{}, fmt.Errorf("priority %q", d.priority)
+	}
+	switch d.state {
+	case StatePending, StateFailed, StateDone, StateDead, StateCancelled:
+	case StateActive:
+		if d.run == nil {
+			return taskVersion{}, fmt.Errorf("active without a run")
+		}
+	default:
+		return taskVersion{}, fmt.Errorf("state %q", d.state)
+	}
+	d.rev, d.written = e.Revision, e.Created
+	return d, nil
+}
+
+// version is what the view takes of v, and the queue it names.
+func (v *taskIndexView) version() (taskVersion, string) {
+	d := taskVersion{id: v.ID, key: v.Key, priority: v.Priority, state: v.State, attempts: v.Attempts, seq: v.Seq,
+		cancel: v.CancelRequested, retryAfter: v.RetryAfter}
+	if r := v.Run; r != nil {
+		d.run = &Run{Attempt: r.Attempt, Slot: r.Slot, Lane: r.Lane, Fence: r.Fence, Token: r.Token, Instance: r.Instance, Claimed: r.Claimed}
+	}
+	if v.Result != nil {
+		d.claimed = v.Result.Claimed
+	}
+	return d, v.Queue
+}
+
+// applyRecord takes a version of a task at d.rev (written at d.written,
 // server time); value is its record as stored, kept to claim it later.
-func (x *index) applyRecord(d *Task, value []byte, now time.Time) {
-	t := x.tasks[d.ID]
-	if t != nil && d.Revision < t.rev {
+func (x *index) applyRecord(d *taskVersion, value []byte, now time.Time) {
+	t := x.tasks[d.id]
+	if t != nil && d.rev < t.rev {
 		return
 	}
-	k := x.key(d.Key)
-	if c := d.claimedRev(); c > k.served {
+	k := x.key(d.key)
+	if c := d.claimed; c > k.served {
 		k.served = c
 		x.refresh(k)
 	}
-	if d.State.Final() {
-		if d.Revision > x.qSeq {
-			x.ahead[d.ID] = d.Revision
+	if d.state.Final() {
+		if d.rev > x.qSeq {
+			x.ahead[d.id] = d.rev
 		}
 		x.drop(t)
 		return
 	}
 	if t == nil {
-		t = &itask{id: d.ID, key: d.Key, prio: d.Priority.rank(), seq: d.Seq}
-		x.tasks[d.ID] = t
+		t = &itask{id: d.id, key: d.key, prio: d.priority.rank(), seq: d.seq}
+		x.tasks[d.id] = t
 	}
-	if t.state == StateActive && (d.State != StateActive || t.run.Slot != d.Run.Slot || t.run.Fence != d.Run.Fence) {
+	if t.state == StateActive && (d.state != StateActive || t.run.Slot != d.run.Slot || t.run.Fence != d.run.Fence) {
 		x.unsetActive(t)
 	}
 	x.setBody(t, nil)
-	t.rev, t.state, t.attempts, t.cancel, t.seq = d.Revision, d.State, d.Attempts, d.CancelRequested, d.Seq
-	switch d.State {
+	t.rev, t.state, t.attempts, t.cancel, t.seq = d.rev, d.state, d.attempts, d.cancel, d.seq
+	switch d.state {
 	case StateActive:
 		x.dequeue(t)
-		if d.Run.Instance != x.myInstance && d.Run.Claimed == d.Revision {
-			x.claimers[d.Run.Instance] = now
+		if d.run.Instance != x.myInstance && d.run.Claimed == d.rev {
+			x.claimers[d.run.Instance] = now
 		}
 		if t.run == nil {
-			if x.active[d.Run.Slot] == nil {
-				x.active[d.Run.Slot] = map[string]*itask{}
-			}
-			x.active[d.Run.Slot][t.id] = t
+			x.active[d.run.Slot] = append(x.active[d.run.Slot], t)
 			x.nActive++
 		}
-		t.run = d.Run
+		t.run = d.run
 		x.suspects[t.id] = t
 	case StatePending:
 		x.setBody(t, value)
 		x.enqueue(t)
 	case StateFailed:
 		x.setBody(t, value)
-		t.due = d.Written.Add(time.Duration(d.RetryAfter)).Add(-x.offset)
-		if d.Written.IsZero() {
-			t.due = now.Add(time.Duration(d.RetryAfter)) // written just now by this worker
+		t.due = d.written.Add(time.Duration(d.retryAfter)).Add(-x.offset)
+		if d.written.IsZero() {
+			t.due = now.Add(time.Duration(d.retryAfter)) // written just now by this worker
 		}
 		if !t.due.After(now) {
 			x.enqueue(t)
@@ -369,11 +425,14 @@ func (x *index) drop(t *itask) {
 
 func (x *index) unsetActive(t *itask) {
 	if t.run != nil {
-		if on := x.active[t.run.Slot]; on[t.id] == t {
-			delete(on, t.id)
+		on := x.active[t.run.Slot]
+		if i := slices.Index(on, t); i >= 0 {
+			on = slices.Delete(on, i, i+1)
 			x.nActive--
 			if len(on) == 0 {
 				delete(x.active, t.run.Slot)
+			} else {
+				x.active[t.run.Slot] = on
 			}
 		}
 	}
@@ -430,7 +489,7 @@ func (x *index) applySession(e kv.Entry, now time.Time) {
 	if e.Live() {
 		s = lockView(e)
 		delete(x.slotGone, e.Key)
-	} else if len(x.keysOfSlot(e.Key)) > 0 {
+	} else if ks := x.keysOfSlot(e.Key); ks[0] != nil || ks[1] != nil {
 		x.slotGone[e.Key] = e.Revision
 		if id, en, ok := x.endingOf(e, now); ok {
 			x.endings[id] = en
@@ -463,8 +522,8 @@ func (x *index) endingOf(e kv.Entry, now time.Time) (string, ending, bool) {
 	if e.Op != kv.OpDelete || len(e.Value) == 0 {
 		return "", ending{}, false
 	}
-	var note session.Record
-	if note.UnmarshalJSON(e.Value) != nil || note.Slot != e.Key || note.Meta["queue"] != x.q || note.Fence == 0 {
+	note, ok := readLock(e.Value)
+	if !ok || note.Slot != e.Key || note.Meta["queue"] != x.q || note.Fence == 0 {
 		return "", ending{}, false
 	}
 	id := note.Meta["task"]
@@ -490,26 +549,10 @@ func (x *index) nextEnding() time.Time {
 // lockView decodes what the view needs of a session: its fence, holder and
 // meta. One that does not decode is held by nobody-knows-who (fence 0).
 func lockView(e kv.Entry) *session.Session {
-	var v struct {
-		Slot     string            `json:"slot"`
-		Host     string            `json:"host"`
-		PID      int               `json:"pid"`
-		PIDStart string            `json:"pid_start"`
-		Instance string            `json:"instance"`
-		Fence    uint64            `json:"fence"`
-		Meta     map[string]string `json:"meta"`
-	}
 	s := &session.Session{Revision: e.Revision, Written: e.Created, TTL: e.TTL}
 	s.Slot = e.Key
-	// A record as this version writes it decodes by session's own fast
-	// way, to the same values; anything else as before.
-	var r session.Record
-	if err := r.UnmarshalJSON(e.Value); err == nil {
-		v.Slot, v.Host, v.PID, v.PIDStart, v.Instance, v.Fence, v.Meta = r.Slot, r.Host, r.PID, r.PIDStart, r.Instance, r.Fence, r.Meta
-	} else if err := json.Unmarshal(e.Value, &v); err != nil {
-		return s
-	}
-	if v.Slot != e.Key {
+	v, ok := readLock(e.Value)
+	if !ok || v.Slot != e.Key {
 		return s
 	}
 	s.Host, s.PID, s.PIDStart, s.Instance, s.Fence, s.Meta = v.Host, v.PID, v.PIDStart, v.Instance, v.Fence, v.Meta
@@ -517,6 +560,28 @@ func lockView(e kv.Entry) *session.Session {
 		s.Fence = e.Revision
 	}
 	return s
+}
+
+// lockFields is what the view needs of a session record (a key lock, or a
+// lock's tombstone note).
+type lockFields struct {
+	Slot     string            `json:"slot"`
+	Host     string            `json:"host"`
+	PID      int               `json:"pid"`
+	PIDStart string            `json:"pid_start"`
+	Instance string            `json:"instance"`
+	Fence    uint64            `json:"fence"`
+	Meta     map[string]string `json:"meta"`
+}
+
+// readLock reads a session record's lockFields: the layout this version
+// writes the fast way (scanLock), anything else as encoding/json reads it.
+func readLock(data []byte) (lockFields, bool) {
+	if v, ok := scanLock(data); ok {
+		return v, true
+	}
+	var v lockFields
+	return v, json.Unmarshal(data, &v) == nil
 }
 
 // setSlot records slot's live session s (nil: none) and refreshes what
@@ -540,6 +605,9 @@ func (x *index) setSlot(slot string, s *session.Session) {
 		x.suspects[t.id] = t
 	}
 	for _, k := range x.keysOfSlot(slot) {
+		if k == nil {
+			continue
+		}
 		x.refresh(k)
 	}
 }
@@ -550,22 +618,19 @@ func (x *index) isSameHost(host string, pid int, start string) bool {
 	return x.myPID != 0 && host == x.myHost && !(pid == x.myPID && start == x.myStart)
 }
 
-// keysOfSlot are the known keys one of whose lanes is slot.
-func (x *index) keysOfSlot(slot string) []*ikey {
+// keysOfSlot are the known keys one of whose lanes is slot (at most two:
+// the key named slot, and the key whose lane it is), nil where none.
+func (x *index) keysOfSlot(slot string) [2]*ikey {
+	var out [2]*ikey
 	rest, ok := strings.CutPrefix(slot, x.cfg.SlotPrefix)
 	if !ok {
-		return nil
+		return out
 	}
-	var out []*ikey
-	if k := x.keys[rest]; k != nil {
-		out = append(out, k)
-	}
+	out[0] = x.keys[rest]
 	if x.cfg.PerKey > 1 {
 		if i := strings.LastIndexByte(rest, '.'); i > 0 {
 			if lane, err := strconv.Atoi(rest[i+1:]); err == nil && lane >= 1 && lane < x.cfg.PerKey && rest[i+1] != '0' {
-				if k := x.keys[rest[:i]]; k != nil {
-					out = append(out, k)
-				}
+				out[1] = x.keys[rest[:i]]
 			}
 		}
 	}
@@ -608,7 +673,7 @@ func (x *index) enqueue(t *itask) {
 	t.queued = true
 	t.gen++
 	k := x.key(t.key)
-	heap.Push(&k.fifo[t.prio], fifoItem{t: t, gen: t.gen})
+	k.fifo[t.prio].push(fifoItem{t: t, gen: t.gen})
 	x.refresh(k)
 }
 
@@ -631,7 +696,7 @@ func (k *ikey) peek(p int) *itask {
 		if it.t.queued && it.t.gen == it.gen {
 			return it.t
 		}
-		heap.Pop(f)
+		f.popTop()
 	}
 	return nil
 }

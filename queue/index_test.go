@@ -400,7 +400,8 @@ func TestIndex_AnEndAheadOfTheWatchIsNotUndone(t *testing.T) {
 	v := newView(t, DefaultConfig("q"))
 	v.add("a", "K", Normal)
 	pk, _ := v.claim()
-	v.x.applyRecord(&Task{ID: "a", Queue: "q", Key: "K", State: StateDone, Revision: v.rev + 10}, nil, v.now)
+	d := versionOf(&Task{ID: "a", Queue: "q", Key: "K", State: StateDone, Revision: v.rev + 10})
+	v.x.applyRecord(&d, nil, v.now)
 	// The watch now delivers the claim (older) it had not delivered yet.
 	v.task(Task{ID: "a", Key: "K", State: StateActive, Attempts: 1, Seq: pk.task.seq,
 		Run: &Run{Slot: "K", Fence: 2, Instance: "me"}})

@@ -182,7 +182,8 @@ func (x *index) release(pk pick, c *claimed, now time.Time) {
 			x.setSlot(pk.slot, c.sess)
 		}
 		if c.task != nil && c.task.Revision > x.qSeq {
-			x.applyRecord(c.task, c.value, now)
+			d := versionOf(c.task)
+			x.applyRecord(&d, c.value, now)
 		}
 	}
 	if pk.token >= 0 && x.tokens[pk.token] == nil && pk.token < x.cfg.MaxActive {

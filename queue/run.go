@@ -347,7 +347,8 @@ func (l *loop) finish(r *runState, err error, took time.Duration) {
 	l.results <- func() {
 		l.untrack(r)
 		if out != nil && out.Revision > l.x.qSeq {
-			l.x.applyRecord(out, nil, time.Now())
+			d := versionOf(out)
+			l.x.applyRecord(&d, nil, time.Now())
 		}
 		if werr != nil {
 			l.x.suspect(r.id) // not settled: put back once its lock is gone

@@ -541,7 +541,8 @@ func (l *loop) recover() {
 					l.x.suspect(o.id)
 					l.w.emit(Event{Kind: EventError, Err: fmt.Errorf("put back task %s of a lost lock: %w", o.id, err)})
 				case t != nil && t.Revision > l.x.qSeq:
-					l.x.applyRecord(t, nil, time.Now())
+					d := versionOf(t)
+					l.x.applyRecord(&d, nil, time.Now())
 				}
 			}
 		}()
