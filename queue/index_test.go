@@ -365,6 +365,38 @@ func TestIndex_ContendedWorkersSpreadLoneWorkerKeepsTheOrder(t *testing.T) {
 	}
 }
 
+// A worker that finds none of its own share among the first few keys takes
+// the last of them, not the first, which the worker whose share it is takes
+// at the same moment.
+func TestIndex_AWorkerAheadTakesTheLastOfTheFewNotTheFirst(t *testing.T) {
+	v := newView(t, DefaultConfig("q"))
+	for _, other := range []string{"a", "b", "z"} {
+		v.x.claimers[other] = time.Now()
+	}
+	rank, n := v.x.contenders(time.Now())
+	// The first 4n keys in the order, none of them this worker's share,
+	// then one of its share.
+	var keys []string
+	for i := 0; len(keys) < 4*n; i++ {
+		if k := fmt.Sprintf("k%03d", i); int(hashOf(k)%uint32(n)) != rank {
+			keys = append(keys, k)
+		}
+	}
+	for i, k := range keys {
+		v.add(fmt.Sprintf("t%02d", i), k, Normal)
+	}
+	for i := 0; ; i++ {
+		if k := fmt.Sprintf("m%03d", i); int(hashOf(k)%uint32(n)) == rank {
+			v.add("mine", k, Normal)
+			break
+		}
+	}
+	pk, ok := v.x.next()
+	if !ok || pk.key.name != keys[len(keys)-1] {
+		t.Fatalf("picked key %s, want %s, the last of the first %d (none of them its share)", pk.key.name, keys[len(keys)-1], 4*n)
+	}
+}
+
 // An orphan not settled yet and the next task of its key active on the same
 // slot are both counted, and both uncounted when they end: capacity never
 // leaks (every worker would leak alike, and the queue would stall).
