@@ -36,3 +36,6 @@ func RefuseStale(c *Client, n int32) { c.refuseStale.Store(n) }
 
 // InTouch is inTouch, for its test.
 func InTouch(st StreamStatus) bool { return inTouch(st) }
+
+// ParsePubAck is parsePubAck, for its tests.
+func ParsePubAck(data []byte) (uint64, bool) { return parsePubAck(data) }

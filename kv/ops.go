@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -217,14 +218,14 @@ func (b *Bucket) create(ctx context.Context, key string, value []byte, ttl time.
 	if err := b.checkWrite(key, ttl); err != nil {
 		return 0, err
 	}
-	ctx, cancel := b.c.callCtx(ctx)
-	defer cancel()
+	k := b.c.newCall(ctx)
+	defer k.end()
 	for attempt := 1; ; attempt++ {
-		rev, err := w.try(b.publish(ctx, b.putMsg(key, value, ttl, expected)))
+		rev, err := w.try(b.publish(&k, b.putMsg(key, value, ttl, expected), expected))
 		if !w.undecided(err) {
 			return rev, err
 		}
-		cur, rerr := b.latestAtLeast(ctx, key, b.c.known(expected), false)
+		cur, rerr := b.latestAtLeast(k.context(), key, b.c.known(expected), false)
 		switch {
 		case errors.Is(rerr, ErrNotFound):
 			expected = 0
@@ -270,14 +271,14 @@ func (b *Bucket) update(ctx context.Context, key string, value []byte, ttl time.
 	if rev == 0 {
 		return 0, fmt.Errorf("%w: update of %q needs the revision it replaces", ErrInvalidConfig, key)
 	}
-	ctx, cancel := b.c.callCtx(ctx)
-	defer cancel()
+	k := b.c.newCall(ctx)
+	defer k.end()
 	for attempt := 1; ; attempt++ {
-		newRev, err := w.try(b.publish(ctx, b.putMsg(key, value, ttl, rev)))
+		newRev, err := w.try(b.publish(&k, b.putMsg(key, value, ttl, rev), rev))
 		if !w.undecided(err) {
 			return newRev, err
 		}
-		cur, rerr := b.latestAtLeast(ctx, key, b.c.known(rev), false)
+		cur, rerr := b.latestAtLeast(k.context(), key, b.c.known(rev), false)
 		switch {
 		case errors.Is(rerr, ErrNotFound):
 			return 0, &ConflictError{Key: key, Expected: rev, Err: err}
@@ -325,14 +326,14 @@ func (b *Bucket) deleteRevision(ctx context.Context, key string, rev uint64, not
 	if rev == 0 {
 		return 0, fmt.Errorf("%w: delete of %q needs the revision it removes", ErrInvalidConfig, key)
 	}
-	ctx, cancel := b.c.callCtx(ctx)
-	defer cancel()
+	k := b.c.newCall(ctx)
+	defer k.end()
 	for attempt := 1; ; attempt++ {
-		tomb, err := w.try(b.publish(ctx, b.deleteMsg(key, note, rev)))
+		tomb, err := w.try(b.publish(&k, b.deleteMsg(key, note, rev), rev))
 		if !w.undecided(err) {
 			return tomb, err
 		}
-		cur, rerr := b.latestAtLeast(ctx, key, b.c.known(rev), false)
+		cur, rerr := b.latestAtLeast(k.context(), key, b.c.known(rev), false)
 		switch {
 		case errors.Is(rerr, ErrNotFound):
 			return 0, &ConflictError{Key: key, Expected: rev, Err: err}
@@ -407,26 +408,26 @@ func (b *Bucket) checkWrite(key string, ttl time.Duration) error {
 }
 
 func (b *Bucket) putMsg(key string, value []byte, ttl time.Duration, expected uint64) *nats.Msg {
-	m := &nats.Msg{Subject: b.prefix + key, Data: value, Header: nats.Header{}}
-	m.Header.Set(hdrExpectedLastSS, strconv.FormatUint(expected, 10))
+	h := make(nats.Header, 2)
+	h[hdrExpectedLastSS] = []string{strconv.FormatUint(expected, 10)}
 	if ttl > 0 {
-		m.Header.Set(hdrTTL, ttl.String())
+		h[hdrTTL] = []string{ttl.String()}
 	}
-	return m
+	return &nats.Msg{Subject: b.prefix + key, Data: value, Header: h}
 }
 
 // deleteMsg is a purge that rolls up the key's revisions into a tombstone
 // that expires after the bucket's marker TTL (a plain delete tombstone would
 // stay forever, and on expiry the server would add a second marker).
 func (b *Bucket) deleteMsg(key string, note []byte, expected uint64) *nats.Msg {
-	m := &nats.Msg{Subject: b.prefix + key, Data: note, Header: nats.Header{}}
-	m.Header.Set(hdrKVOperation, kvOpPurge)
-	m.Header.Set(hdrRollup, rollupSubject)
-	m.Header.Set(hdrExpectedLastSS, strconv.FormatUint(expected, 10))
+	h := make(nats.Header, 4)
+	h[hdrKVOperation] = []string{kvOpPurge}
+	h[hdrRollup] = []string{rollupSubject}
+	h[hdrExpectedLastSS] = []string{strconv.FormatUint(expected, 10)}
 	if ttl := b.tombstoneTTL(); ttl > 0 {
-		m.Header.Set(hdrTTL, ttl.String())
+		h[hdrTTL] = []string{ttl.String()}
 	}
-	return m
+	return &nats.Msg{Subject: b.prefix + key, Data: note, Header: h}
 }
 
 // tombstoneTTL is the TTL a delete gives its tombstone: the bucket's marker
@@ -446,18 +447,22 @@ var errNoAnswer = errors.New("kv: no answer to a write; it may have been applied
 var errMaybeApplied = errors.New("it may have been applied")
 
 // publish sends one write and waits for the stream's acknowledgement,
-// retrying while the stream elects a leader. A conflict comes back as
-// ErrConflict (wrapping the server's error) and a lost answer as
-// errNoAnswer; an error after an answer that leaves the write possibly
-// applied (503, an in-progress refusal, a deposed leader's refusal) wraps
-// errNoAnswer too, so that the caller re-reads, or errMaybeApplied when no
-// time is left to.
-func (b *Bucket) publish(ctx context.Context, m *nats.Msg) (uint64, error) {
-	what := "write " + b.cfg.Name + "/" + m.Subject[len(b.prefix):]
+// retrying while the stream elects a leader. expected is the revision the
+// write's header expects. A conflict comes back as ErrConflict (wrapping
+// the server's error) and a lost answer as errNoAnswer; an error after an
+// answer that leaves the write possibly applied (503, an in-progress
+// refusal, a deposed leader's refusal) wraps errNoAnswer too, so that the
+// caller re-reads, or errMaybeApplied when no time is left to.
+func (b *Bucket) publish(k *call, m *nats.Msg, expected uint64) (uint64, error) {
+	ack, err := b.sendOnce(k, m)
+	if err == nil && ack.Error == nil {
+		return ack.Seq, nil // the common case, kept apart from the retries below
+	}
+	key := m.Subject[len(b.prefix):]
 	backoff := 10 * time.Millisecond
 	retry := func() bool {
 		select {
-		case <-ctx.Done():
+		case <-k.context().Done():
 			return false
 		case <-time.After(backoff):
 			backoff = min(2*backoff, 250*time.Millisecond)
@@ -471,13 +476,13 @@ func (b *Bucket) publish(ctx context.Context, m *nats.Msg) (uint64, error) {
 	// the leader clears its mark just after the acknowledgement leaves. That
 	// leader did not apply the write; it is sent again after a pause a
 	// little longer each time, until the call's deadline (every call has
-	// one: callCtx). A rival's write in progress resolves the same way:
+	// one: newCall). A rival's write in progress resolves the same way:
 	// once it is applied, this one is refused as a real conflict. (The
 	// refusal may also be a deposed leader's, below.)
 	inProcess := 500 * time.Microsecond
 	retryInProcess := func() bool {
 		select {
-		case <-ctx.Done():
+		case <-k.context().Done():
 			return false
 		case <-time.After(inProcess):
 			inProcess = min(2*inProcess, 50*time.Millisecond)
@@ -500,25 +505,26 @@ func (b *Bucket) publish(ctx context.Context, m *nats.Msg) (uint64, error) {
 	// only) may be its own stuck proposal's. After either, the write may
 	// have landed.
 	maybe := false
-	expected, _ := strconv.ParseUint(m.Header.Get(hdrExpectedLastSS), 10, 64)
 	unsure := func(err error) error {
 		if maybe {
 			return fmt.Errorf("%w (%w)", err, errNoAnswer)
 		}
 		return err
 	}
-	for {
-		ack, err := b.sendOnce(ctx, m, what)
+	for attempt := 1; ; attempt++ {
+		if attempt > 1 {
+			ack, err = b.sendOnce(k, m)
+		}
 		if errors.Is(err, nats.ErrNoResponders) {
 			// No stream took the subject: a missing bucket, JetStream off, or
 			// a stream between leaders.
-			if _, ierr := b.c.streamInfo(ctx, b.stream); ierr != nil {
+			if _, ierr := b.c.streamInfo(k.context(), b.stream); ierr != nil {
 				return 0, ierr
 			}
 			if retry() {
 				continue
 			}
-			return 0, unsure(b.c.requestError(what, ctx.Err()))
+			return 0, unsure(b.c.requestError(b.what("write", key), k.context().Err()))
 		}
 		if err != nil {
 			return 0, unsure(err)
@@ -532,7 +538,7 @@ func (b *Bucket) publish(ctx context.Context, m *nats.Msg) (uint64, error) {
 			continue
 		case ack.Error.ErrorCode == codeWrongLastSeqConst:
 			// No time is left to find out by a re-read.
-			return 0, fmt.Errorf("%w: %s: the stream's leader kept refusing it while an earlier write of the key was in progress: %w (%w)", ErrUnavailable, what, error(ack.Error), errMaybeApplied)
+			return 0, fmt.Errorf("%w: %s: the stream's leader kept refusing it while an earlier write of the key was in progress: %w (%w)", ErrUnavailable, b.what("write", key), error(ack.Error), errMaybeApplied)
 		case isWrongLastSeq(ack.Error):
 			if last, ok := lastSeqOf(ack.Error); ok && last <= expected && b.c.clustered() {
 				maybe = true // answered from a copy older than the key: a deposed leader's
@@ -543,16 +549,19 @@ func (b *Bucket) publish(ctx context.Context, m *nats.Msg) (uint64, error) {
 			if retry() {
 				continue
 			}
-			return 0, unsure(b.c.streamError(what, ack.Error))
+			return 0, unsure(b.c.streamError(b.what("write", key), ack.Error))
 		default:
-			return 0, unsure(b.c.streamError(what, ack.Error))
+			return 0, unsure(b.c.streamError(b.what("write", key), ack.Error))
 		}
 	}
 }
 
+// what names an operation on key of this bucket, for errors.
+func (b *Bucket) what(op, key string) string { return op + " " + b.cfg.Name + "/" + key }
+
 // sendOnce sends one write and decodes its acknowledgement. A lost answer
 // is errNoAnswer; no responders is nats.ErrNoResponders, unwrapped.
-func (b *Bucket) sendOnce(ctx context.Context, m *nats.Msg, what string) (pubAckResponse, error) {
+func (b *Bucket) sendOnce(k *call, m *nats.Msg) (pubAckResponse, error) {
 	var ack pubAckResponse
 	if b.c.inProcess.Load() > 0 && b.c.inProcess.Add(-1) >= 0 {
 		// Fault injection (tests): refused unsent, as in progress.
@@ -564,7 +573,7 @@ func (b *Bucket) sendOnce(ctx context.Context, m *nats.Msg, what string) (pubAck
 		ack.Error = staleRefusal()
 		return ack, nil
 	}
-	actx, cancel := b.c.attemptCtx(ctx)
+	actx, cancel := k.attempt()
 	w := b.c.refusals.begin(m.Subject, cancel)
 	resp, err := b.c.nc.RequestMsgWithContext(actx, m)
 	err = b.c.refusals.end(w, err)
@@ -584,22 +593,129 @@ func (b *Bucket) sendOnce(ctx context.Context, m *nats.Msg, what string) (pubAck
 		ack.Error = &jetstream.APIError{Code: 503, Description: "JetStream system temporarily unavailable"}
 		return ack, nil
 	}
-	switch {
-	case errors.Is(err, nats.ErrNoResponders):
-		return ack, err
-	case err != nil && ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)):
-		return ack, errNoAnswer
-	case err != nil && ctx.Err() != nil:
-		// The caller's context ended: say so, even if an interruption (a
-		// lost connection, a new leader) ended the attempt at that moment.
-		return ack, b.c.requestError(what, ctx.Err())
-	case err != nil:
-		return ack, b.c.requestError(what, err)
+	if err != nil {
+		what := b.what("write", m.Subject[len(b.prefix):])
+		cerr := k.err()
+		switch {
+		case errors.Is(err, nats.ErrNoResponders):
+			return ack, err
+		case cerr == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)):
+			return ack, errNoAnswer
+		case cerr != nil:
+			// The caller's context ended: say so, even if an interruption (a
+			// lost connection, a new leader) ended the attempt at that moment.
+			return ack, b.c.requestError(what, cerr)
+		default:
+			return ack, b.c.requestError(what, err)
+		}
+	}
+	if seq, ok := parsePubAck(resp.Data); ok {
+		ack.Seq = seq
+		return ack, nil
 	}
 	if err := json.Unmarshal(resp.Data, &ack); err != nil {
-		return ack, fmt.Errorf("%s: undecodable acknowledgement from %s: %w", what, b.c.url, err)
+		return ack, fmt.Errorf("%s: undecodable acknowledgement from %s: %w", b.what("write", m.Subject[len(b.prefix):]), b.c.url, err)
 	}
 	return ack, nil
+}
+
+// parsePubAck reads an acknowledgement of a stored write in the form the
+// server writes it, {"stream":"NAME","seq":N}, and nothing else: anything
+// more (an error, a duplicate, a domain) is left to json.Unmarshal. A write
+// costs about as much CPU again to decode its answer the general way.
+func parsePubAck(data []byte) (uint64, bool) {
+	const head = `{"stream":"`
+	if len(data) < len(head) || string(data[:len(head)]) != head {
+		return 0, false
+	}
+	rest := data[len(head):]
+	i := 0
+	for i < len(rest) && rest[i] != '"' {
+		if c := rest[i]; c == '\\' || c < 0x20 || c >= 0x80 {
+			return 0, false
+		}
+		i++
+	}
+	const seq = `","seq":`
+	rest = rest[i:]
+	if len(rest) < len(seq) || string(rest[:len(seq)]) != seq {
+		return 0, false
+	}
+	rest = rest[len(seq):]
+	var n uint64
+	digits := 0
+	for digits < len(rest) && rest[digits] >= '0' && rest[digits] <= '9' {
+		d := uint64(rest[digits] - '0')
+		if n > (math.MaxUint64-d)/10 {
+			return 0, false
+		}
+		n = n*10 + d
+		digits++
+	}
+	if digits == 0 || rest[0] == '0' || digits+1 != len(rest) || rest[digits] != '}' {
+		return 0, false
+	}
+	return n, true
+}
+
+// call is one public operation's time: its caller's context, bounded by
+// the client's timeout as callCtx bounds it. The bounded context itself is
+// made only when the call needs it (a retry, a re-read), so that a write
+// answered at once makes one context, its attempt's.
+type call struct {
+	c      *Client
+	parent context.Context
+	// deadline is the call's own, when the client's timeout ends it before
+	// parent's deadline; zero when parent's comes first.
+	deadline time.Time
+	ctx      context.Context // the bounded context, once made
+	cancel   context.CancelFunc
+}
+
+func (c *Client) newCall(ctx context.Context) call {
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= c.timeout {
+		return call{c: c, parent: ctx, ctx: ctx}
+	}
+	return call{c: c, parent: ctx, deadline: time.Now().Add(c.timeout)}
+}
+
+// context is the call's context: parent bounded by the call's deadline.
+func (k *call) context() context.Context {
+	if k.ctx == nil {
+		k.ctx, k.cancel = context.WithDeadline(k.parent, k.deadline)
+	}
+	return k.ctx
+}
+
+// err is the call's context's error, without making it.
+func (k *call) err() error {
+	if k.ctx != nil {
+		return k.ctx.Err()
+	}
+	if err := k.parent.Err(); err != nil {
+		return err
+	}
+	if !time.Now().Before(k.deadline) {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
+// attempt is the context of one request of the call, as attemptCtx bounds
+// it, derived from parent while the call's own context is not made.
+func (k *call) attempt() (context.Context, context.CancelFunc) {
+	if k.ctx != nil {
+		return k.c.attemptCtx(k.ctx)
+	}
+	d := min(max(k.c.timeout/2, 250*time.Millisecond), time.Until(k.deadline)*3/4)
+	return context.WithTimeout(k.parent, d)
+}
+
+// end releases the call's context, if it was made.
+func (k *call) end() {
+	if k.cancel != nil {
+		k.cancel()
+	}
 }
 
 // clustered reports whether this client's connection has been to a server

@@ -79,6 +79,7 @@ func FuzzDecodeRecord(f *testing.F) {
 		if err != nil || !json.Valid(b) {
 			t.Fatalf("a record that decodes does not encode: %q: %s, %v", value, b, err)
 		}
+		checkAppendJSON(t, in.Record)
 		again, err := infoOf(kv.Entry{Key: e.Key, Value: b, Revision: rev})
 		if err != nil {
 			t.Fatalf("decode(encode(decode(%q))) = %v; wrote %s", value, err, b)
@@ -111,6 +112,63 @@ func FuzzDecodeRecord(f *testing.F) {
 			t.Fatalf("renewal of %q wrote %s:\n got %+v\nwant %+v", value, b, renewed.Record, next)
 		}
 	})
+}
+
+// checkAppendJSON fails t unless r's member-by-member writing, where it
+// writes r at all, is byte for byte encoding/json's.
+func checkAppendJSON(t *testing.T, r Record) {
+	t.Helper()
+	if len(r.unknown) > 0 {
+		return
+	}
+	if r.Meta == nil {
+		r.Meta = map[string]string{}
+	}
+	if r.Capabilities == nil {
+		r.Capabilities = []string{}
+	}
+	fast, ok := r.appendJSON()
+	if !ok {
+		return
+	}
+	general, err := json.Marshal(recordFields(r))
+	if err != nil || string(fast) != string(general) {
+		t.Fatalf("written member by member\n%s\nencoding/json (%v)\n%s", fast, err, general)
+	}
+}
+
+// TestAppendJSON_WritesWhatAcquireWrites: the records acquire and renewal
+// write take the member-by-member path, byte for byte encoding/json's.
+func TestAppendJSON_WritesWhatAcquireWrites(t *testing.T) {
+	now := time.Date(2026, 11, 26, 4, 5, 6, 789, time.UTC)
+	for _, r := range []Record{
+		{Key: "k", Holder: "h-1", Host: "host", PID: 1234, PIDStart: "boot:1", TTL: Duration(time.Minute), AcquiredAt: now, RenewedAt: now},
+		{Key: "k", Holder: "h-1", Host: "host", PID: 1, ChildPID: 2, ChildPIDStart: "boot:2", Fence: 9, TTL: Duration(10 * time.Second),
+			AcquiredAt: now, RenewedAt: now.Add(time.Second), Renewals: 3, TransferTo: "h-2", PrevHolder: "h-0", PrevFence: 4, Chosen: true,
+			Score: -3, Capabilities: []string{"gpu", "eu"}, Require: []string{"gpu"}, Meta: map[string]string{"b": "2", "a": "1", "c": ""}},
+	} {
+		if _, ok := r.appendJSON(); !ok {
+			t.Errorf("%+v is not written member by member", r)
+		}
+		checkAppendJSON(t, r)
+	}
+}
+
+// TestReleaseNote_EncodesAsEncodingJSON: a tombstone's note written member
+// by member is encoding/json's, and one it cannot write goes the general way.
+func TestReleaseNote_EncodesAsEncodingJSON(t *testing.T) {
+	now := time.Date(2026, 11, 26, 4, 5, 6, 789, time.UTC)
+	for _, n := range []releaseNote{
+		{Key: "k", Holder: "h-1", Fence: 42, Released: now},
+		{Key: "k", Holder: "<h\u00e9>", Fence: 1, Released: now},
+		{Key: "k", Holder: "h", Released: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)},
+	} {
+		got, gerr := n.encode()
+		want, werr := json.Marshal(n)
+		if string(got) != string(want) || (gerr == nil) != (werr == nil) {
+			t.Errorf("%+v: wrote %s (%v), encoding/json %s (%v)", n, got, gerr, want, werr)
+		}
+	}
 }
 
 // sameRecord compares two records by meaning: times by instant, a nil map

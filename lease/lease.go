@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/hostlocal"
+	"github.com/batonhq/baton/internal/jsonappend"
 	"github.com/batonhq/baton/internal/keepalive"
 	"github.com/batonhq/baton/kv"
 )
@@ -594,6 +595,25 @@ type releaseNote struct {
 	Released time.Time `json:"released_at"`
 }
 
+// encode is json.Marshal(n), written member by member where it can be
+// (jsonappend).
+func (n releaseNote) encode() ([]byte, error) {
+	w := jsonappend.New(160)
+	w.Raw(`{"key":`)
+	w.Str(n.Key)
+	w.Raw(`,"holder":`)
+	w.Str(n.Holder)
+	w.Raw(`,"fence":`)
+	w.Uint(n.Fence)
+	w.Raw(`,"released_at":`)
+	w.Time(n.Released)
+	w.Raw(`}`)
+	if w.OK {
+		return w.B, nil
+	}
+	return json.Marshal(n)
+}
+
 // Release ends the lease: the keepalive stops and the record is deleted by
 // CAS, so a successor's record is never touched. The tombstone names the
 // holder and fence it ends. It is idempotent: calls
@@ -607,7 +627,7 @@ func (l *Lease) Release(ctx context.Context) error {
 	}
 	// The tombstone names the holder it ends, small: a watcher that never
 	// saw this term still learns of it.
-	note, err := json.Marshal(releaseNote{Key: l.key, Holder: l.rec.Holder, Fence: l.fence, Released: l.ls.now().UTC()})
+	note, err := releaseNote{Key: l.key, Holder: l.rec.Holder, Fence: l.fence, Released: l.ls.now().UTC()}.encode()
 	if err != nil {
 		return err
 	}

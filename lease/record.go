@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/batonhq/baton/internal/jsonappend"
 	"github.com/batonhq/baton/internal/jsonrec"
 	"github.com/batonhq/baton/kv"
 )
@@ -72,7 +73,72 @@ func (r Record) MarshalJSON() ([]byte, error) {
 	if r.Capabilities == nil {
 		r.Capabilities = []string{}
 	}
+	if len(r.unknown) == 0 {
+		if b, ok := r.appendJSON(); ok {
+			return b, nil
+		}
+	}
 	return jsonrec.Marshal(recordFields(r), r.unknown)
+}
+
+// appendJSON writes r member by member, byte for byte as encoding/json
+// writes its fields (every acquire and renewal writes one), or reports
+// false for what only encoding/json should write (jsonappend).
+func (r *Record) appendJSON() ([]byte, bool) {
+	w := jsonappend.New(320 + 24*len(r.Meta))
+	w.Raw(`{"key":`)
+	w.Str(r.Key)
+	w.Raw(`,"holder":`)
+	w.Str(r.Holder)
+	w.Raw(`,"host":`)
+	w.Str(r.Host)
+	w.Raw(`,"pid":`)
+	w.Int(int64(r.PID))
+	if r.PIDStart != "" {
+		w.Raw(`,"pid_start":`)
+		w.Str(r.PIDStart)
+	}
+	w.Raw(`,"child_pid":`)
+	w.Int(int64(r.ChildPID))
+	if r.ChildPIDStart != "" {
+		w.Raw(`,"child_pid_start":`)
+		w.Str(r.ChildPIDStart)
+	}
+	w.Raw(`,"fence":`)
+	w.Uint(r.Fence)
+	w.Raw(`,"ttl":`)
+	w.Str(r.TTL.String())
+	w.Raw(`,"acquired_at":`)
+	w.Time(r.AcquiredAt)
+	w.Raw(`,"renewed_at":`)
+	w.Time(r.RenewedAt)
+	w.Raw(`,"renewals":`)
+	w.Uint(r.Renewals)
+	w.Raw(`,"transfer_to":`)
+	w.Str(r.TransferTo)
+	if r.PrevHolder != "" {
+		w.Raw(`,"prev_holder":`)
+		w.Str(r.PrevHolder)
+	}
+	if r.PrevFence != 0 {
+		w.Raw(`,"prev_fence":`)
+		w.Uint(r.PrevFence)
+	}
+	if r.Chosen {
+		w.Raw(`,"chosen":true`)
+	}
+	w.Raw(`,"score":`)
+	w.Int(int64(r.Score))
+	w.Raw(`,"capabilities":`)
+	w.Strings(r.Capabilities)
+	if len(r.Require) > 0 {
+		w.Raw(`,"require":`)
+		w.Strings(r.Require)
+	}
+	w.Raw(`,"meta":`)
+	w.StringMap(r.Meta)
+	w.Raw(`}`)
+	return w.B, w.OK
 }
 
 // UnmarshalJSON reads the known fields and keeps the others.

@@ -2,7 +2,6 @@ package queue
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -85,7 +84,7 @@ func (qs *Queues) claim(ctx context.Context, cfg Config, pk pick, started time.T
 			Host: qs.m.Host(), PID: qs.proc.PID, PIDStart: qs.proc.Start, Instance: qs.m.Instance(),
 			Acquired: started, Renewed: started,
 		}
-		data, err := json.Marshal(tok)
+		data, err := tok.encode()
 		if err != nil {
 			undoLock()
 			return nil, err

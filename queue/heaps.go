@@ -15,15 +15,50 @@ type fifoItem struct {
 // added them.
 type taskHeap []fifoItem
 
-func (h taskHeap) Len() int           { return len(h) }
-func (h taskHeap) Less(i, j int) bool { return h[i].t.seq < h[j].t.seq }
-func (h taskHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *taskHeap) Push(v any)        { *h = append(*h, v.(fifoItem)) }
-func (h *taskHeap) Pop() any {
-	old := *h
-	v := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return v
+// Its own push and pop, not container/heap's: those box each item in an
+// interface, an allocation for every task a worker's view queues or
+// passes over.
+
+func (h taskHeap) Len() int { return len(h) }
+
+func (h taskHeap) less(i, j int) bool { return h[i].t.seq < h[j].t.seq }
+
+// push adds it.
+func (h *taskHeap) push(it fifoItem) {
+	*h = append(*h, it)
+	q := *h
+	for j := len(q) - 1; j > 0; {
+		i := (j - 1) / 2
+		if !q.less(j, i) {
+			break
+		}
+		q[i], q[j] = q[j], q[i]
+		j = i
+	}
+}
+
+// popTop removes the first item.
+func (h *taskHeap) popTop() {
+	q := *h
+	n := len(q) - 1
+	q[0] = q[n]
+	q[n] = fifoItem{}
+	q = q[:n]
+	*h = q
+	for i := 0; ; {
+		j := 2*i + 1
+		if j >= n {
+			break
+		}
+		if r := j + 1; r < n && q.less(r, j) {
+			j = r
+		}
+		if !q.less(j, i) {
+			break
+		}
+		q[i], q[j] = q[j], q[i]
+		i = j
+	}
 }
 
 // keyHeap orders the ready keys of one priority: least recently served

@@ -5,6 +5,8 @@ import (
 	"container/heap"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -37,7 +39,7 @@ type index struct {
 	// active are the active tasks by the slot they ran under (two at once
 	// when an orphan is not settled yet and the next task of the key runs);
 	// nActive counts them.
-	active  map[string]map[string]*itask
+	active  map[string][]*itask
 	nActive int
 	// ahead are tasks this worker settled (final) before the watch said
 	// so, with that revision: older entries of them are not applied.
@@ -66,6 +68,10 @@ type index struct {
 	// suspects are active tasks whose lock may be gone: the worker checks
 	// them (orphans) after each event.
 	suspects map[string]*itask
+	// endings are attempts whose holder ended them, by task id, as their
+	// lock's tombstone says (endingOf), while the queue's watch has not yet
+	// delivered that end.
+	endings map[string]ending
 	// sameHost are locks and tokens of this queue held by other processes
 	// of this host, by slot or token key.
 	sameHost map[string]holder
@@ -131,10 +137,11 @@ type ikey struct {
 func newIndex(q string, cfg Config) *index {
 	x := &index{
 		q: q, cfg: cfg,
-		tasks: map[string]*itask{}, keys: map[string]*ikey{}, active: map[string]map[string]*itask{}, ahead: map[string]uint64{},
+		tasks: map[string]*itask{}, keys: map[string]*ikey{}, active: map[string][]*itask{}, ahead: map[string]uint64{},
 		slots: map[string]*session.Session{}, tokens: map[int]*token{}, reserved: map[int]bool{},
 		suspects: map[string]*itask{}, sameHost: map[string]holder{}, undecodable: map[string]uint64{},
 		claimers: map[string]time.Time{}, slotGone: map[string]uint64{}, tokenGone: map[int]uint64{},
+		endings: map[string]ending{},
 	}
 	for p := range x.ready {
 		x.ready[p].level = p
@@ -190,6 +197,9 @@ func (x *index) applyQueue(e kv.Entry, now time.Time) {
 
 func (x *index) applyTask(e kv.Entry, now time.Time) {
 	id := taskIDOf(x.q, e.Key)
+	if en, ok := x.endings[id]; ok && (e.Revision >= en.rev || !e.Live()) {
+		delete(x.endings, id)
+	}
 	if t := x.tasks[id]; t != nil && e.Revision < t.rev {
 		return // older than what a claim already told
 	}
@@ -211,107 +221,170 @@ func (x *index) applyTask(e kv.Entry, now time.Time) {
 		return
 	}
 	delete(x.undecodable, id)
-	x.applyRecord(d, e.Value, now)
+	x.applyRecord(&d, e.Value, now)
 }
 
 // taskIndexView is what the view needs of a task record: decoding just it
 // is most of what a worker does per event.
 type taskIndexView struct {
-	ID       string   `json:"id"`
-	Queue    string   `json:"queue"`
-	Key      string   `json:"key"`
-	Priority Priority `json:"priority"`
-	State    State    `json:"state"`
-	Attempts int      `json:"attempts"`
-	Seq      uint64   `json:"seq"`
-	Run      *struct {
-		Attempt  int    `json:"attempt"`
-		Slot     string `json:"slot"`
-		Lane     int    `json:"lane"`
-		Fence    uint64 `json:"fence"`
-		Token    int    `json:"token"`
-		Instance string `json:"instance"`
-		Claimed  uint64 `json:"claimed"`
-	} `json:"run,omitempty"`
-	Result *struct {
-		Claimed uint64 `json:"claimed"`
-	} `json:"result,omitempty"`
-	CancelRequested bool     `json:"cancel_requested,omitempty"`
-	RetryAfter      Duration `json:"retry_after,omitempty"`
+	ID              string           `json:"id"`
+	Queue           string           `json:"queue"`
+	Key             string           `json:"key"`
+	Priority        Priority         `json:"priority"`
+	State           State            `json:"state"`
+	Attempts        int              `json:"attempts"`
+	Seq             uint64           `json:"seq"`
+	Run             *runIndexView    `json:"run,omitempty"`
+	Result          *resultIndexView `json:"result,omitempty"`
+	CancelRequested bool             `json:"cancel_requested,omitempty"`
+	RetryAfter      Duration         `json:"retry_after,omitempty"`
+}
+
+// runIndexView is what the view needs of a task's run.
+type runIndexView struct {
+	Attempt  int    `json:"attempt"`
+	Slot     string `json:"slot"`
+	Lane     int    `json:"lane"`
+	Fence    uint64 `json:"fence"`
+	Token    int    `json:"token"`
+	Instance string `json:"instance"`
+	Claimed  uint64 `json:"claimed"`
+}
+
+// resultIndexView is what the view needs of a task's last result.
+type resultIndexView struct {
+	Claimed uint64 `json:"claimed"`
+}
+
+// taskVersion is what the view takes of a version of a task: read from
+// its watch (indexTask), or from a task this worker wrote (versionOf). It
+// is a value, not a Task: a worker reads every version of every task of
+// its queue, and a Task on the heap for each was most of what it
+// allocated.
+type taskVersion struct {
+	id, key    string
+	priority   Priority
+	state      State
+	attempts   int
+	seq        uint64
+	run        *Run   // the attempt in progress (active)
+	claimed    uint64 // the revision that started the current or last attempt (claimedRev)
+	cancel     bool
+	retryAfter Duration
+	rev        uint64
+	written    time.Time
+}
+
+// versionOf is t as the view takes it.
+func versionOf(t *Task) taskVersion {
+	return taskVersion{id: t.ID, key: t.Key, priority: t.Priority, state: t.State, attempts: t.Attempts, seq: t.Seq,
+		run: t.Run, claimed: t.claimedRev(), cancel: t.CancelRequested, retryAfter: t.RetryAfter, rev: t.Revision, written: t.Written}
 }
 
 // indexTask decodes what the view needs of a task entry, checked as
 // decodeTask checks it.
-func indexTask(q string, e kv.Entry) (*Task, error) {
+func indexTask(q string, e kv.Entry) (taskVersion, error) {
 	if t := bytes.TrimLeft(e.Value, " \t\r\n"); len(t) == 0 || t[0] != '{' {
-		return nil, errors.New("the record is not a JSON object")
+		return taskVersion{}, errors.New("the record is not a JSON object")
 	}
-	var v taskIndexView
-	if err := json.Unmarshal(e.Value, &v); err != nil {
-		return nil, err
+	d, queue, ok := indexTaskFast(e.Value)
+	if !ok {
+		var v taskIndexView
+		if err := json.Unmarshal(e.Value, &v); err != nil {
+			return taskVersion{}, err
+		}
+		d, queue = v.version()
 	}
-	t := Task{ID: v.ID, Queue: v.Queue, Key: v.Key, Priority: v.Priority, State: v.State, Attempts: v.Attempts,
-		Seq: v.Seq, CancelRequested: v.CancelRequested, RetryAfter: v.RetryAfter}
-	if r := v.Run; r != nil {
-		t.Run = &Run{Attempt: r.Attempt, Slot: r.Slot, Lane: r.Lane, Fence: r.Fence, Token: r.Token, Instance: r.Instance, Claimed: r.Claimed}
+	// As checkTask checks a whole task.
+	if id := taskIDOf(q, e.Key); d.id != id || queue != q {
+		return taskVersion{}, fmt.Errorf("record names task %q of queue %q, stored as %q", d.id, queue, e.Key)
 	}
-	if v.Result != nil {
-		t.Result = &Result{Claimed: v.Result.Claimed}
+	if d.seq == 0 {
+		d.seq = e.Revision
 	}
-	return checkTask(q, e, &t)
+	if d.run != nil && d.run.Claimed == 0 {
+		d.run.Claimed = e.Revision
+	}
+	if d.run != nil {
+		d.claimed = d.run.Claimed
+	}
+	if d.priority.rank() < 0 {
+		return taskVersion{}, fmt.Errorf("priority %q", d.priority)
+	}
+	switch d.state {
+	case StatePending, StateFailed, StateDone, StateDead, StateCancelled:
+	case StateActive:
+		if d.run == nil {
+			return taskVersion{}, fmt.Errorf("active without a run")
+		}
+	default:
+		return taskVersion{}, fmt.Errorf("state %q", d.state)
+	}
+	d.rev, d.written = e.Revision, e.Created
+	return d, nil
 }
 
-// applyRecord takes a decoded task at d.Revision (written at d.Written,
+// version is what the view takes of v, and the queue it names.
+func (v *taskIndexView) version() (taskVersion, string) {
+	d := taskVersion{id: v.ID, key: v.Key, priority: v.Priority, state: v.State, attempts: v.Attempts, seq: v.Seq,
+		cancel: v.CancelRequested, retryAfter: v.RetryAfter}
+	if r := v.Run; r != nil {
+		d.run = &Run{Attempt: r.Attempt, Slot: r.Slot, Lane: r.Lane, Fence: r.Fence, Token: r.Token, Instance: r.Instance, Claimed: r.Claimed}
+	}
+	if v.Result != nil {
+		d.claimed = v.Result.Claimed
+	}
+	return d, v.Queue
+}
+
+// applyRecord takes a version of a task at d.rev (written at d.written,
 // server time); value is its record as stored, kept to claim it later.
-func (x *index) applyRecord(d *Task, value []byte, now time.Time) {
-	t := x.tasks[d.ID]
-	if t != nil && d.Revision < t.rev {
+func (x *index) applyRecord(d *taskVersion, value []byte, now time.Time) {
+	t := x.tasks[d.id]
+	if t != nil && d.rev < t.rev {
 		return
 	}
-	k := x.key(d.Key)
-	if c := d.claimedRev(); c > k.served {
+	k := x.key(d.key)
+	if c := d.claimed; c > k.served {
 		k.served = c
 		x.refresh(k)
 	}
-	if d.State.Final() {
-		if d.Revision > x.qSeq {
-			x.ahead[d.ID] = d.Revision
+	if d.state.Final() {
+		if d.rev > x.qSeq {
+			x.ahead[d.id] = d.rev
 		}
 		x.drop(t)
 		return
 	}
 	if t == nil {
-		t = &itask{id: d.ID, key: d.Key, prio: d.Priority.rank(), seq: d.Seq}
-		x.tasks[d.ID] = t
+		t = &itask{id: d.id, key: d.key, prio: d.priority.rank(), seq: d.seq}
+		x.tasks[d.id] = t
 	}
-	if t.state == StateActive && (d.State != StateActive || t.run.Slot != d.Run.Slot || t.run.Fence != d.Run.Fence) {
+	if t.state == StateActive && (d.state != StateActive || t.run.Slot != d.run.Slot || t.run.Fence != d.run.Fence) {
 		x.unsetActive(t)
 	}
 	x.setBody(t, nil)
-	t.rev, t.state, t.attempts, t.cancel, t.seq = d.Revision, d.State, d.Attempts, d.CancelRequested, d.Seq
-	switch d.State {
+	t.rev, t.state, t.attempts, t.cancel, t.seq = d.rev, d.state, d.attempts, d.cancel, d.seq
+	switch d.state {
 	case StateActive:
 		x.dequeue(t)
-		if d.Run.Instance != x.myInstance && d.Run.Claimed == d.Revision {
-			x.claimers[d.Run.Instance] = now
+		if d.run.Instance != x.myInstance && d.run.Claimed == d.rev {
+			x.claimers[d.run.Instance] = now
 		}
 		if t.run == nil {
-			if x.active[d.Run.Slot] == nil {
-				x.active[d.Run.Slot] = map[string]*itask{}
-			}
-			x.active[d.Run.Slot][t.id] = t
+			x.active[d.run.Slot] = append(x.active[d.run.Slot], t)
 			x.nActive++
 		}
-		t.run = d.Run
+		t.run = d.run
 		x.suspects[t.id] = t
 	case StatePending:
 		x.setBody(t, value)
 		x.enqueue(t)
 	case StateFailed:
 		x.setBody(t, value)
-		t.due = d.Written.Add(time.Duration(d.RetryAfter)).Add(-x.offset)
-		if d.Written.IsZero() {
-			t.due = now.Add(time.Duration(d.RetryAfter)) // written just now by this worker
+		t.due = d.written.Add(time.Duration(d.retryAfter)).Add(-x.offset)
+		if d.written.IsZero() {
+			t.due = now.Add(time.Duration(d.retryAfter)) // written just now by this worker
 		}
 		if !t.due.After(now) {
 			x.enqueue(t)
@@ -352,11 +425,14 @@ func (x *index) drop(t *itask) {
 
 func (x *index) unsetActive(t *itask) {
 	if t.run != nil {
-		if on := x.active[t.run.Slot]; on[t.id] == t {
-			delete(on, t.id)
+		on := x.active[t.run.Slot]
+		if i := slices.Index(on, t); i >= 0 {
+			on = slices.Delete(on, i, i+1)
 			x.nActive--
 			if len(on) == 0 {
 				delete(x.active, t.run.Slot)
+			} else {
+				x.active[t.run.Slot] = on
 			}
 		}
 	}
@@ -402,8 +478,9 @@ func (x *index) applyToken(i int, e kv.Entry) {
 	}
 }
 
-// applySession takes one entry of the sessions watch.
-func (x *index) applySession(e kv.Entry) {
+// applySession takes one entry of the sessions watch, now being this
+// host's time of its arrival.
+func (x *index) applySession(e kv.Entry, now time.Time) {
 	x.sessSeq = max(x.sessSeq, e.Revision)
 	if old := x.slots[e.Key]; old != nil && old.Revision > e.Revision {
 		return
@@ -412,27 +489,70 @@ func (x *index) applySession(e kv.Entry) {
 	if e.Live() {
 		s = lockView(e)
 		delete(x.slotGone, e.Key)
-	} else if len(x.keysOfSlot(e.Key)) > 0 {
+	} else if ks := x.keysOfSlot(e.Key); ks[0] != nil || ks[1] != nil {
 		x.slotGone[e.Key] = e.Revision
+		if id, en, ok := x.endingOf(e, now); ok {
+			x.endings[id] = en
+		}
 	}
 	x.setSlot(e.Key, s)
+}
+
+// metaEnded is the lock meta a worker's end writes into the lock's
+// tombstone: the revision of the task's write that ended the attempt.
+const metaEnded = "ended_rev"
+
+// endingWait bounds how long an attempt whose lock's tombstone says it was
+// ended waits for the queue's watch to deliver that end before it is
+// checked as an orphan (a record that only looks like such a tombstone
+// delays a recovery by no more).
+const endingWait = 2 * time.Second
+
+// ending is an attempt (its fence) whose holder wrote its end at rev and
+// then removed its lock: until the queue's watch delivers rev, the task
+// still looks active under a lock that is gone, and is no orphan.
+type ending struct {
+	fence, rev uint64
+	until      time.Time // when it is checked as an orphan all the same
+}
+
+// endingOf reads a lock's tombstone e: a task of this queue whose holder
+// ended its attempt at a revision the queue's watch has not delivered yet.
+func (x *index) endingOf(e kv.Entry, now time.Time) (string, ending, bool) {
+	if e.Op != kv.OpDelete || len(e.Value) == 0 {
+		return "", ending{}, false
+	}
+	note, ok := readLock(e.Value)
+	if !ok || note.Slot != e.Key || note.Meta["queue"] != x.q || note.Fence == 0 {
+		return "", ending{}, false
+	}
+	id := note.Meta["task"]
+	rev, err := strconv.ParseUint(note.Meta[metaEnded], 10, 64)
+	if id == "" || err != nil || rev <= x.qSeq {
+		return "", ending{}, false
+	}
+	return id, ending{fence: note.Fence, rev: rev, until: now.Add(endingWait)}, true
+}
+
+// nextEnding is when the earliest ending stops holding its task back from
+// the orphan check (zero: none does).
+func (x *index) nextEnding() time.Time {
+	var at time.Time
+	for id, en := range x.endings {
+		if t := x.suspects[id]; t != nil && (at.IsZero() || en.until.Before(at)) {
+			at = en.until
+		}
+	}
+	return at
 }
 
 // lockView decodes what the view needs of a session: its fence, holder and
 // meta. One that does not decode is held by nobody-knows-who (fence 0).
 func lockView(e kv.Entry) *session.Session {
-	var v struct {
-		Slot     string            `json:"slot"`
-		Host     string            `json:"host"`
-		PID      int               `json:"pid"`
-		PIDStart string            `json:"pid_start"`
-		Instance string            `json:"instance"`
-		Fence    uint64            `json:"fence"`
-		Meta     map[string]string `json:"meta"`
-	}
 	s := &session.Session{Revision: e.Revision, Written: e.Created, TTL: e.TTL}
 	s.Slot = e.Key
-	if err := json.Unmarshal(e.Value, &v); err != nil || v.Slot != e.Key {
+	v, ok := readLock(e.Value)
+	if !ok || v.Slot != e.Key {
 		return s
 	}
 	s.Host, s.PID, s.PIDStart, s.Instance, s.Fence, s.Meta = v.Host, v.PID, v.PIDStart, v.Instance, v.Fence, v.Meta
@@ -440,6 +560,28 @@ func lockView(e kv.Entry) *session.Session {
 		s.Fence = e.Revision
 	}
 	return s
+}
+
+// lockFields is what the view needs of a session record (a key lock, or a
+// lock's tombstone note).
+type lockFields struct {
+	Slot     string            `json:"slot"`
+	Host     string            `json:"host"`
+	PID      int               `json:"pid"`
+	PIDStart string            `json:"pid_start"`
+	Instance string            `json:"instance"`
+	Fence    uint64            `json:"fence"`
+	Meta     map[string]string `json:"meta"`
+}
+
+// readLock reads a session record's lockFields: the layout this version
+// writes the fast way (scanLock), anything else as encoding/json reads it.
+func readLock(data []byte) (lockFields, bool) {
+	if v, ok := scanLock(data); ok {
+		return v, true
+	}
+	var v lockFields
+	return v, json.Unmarshal(data, &v) == nil
 }
 
 // setSlot records slot's live session s (nil: none) and refreshes what
@@ -463,6 +605,9 @@ func (x *index) setSlot(slot string, s *session.Session) {
 		x.suspects[t.id] = t
 	}
 	for _, k := range x.keysOfSlot(slot) {
+		if k == nil {
+			continue
+		}
 		x.refresh(k)
 	}
 }
@@ -473,22 +618,19 @@ func (x *index) isSameHost(host string, pid int, start string) bool {
 	return x.myPID != 0 && host == x.myHost && !(pid == x.myPID && start == x.myStart)
 }
 
-// keysOfSlot are the known keys one of whose lanes is slot.
-func (x *index) keysOfSlot(slot string) []*ikey {
+// keysOfSlot are the known keys one of whose lanes is slot (at most two:
+// the key named slot, and the key whose lane it is), nil where none.
+func (x *index) keysOfSlot(slot string) [2]*ikey {
+	var out [2]*ikey
 	rest, ok := strings.CutPrefix(slot, x.cfg.SlotPrefix)
 	if !ok {
-		return nil
+		return out
 	}
-	var out []*ikey
-	if k := x.keys[rest]; k != nil {
-		out = append(out, k)
-	}
+	out[0] = x.keys[rest]
 	if x.cfg.PerKey > 1 {
 		if i := strings.LastIndexByte(rest, '.'); i > 0 {
 			if lane, err := strconv.Atoi(rest[i+1:]); err == nil && lane >= 1 && lane < x.cfg.PerKey && rest[i+1] != '0' {
-				if k := x.keys[rest[:i]]; k != nil {
-					out = append(out, k)
-				}
+				out[1] = x.keys[rest[:i]]
 			}
 		}
 	}
@@ -501,6 +643,11 @@ func (x *index) keysOfSlot(slot string) []*ikey {
 func (x *index) markSynced(head uint64) {
 	x.synced = true
 	x.sessSeq = max(x.sessSeq, head)
+	for id, en := range x.endings {
+		if en.rev <= x.qSeq {
+			delete(x.endings, id) // delivered, or the task's key is gone
+		}
+	}
 	for _, t := range x.tasks {
 		if t.state == StateActive {
 			x.suspects[t.id] = t
@@ -526,7 +673,7 @@ func (x *index) enqueue(t *itask) {
 	t.queued = true
 	t.gen++
 	k := x.key(t.key)
-	heap.Push(&k.fifo[t.prio], fifoItem{t: t, gen: t.gen})
+	k.fifo[t.prio].push(fifoItem{t: t, gen: t.gen})
 	x.refresh(k)
 }
 
@@ -549,7 +696,7 @@ func (k *ikey) peek(p int) *itask {
 		if it.t.queued && it.t.gen == it.gen {
 			return it.t
 		}
-		heap.Pop(f)
+		f.popTop()
 	}
 	return nil
 }
@@ -601,7 +748,7 @@ type orphan struct {
 // the slot holds no live session with that fence: revisions only grow, so
 // the fence's own creation was delivered (or superseded) by then. They
 // stay suspects until settled (see settling).
-func (x *index) orphans() []orphan {
+func (x *index) orphans(now time.Time) []orphan {
 	if !x.synced || len(x.suspects) == 0 {
 		return nil
 	}
@@ -618,6 +765,9 @@ func (x *index) orphans() []orphan {
 		}
 		if x.sessSeq < t.run.Fence {
 			continue // the lock's creation is not delivered yet
+		}
+		if en, ok := x.endings[id]; ok && en.fence == t.run.Fence && en.rev > x.qSeq && now.Before(en.until) {
+			continue // its holder ended it: the queue's watch brings that end
 		}
 		out = append(out, orphan{id: id, rev: t.rev, body: t.body, fence: t.run.Fence, slot: t.run.Slot})
 	}

@@ -58,12 +58,12 @@ func (v *view) lock(slot string, fence uint64) uint64 {
 	v.t.Helper()
 	data, _ := json.Marshal(session.Record{Slot: slot, Host: "elsewhere", PID: 9, Fence: fence})
 	rev := v.next()
-	v.x.applySession(kv.Entry{Key: slot, Value: data, Revision: rev, Created: v.now, TTL: 30 * time.Second})
+	v.x.applySession(kv.Entry{Key: slot, Value: data, Revision: rev, Created: v.now, TTL: 30 * time.Second}, v.now)
 	return rev
 }
 
 func (v *view) unlock(slot string) {
-	v.x.applySession(kv.Entry{Key: slot, Revision: v.next(), Op: kv.OpDelete, Created: v.now})
+	v.x.applySession(kv.Entry{Key: slot, Revision: v.next(), Op: kv.OpDelete, Created: v.now}, v.now)
 }
 
 // claim picks, then tells the view the claim landed: the task active under
@@ -249,28 +249,96 @@ func TestIndex_OrphansOnlyOnceTheLockIsProvablyGone(t *testing.T) {
 	v := newView(t, DefaultConfig("q"))
 	fence := v.next() + 10 // a lock whose creation the sessions watch has not delivered
 	v.task(Task{ID: "t", Key: "K", State: StateActive, Attempts: 1, Run: &Run{Slot: "K", Fence: fence}})
-	if o := v.x.orphans(); len(o) != 0 {
+	if o := v.x.orphans(v.now); len(o) != 0 {
 		t.Fatalf("orphans %v before the lock's creation was delivered", o)
 	}
 	v.rev = fence - 1
 	v.lock("K", 0) // creation, fence == revision
-	if o := v.x.orphans(); len(o) != 0 {
+	if o := v.x.orphans(v.now); len(o) != 0 {
 		t.Fatalf("orphans %v while the lock lives", o)
 	}
 	v.unlock("K")
-	if o := v.x.orphans(); len(o) != 1 || o[0].id != "t" || o[0].fence != fence {
+	if o := v.x.orphans(v.now); len(o) != 1 || o[0].id != "t" || o[0].fence != fence {
 		t.Fatalf("orphans %v once the lock was deleted", o)
 	}
 	// It stays a suspect until a worker starts putting it back.
-	if o := v.x.orphans(); len(o) != 1 {
+	if o := v.x.orphans(v.now); len(o) != 1 {
 		t.Fatalf("orphans %v on a second look, want it still", o)
 	}
 	v.x.settling("t")
 	// Another holder's lock with another fence proves it gone too.
 	v.task(Task{ID: "u", Key: "L", State: StateActive, Attempts: 1, Run: &Run{Slot: "L", Fence: v.next()}})
 	v.lock("L", 0)
-	if o := v.x.orphans(); len(o) != 1 || o[0].id != "u" {
+	if o := v.x.orphans(v.now); len(o) != 1 || o[0].id != "u" {
 		t.Fatalf("orphans %v when slot L holds a lock of a later fence", o)
+	}
+}
+
+// A lock whose tombstone says its holder ended the attempt at a revision
+// the queue's watch has not delivered yet does not make the task an
+// orphan: that revision ends it. It does once the revision is delivered
+// and the task is still active under that lock, or once endingWait passed;
+// a tombstone that says nothing, names another attempt or comes from
+// another queue leaves the task the orphan it looks.
+func TestIndex_AnEndedAttemptIsNoOrphanWhileItsEndIsOnItsWay(t *testing.T) {
+	tombstone := func(v *view, slot, task string, fence, ended uint64, q string) uint64 {
+		note := session.Record{Slot: slot, Host: "elsewhere", PID: 9, Fence: fence, Result: session.ResultSuccess,
+			Meta: map[string]string{"queue": q, "task": task, metaEnded: fmt.Sprint(ended)}}
+		data, _ := json.Marshal(note)
+		v.x.applySession(kv.Entry{Key: slot, Value: data, Revision: v.next(), Op: kv.OpDelete, Created: v.now}, v.now)
+		return ended
+	}
+	for _, c := range []struct {
+		name   string
+		ending func(v *view, fence uint64) uint64
+		orphan bool
+	}{
+		{"ended ahead of the watch", func(v *view, fence uint64) uint64 { return tombstone(v, "K", "t", fence, v.rev+5, "q") }, false},
+		{"no note", func(v *view, fence uint64) uint64 { v.unlock("K"); return 0 }, true},
+		{"another attempt's note", func(v *view, fence uint64) uint64 { return tombstone(v, "K", "t", fence+1, v.rev+5, "q") }, true},
+		{"another queue's note", func(v *view, fence uint64) uint64 { return tombstone(v, "K", "t", fence, v.rev+5, "other") }, true},
+		{"an end already delivered", func(v *view, fence uint64) uint64 { return tombstone(v, "K", "t", fence, v.rev-1, "q") }, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			v := newView(t, DefaultConfig("q"))
+			v.add("t", "K", Normal)
+			fence := v.lock("K", 0)
+			v.task(Task{ID: "t", Key: "K", State: StateActive, Attempts: 1, Run: &Run{Slot: "K", Fence: fence}})
+			ended := c.ending(v, fence)
+			if o := v.x.orphans(v.now); (len(o) == 1) != c.orphan {
+				t.Fatalf("orphans %v, want an orphan: %v", o, c.orphan)
+			}
+			if c.orphan {
+				return
+			}
+			if at := v.x.nextEnding(); !at.Equal(v.now.Add(endingWait)) {
+				t.Fatalf("the loop is to look again at %v, want %v", at, v.now.Add(endingWait))
+			}
+			if o := v.x.orphans(v.now.Add(endingWait)); len(o) != 1 {
+				t.Fatalf("orphans %v once endingWait passed, want the task", o)
+			}
+			// The end arrives at the revision named: not active any more,
+			// nothing to settle.
+			v.rev = ended - 1
+			v.task(Task{ID: "t", Key: "K", State: StateDone, Attempts: 1, Result: &Result{Fence: fence}})
+			if o := v.x.orphans(v.now.Add(endingWait)); len(o) != 0 {
+				t.Fatalf("orphans %v once the end was delivered", o)
+			}
+			if len(v.x.endings) != 0 {
+				t.Fatalf("endings %v left once the end was delivered", v.x.endings)
+			}
+		})
+	}
+	// The end's revision delivered while the task still looks active under
+	// that lock (a record that only looks like such a tombstone): an orphan.
+	v := newView(t, DefaultConfig("q"))
+	v.add("t", "K", Normal)
+	fence := v.lock("K", 0)
+	v.task(Task{ID: "t", Key: "K", State: StateActive, Attempts: 1, Run: &Run{Slot: "K", Fence: fence}})
+	tombstone(v, "K", "t", fence, v.rev+2, "q")
+	v.add("u", "L", Normal) // the queue's watch passes the revision named
+	if o := v.x.orphans(v.now); len(o) != 1 {
+		t.Fatalf("orphans %v once the named revision passed, want the task", o)
 	}
 }
 
@@ -294,6 +362,38 @@ func TestIndex_ContendedWorkersSpreadLoneWorkerKeepsTheOrder(t *testing.T) {
 	pk, _ := v.x.next()
 	if int(hashOf(pk.key.name)%4) != 2 {
 		t.Fatalf("picked key %s, not of this worker's share", pk.key.name)
+	}
+}
+
+// A worker that finds none of its own share among the first few keys takes
+// the last of them, not the first, which the worker whose share it is takes
+// at the same moment.
+func TestIndex_AWorkerAheadTakesTheLastOfTheFewNotTheFirst(t *testing.T) {
+	v := newView(t, DefaultConfig("q"))
+	for _, other := range []string{"a", "b", "z"} {
+		v.x.claimers[other] = time.Now()
+	}
+	rank, n := v.x.contenders(time.Now())
+	// The first 4n keys in the order, none of them this worker's share,
+	// then one of its share.
+	var keys []string
+	for i := 0; len(keys) < 4*n; i++ {
+		if k := fmt.Sprintf("k%03d", i); int(hashOf(k)%uint32(n)) != rank {
+			keys = append(keys, k)
+		}
+	}
+	for i, k := range keys {
+		v.add(fmt.Sprintf("t%02d", i), k, Normal)
+	}
+	for i := 0; ; i++ {
+		if k := fmt.Sprintf("m%03d", i); int(hashOf(k)%uint32(n)) == rank {
+			v.add("mine", k, Normal)
+			break
+		}
+	}
+	pk, ok := v.x.next()
+	if !ok || pk.key.name != keys[len(keys)-1] {
+		t.Fatalf("picked key %s, want %s, the last of the first %d (none of them its share)", pk.key.name, keys[len(keys)-1], 4*n)
 	}
 }
 
@@ -332,7 +432,8 @@ func TestIndex_AnEndAheadOfTheWatchIsNotUndone(t *testing.T) {
 	v := newView(t, DefaultConfig("q"))
 	v.add("a", "K", Normal)
 	pk, _ := v.claim()
-	v.x.applyRecord(&Task{ID: "a", Queue: "q", Key: "K", State: StateDone, Revision: v.rev + 10}, nil, v.now)
+	d := versionOf(&Task{ID: "a", Queue: "q", Key: "K", State: StateDone, Revision: v.rev + 10})
+	v.x.applyRecord(&d, nil, v.now)
 	// The watch now delivers the claim (older) it had not delivered yet.
 	v.task(Task{ID: "a", Key: "K", State: StateActive, Attempts: 1, Seq: pk.task.seq,
 		Run: &Run{Slot: "K", Fence: 2, Instance: "me"}})

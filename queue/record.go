@@ -195,11 +195,25 @@ func (t Task) MarshalJSON() ([]byte, error) {
 	if t.Labels == nil {
 		t.Labels = map[string]string{}
 	}
+	if len(t.unknown) == 0 {
+		if b, ok := t.appendJSON(); ok {
+			return b, nil
+		}
+	}
 	return jsonrec.Marshal(taskFields(t), t.unknown)
 }
 
 // UnmarshalJSON reads the known fields and keeps the others.
 func (t *Task) UnmarshalJSON(data []byte) error {
+	if fast, ok := decodeTaskFast(data); ok {
+		*t = fast
+		return nil
+	}
+	return t.unmarshalGeneral(data)
+}
+
+// unmarshalGeneral is UnmarshalJSON for any record, of any version.
+func (t *Task) unmarshalGeneral(data []byte) error {
 	var f taskFields
 	unknown, err := jsonrec.Unmarshal(data, &f, taskKnown)
 	if err != nil {
@@ -403,9 +417,12 @@ type token struct {
 
 // decodeToken turns a live entry into a token.
 func decodeToken(e kv.Entry) (*token, error) {
-	var t token
-	if err := json.Unmarshal(e.Value, &t); err != nil {
-		return nil, err
+	t, ok := decodeTokenFast(e.Value)
+	if !ok {
+		t = token{}
+		if err := json.Unmarshal(e.Value, &t); err != nil {
+			return nil, err
+		}
 	}
 	if t.Task == "" {
 		return nil, fmt.Errorf("token %s names no task", e.Key)

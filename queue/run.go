@@ -2,7 +2,6 @@ package queue
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"maps"
 	"strconv"
@@ -33,6 +32,10 @@ type runState struct {
 	kept   chan struct{} // closed when the keepalive has stopped
 	kctx   context.Context
 	stopK  context.CancelFunc
+	// keepAt starts the keepalive when its first renewal is due (nil: it
+	// never runs); keepDone is told when it is over or will never run.
+	keepAt   *time.Timer
+	keepDone func()
 
 	// writing serializes the writes of the lock (renewals, the child's
 	// pid); mu guards the fields below and is never held across a write.
@@ -97,6 +100,13 @@ func (r *runState) observe(e kv.Entry, grace time.Duration) {
 		r.stop(ErrLockLost, grace)
 		return
 	}
+	r.mu.Lock()
+	known := r.task != nil && e.Revision <= r.task.Revision
+	ending := r.ending
+	r.mu.Unlock()
+	if known || ending {
+		return // its own write, or older; or the work is over: nothing to stop
+	}
 	t, err := decodeTask(r.l.w.q, e)
 	if err != nil {
 		return
@@ -114,6 +124,29 @@ func (r *runState) observe(e kv.Entry, grace time.Duration) {
 	case t.CancelRequested:
 		r.stop(ErrCancelled, grace)
 	}
+}
+
+// startKeep starts the keepalive when its first renewal is due (a third of
+// the TTL after the claim), and tells done when it is over: a task that
+// ends before then, as most do, costs no goroutine, and its end does not
+// wait for one to be scheduled and stop.
+func (r *runState) startKeep(done func()) {
+	r.keepDone = done
+	r.keepAt = time.AfterFunc(time.Until(r.sched.Wake()), func() {
+		defer done()
+		r.keep()
+	})
+}
+
+// stopKeep stops the keepalive and waits until it has stopped.
+func (r *runState) stopKeep() {
+	r.stopK()
+	if r.keepAt != nil && r.keepAt.Stop() {
+		close(r.kept) // it never ran
+		r.keepDone()
+		return
+	}
+	<-r.kept
 }
 
 // keep renews the key lock and the token on the keepalive schedule until
@@ -163,7 +196,7 @@ func (r *runState) renewToken(ctx context.Context) error {
 	tok := *r.tok
 	r.mu.Unlock()
 	tok.Renewed = r.l.stampNow()
-	data, err := json.Marshal(&tok)
+	data, err := tok.encode()
 	if err != nil {
 		return err
 	}
@@ -265,8 +298,7 @@ func (l *loop) finish(r *runState, err error, took time.Duration) {
 	r.mu.Lock()
 	r.ending = true
 	r.mu.Unlock()
-	r.stopK()
-	<-r.kept
+	r.stopKeep()
 	o := r.outcomeOf(err)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*l.w.qs.bucket.Client().Timeout())
 	defer cancel()
@@ -283,12 +315,29 @@ func (l *loop) finish(r *runState, err error, took time.Duration) {
 		note.Result = session.ResultFail
 	}
 	note.RenewedAt = l.stampNow()
-	lockTomb, lerr := l.w.qs.m.DeleteRevision(ctx, sess.Slot, sess.Revision, &note)
+	if out != nil {
+		// The task's end is written: the tombstone says at which revision,
+		// so that other workers, seeing the lock gone before the queue's
+		// watch brings that end, do not take the task for an orphan.
+		note.Meta = maps.Clone(note.Meta)
+		if note.Meta == nil {
+			note.Meta = map[string]string{}
+		}
+		note.Meta[metaEnded] = strconv.FormatUint(out.Revision, 10)
+	}
+	// The lock and the token go at once, once the task is settled: a
+	// crash between them leaves one of them to its TTL (or to a worker of
+	// this host), as a crash after either would (adr/0020).
 	var tokTomb uint64
 	tokErr := errors.New("no token")
+	var tokWG sync.WaitGroup
 	if tok != nil {
-		tokTomb, tokErr = l.w.qs.bucket.DeleteRevision(ctx, tokenKey(r.cfg.Queue, r.token), tok.rev, nil)
+		tokWG.Go(func() {
+			tokTomb, tokErr = l.w.qs.bucket.DeleteRevision(ctx, tokenKey(r.cfg.Queue, r.token), tok.rev, nil)
+		})
 	}
+	lockTomb, lerr := l.w.qs.m.DeleteRevision(ctx, sess.Slot, sess.Revision, &note)
+	tokWG.Wait()
 	ev := Event{Kind: EventEnded, Task: out, Attempt: r.attempt, Fence: r.fence, Slot: r.slot, Reason: o.reason, ExitCode: o.exitCode, Took: took}
 	if werr != nil {
 		ev.Err = werr
@@ -298,7 +347,8 @@ func (l *loop) finish(r *runState, err error, took time.Duration) {
 	l.results <- func() {
 		l.untrack(r)
 		if out != nil && out.Revision > l.x.qSeq {
-			l.x.applyRecord(out, nil, time.Now())
+			d := versionOf(out)
+			l.x.applyRecord(&d, nil, time.Now())
 		}
 		if werr != nil {
 			l.x.suspect(r.id) // not settled: put back once its lock is gone

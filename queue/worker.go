@@ -315,6 +315,9 @@ func (l *loop) wake(now time.Time) time.Duration {
 	if l.paused.After(now) {
 		d = min(d, l.paused.Sub(now))
 	}
+	if at := l.x.nextEnding(); !at.IsZero() {
+		d = min(d, at.Sub(now))
+	}
 	if at := l.syncedAt.Add(l.w.idle); l.w.maxTasks > 0 && l.w.idle >= 0 && l.started == 0 && !l.syncedAt.IsZero() && at.After(now) {
 		d = min(d, at.Sub(now))
 	}
@@ -363,7 +366,7 @@ func (l *loop) onSession(e *kv.Entry) {
 		l.maybeSynced()
 		return
 	}
-	l.x.applySession(*e)
+	l.x.applySession(*e, time.Now())
 	if r := l.bySlot[e.Key]; r != nil && e.Revision > r.fence {
 		if !e.Live() {
 			r.stop(ErrLockLost, l.w.grace)
@@ -451,7 +454,7 @@ func (l *loop) claimed(pk pick, cfg Config, c *claimed, err error) {
 	}
 	l.track(r)
 	l.bg.Add(2)
-	go func() { defer l.bg.Done(); r.keep() }()
+	r.startKeep(l.bg.Done)
 	go func() { defer l.bg.Done(); l.work(r) }()
 	l.checkRun(r)
 }
@@ -507,7 +510,7 @@ func (l *loop) stopAll(cause error, within time.Duration) {
 // lost it), unless this worker runs them (it settles its own; should that
 // fail, they are suspects still once its run is over).
 func (l *loop) recover() {
-	for _, o := range l.x.orphans() {
+	for _, o := range l.x.orphans(time.Now()) {
 		key := "task:" + o.id
 		if r := l.running[o.id]; r != nil && r.fence == o.fence || l.recovering[key] {
 			continue
@@ -538,7 +541,8 @@ func (l *loop) recover() {
 					l.x.suspect(o.id)
 					l.w.emit(Event{Kind: EventError, Err: fmt.Errorf("put back task %s of a lost lock: %w", o.id, err)})
 				case t != nil && t.Revision > l.x.qSeq:
-					l.x.applyRecord(t, nil, time.Now())
+					d := versionOf(t)
+					l.x.applyRecord(&d, nil, time.Now())
 				}
 			}
 		}()

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/hostlocal"
+	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/queue"
 	"github.com/batonhq/baton/session"
 )
@@ -38,6 +39,46 @@ func TestWorker_TaskEnvironmentAndDone(t *testing.T) {
 	}
 	if done.Seq != added.Seq || done.Expires.IsZero() {
 		t.Errorf("seq %d (added %d), expires %v: a done task keeps its place and expires after the retention", done.Seq, added.Seq, done.Expires)
+	}
+}
+
+// A task that runs longer than the queue's TTL keeps its key lock and its
+// capacity token: they are renewed (the first renewal a third of the TTL
+// after the claim) until the task ends done.
+func TestWorker_ALongTaskKeepsItsLockAndToken(t *testing.T) {
+	e := newEnv(t)
+	qs := e.queues("h1")
+	e.create(qs, "q", func(c *queue.Config) { c.TTL = queue.Duration(time.Second); c.MaxActive = 1 })
+	add(t, qs, "q", "user-1", "t1")
+	rec := newRecorder(true)
+	w, _ := qs.NewWorker("q", rec)
+	start(t, w)
+	got := rec.next(t, 10*time.Second)
+	// Renewed twice: the lock's session is rewritten by its holder.
+	ctx := ctxT(t, 10*time.Second)
+	watch, err := qs.Sessions().Bucket().Watch(ctx, got.Run.Slot, kv.UpdatesOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watch.Stop()
+	for renewals := 0; renewals < 2; {
+		select {
+		case e := <-watch.Updates():
+			if e == nil || !e.Live() {
+				t.Fatalf("the lock ended while its task ran: %+v", e)
+			}
+			renewals++
+		case <-ctx.Done():
+			t.Fatalf("the lock was renewed %d times in 10s, want 2 (TTL 1s)", renewals)
+		}
+	}
+	if _, err := qs.Sessions().Get(ctx, got.Run.Slot); err != nil {
+		t.Fatalf("the lock after two renewals: %v", err)
+	}
+	rec.end("t1", nil)
+	done := waitState(t, qs, "q", "t1", queue.StateDone, 10*time.Second)
+	if done.Attempts != 1 || done.Result.Reason != queue.ReasonExit {
+		t.Fatalf("the long task ended %+v, want done in its first attempt", done.Result)
 	}
 }
 

@@ -62,6 +62,11 @@ func (r Record) marshalGeneral() ([]byte, error) {
 	if r.Meta == nil {
 		r.Meta = map[string]string{}
 	}
+	if len(r.unknown) == 0 {
+		if b, ok := r.appendJSON(); ok {
+			return b, nil
+		}
+	}
 	return jsonrec.Marshal(recordFields(r), r.unknown)
 }
 
