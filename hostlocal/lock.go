@@ -8,11 +8,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"time"
 
-	"github.com/batonhq/baton/internal/jsonrec"
+	"github.com/batonhq/baton/internal/jsonappend"
 )
 
 const (
@@ -56,27 +55,27 @@ type Holder struct {
 // its reflection: a join writes one holder, and pays encoding/json's first
 // look at a type otherwise (a test compares the two).
 func (h Holder) MarshalJSON() ([]byte, error) {
-	b := make([]byte, 0, 160+len(h.Purpose))
-	b = append(b, `{"pid":`...)
-	b = strconv.AppendInt(b, int64(h.PID), 10)
-	for _, f := range []struct{ name, v string }{{"start", h.Start}, {"host", h.Host}, {"instance", h.Instance}} {
+	w := jsonappend.New(160 + len(h.Purpose))
+	w.Raw(`{"pid":`)
+	w.Int(int64(h.PID))
+	for _, f := range []struct{ member, v string }{{`,"start":`, h.Start}, {`,"host":`, h.Host}, {`,"instance":`, h.Instance}} {
 		if f.v != "" {
-			b = append(b, `,"`...)
-			b = append(b, f.name...)
-			b = append(b, `":`...)
-			b = jsonrec.AppendString(b, f.v)
+			w.Raw(f.member)
+			w.Str(f.v)
 		}
 	}
-	b = append(b, `,"since":`...)
-	b, err := jsonrec.AppendTime(b, h.Since)
-	if err != nil {
-		return nil, fmt.Errorf("hostlocal: holder since: %w", err)
-	}
+	w.Raw(`,"since":`)
+	w.Time(h.Since)
 	if h.Purpose != "" {
-		b = append(b, `,"purpose":`...)
-		b = jsonrec.AppendString(b, h.Purpose)
+		w.Raw(`,"purpose":`)
+		w.Str(h.Purpose)
 	}
-	return append(b, '}'), nil
+	w.Raw(`}`)
+	if !w.OK {
+		type fields Holder // without this method
+		return json.Marshal(fields(h))
+	}
+	return w.B, nil
 }
 
 // Process returns the holding process as a Process, to check with Alive.

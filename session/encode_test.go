@@ -36,15 +36,17 @@ func TestRecordAppendJSON_AsEncodingJSON(t *testing.T) {
 		{Slot: "s", TaskID: "T-1", AgentID: "a", Host: "h", PID: 12, PIDStart: "b:1", Instance: "i", StartedAt: now, RenewedAt: now},
 		{Slot: "q.k", TaskID: "t1", AgentID: "queue q", Host: "h", PID: 12, Instance: "i", Fence: 9, StartedAt: now, RenewedAt: now.Add(time.Second),
 			Renewals: 3, Message: "m", Result: ResultSuccess, Meta: map[string]string{"queue": "q", "task": "t1", "attempt": "1"}},
+		// Strings encoding/json escapes are escaped alike.
+		{Slot: "s", Message: "<b> \"q\" \n \u2028 \xff", StartedAt: now, RenewedAt: now},
+		{Slot: "s", Meta: map[string]string{"é": "1", "<": "&"}},
 	} {
 		if !checkAppendJSON(t, r) {
 			t.Errorf("%+v is not written member by member", r)
 		}
 	}
 	for _, r := range []Record{
-		{Slot: "s", Message: "<b>", StartedAt: now, RenewedAt: now},
-		{Slot: "s", Meta: map[string]string{"é": "1"}},
 		{Slot: "s", StartedAt: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)},
+		{Slot: "s", RenewedAt: time.Date(2026, 1, 1, 0, 0, 0, 0, time.FixedZone("odd", 61))},
 	} {
 		if _, ok := r.appendJSON(); ok {
 			t.Errorf("%+v is written member by member; only encoding/json should", r)

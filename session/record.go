@@ -51,14 +51,6 @@ var knownFields = map[string]bool{
 
 // MarshalJSON writes the known fields and any unknown ones read earlier.
 func (r Record) MarshalJSON() ([]byte, error) {
-	if b, ok := encodeRecordFast(r); ok {
-		return b, nil
-	}
-	return r.marshalGeneral()
-}
-
-// marshalGeneral is MarshalJSON for any record.
-func (r Record) marshalGeneral() ([]byte, error) {
 	if r.Meta == nil {
 		r.Meta = map[string]string{}
 	}

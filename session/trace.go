@@ -6,11 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"strconv"
 	"strings"
 	"time"
 
-	"github.com/batonhq/baton/internal/jsonrec"
+	"github.com/batonhq/baton/internal/jsonappend"
 	"github.com/batonhq/baton/kv"
 )
 
@@ -43,42 +42,44 @@ type trace struct {
 // MarshalJSON writes t as encoding/json would write its fields, without
 // its reflection (a test compares the two).
 func (t trace) MarshalJSON() ([]byte, error) {
-	b := make([]byte, 0, 256+len(t.Record))
-	b = append(b, `{"slot":`...)
-	b = jsonrec.AppendString(b, t.Slot)
-	b = append(b, `,"fence":`...)
-	b = strconv.AppendUint(b, t.Fence, 10)
-	b = append(b, `,"host":`...)
-	b = jsonrec.AppendString(b, t.Host)
-	b = append(b, `,"instance":`...)
-	b = jsonrec.AppendString(b, t.Instance)
-	b = append(b, `,"pid":`...)
-	b = strconv.AppendInt(b, int64(t.PID), 10)
+	if len(t.Record) > 0 && !json.Valid(t.Record) {
+		return nil, errors.New("session: trace record is not JSON")
+	}
+	w := jsonappend.New(256 + len(t.Record))
+	w.Raw(`{"slot":`)
+	w.Str(t.Slot)
+	w.Raw(`,"fence":`)
+	w.Uint(t.Fence)
+	w.Raw(`,"host":`)
+	w.Str(t.Host)
+	w.Raw(`,"instance":`)
+	w.Str(t.Instance)
+	w.Raw(`,"pid":`)
+	w.Int(int64(t.PID))
 	if t.PIDStart != "" {
-		b = append(b, `,"pid_start":`...)
-		b = jsonrec.AppendString(b, t.PIDStart)
+		w.Raw(`,"pid_start":`)
+		w.Str(t.PIDStart)
 	}
-	b = append(b, `,"joined":`...)
-	b, err := jsonrec.AppendTime(b, t.Joined)
-	if err != nil {
-		return nil, err
-	}
+	w.Raw(`,"joined":`)
+	w.Time(t.Joined)
 	if t.Revision != 0 {
-		b = append(b, `,"revision":`...)
-		b = strconv.AppendUint(b, t.Revision, 10)
+		w.Raw(`,"revision":`)
+		w.Uint(t.Revision)
 	}
 	if t.TTLSeconds != 0 {
-		b = append(b, `,"ttl_seconds":`...)
-		b = strconv.AppendInt(b, t.TTLSeconds, 10)
+		w.Raw(`,"ttl_seconds":`)
+		w.Int(t.TTLSeconds)
 	}
 	if len(t.Record) > 0 {
-		if !json.Valid(t.Record) {
-			return nil, errors.New("session: trace record is not JSON")
-		}
-		b = append(b, `,"record":`...)
-		b = append(b, t.Record...) // compact: encodeRecord's
+		w.Raw(`,"record":`)
+		w.B = append(w.B, t.Record...) // compact: encodeRecord's
 	}
-	return append(b, '}'), nil
+	w.Raw(`}`)
+	if !w.OK {
+		type fields trace // without this method
+		return json.Marshal(fields(t))
+	}
+	return w.B, nil
 }
 
 // writeTrace records s on this host, with joined the time of its join. A

@@ -1,9 +1,10 @@
 // Package jsonappend writes records member by member, byte for byte as
-// encoding/json writes them, for the values that encoding/json writes
-// plainly: strings of printable ASCII that need no escape, times in the
-// years 0-9999. A record written on a write path (every renewal, every
-// claim) costs several microseconds through encoding/json's reflection and
-// a fraction of that here. Anything else leaves the Writer not OK, and the
+// encoding/json writes them. A record written on a write path (every
+// renewal, every claim) costs several microseconds through encoding/json's
+// reflection and a fraction of that here, and a process that writes a type
+// once (a cold `baton join`) pays encoding/json's first look at the type
+// otherwise. A value encoding/json would refuse (a time outside the years
+// 0-9999, or with an offset in seconds) leaves the Writer not OK, and the
 // caller writes the record the general way; tests compare the two.
 package jsonappend
 
@@ -28,16 +29,8 @@ func New(n int) Writer { return Writer{B: make([]byte, 0, n), OK: true} }
 // to be plain (`{"key":`, `,"pid":`).
 func (w *Writer) Raw(s string) { w.B = append(w.B, s...) }
 
-// Str appends v as a JSON string.
-func (w *Writer) Str(v string) {
-	if !Plain(v) {
-		w.OK = false
-		return
-	}
-	w.B = append(w.B, '"')
-	w.B = append(w.B, v...)
-	w.B = append(w.B, '"')
-}
+// Str appends v as a JSON string, escaped as encoding/json escapes it.
+func (w *Writer) Str(v string) { w.B = String(w.B, v) }
 
 // Int appends v.
 func (w *Writer) Int(v int64) { w.B = strconv.AppendInt(w.B, v, 10) }
@@ -116,14 +109,57 @@ func (w *Writer) StringMap(m map[string]string) {
 	w.B = append(w.B, '}')
 }
 
-// Plain reports whether encoding/json writes v quoted as it is: printable
-// ASCII other than the quote, the backslash and the three it escapes for
-// HTML.
-func Plain(v string) bool {
-	for i := 0; i < len(v); i++ {
-		if c := v[i]; c < 0x20 || c >= utf8.RuneSelf || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			return false
+// String appends s as a JSON string exactly as encoding/json writes it:
+// <, > and & escaped, invalid UTF-8 as U+FFFD, U+2028 and U+2029
+// escaped.
+func String(dst []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if b := s[i]; b < utf8.RuneSelf {
+			if b >= 0x20 && b != '"' && b != '\\' && b != '<' && b != '>' && b != '&' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch b {
+			case '\\', '"':
+				dst = append(dst, '\\', b)
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hex[b>>4], hex[b&0xF])
+			}
+			i++
+			start = i
+			continue
 		}
+		c, size := utf8.DecodeRuneInString(s[i:])
+		if c == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if c == '\u2028' || c == '\u2029' {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hex[c&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
 	}
-	return true
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
 }
