@@ -162,6 +162,21 @@ func (b *Bucket) latestAtLeast(ctx context.Context, key string, least uint64, mi
 	}
 }
 
+// entryOfMsg is the entry a watch's consumer delivered in m, and how many
+// messages the consumer had left to deliver after it. ok is false for a
+// message that is not a consumer's delivery.
+func (b *Bucket) entryOfMsg(m *nats.Msg) (e Entry, pending uint64, ok bool) {
+	seq, ts, pending, ok := ackFields(m.Reply)
+	if !ok {
+		meta, err := m.Metadata()
+		if err != nil {
+			return Entry{}, 0, false
+		}
+		seq, ts, pending = meta.Sequence.Stream, meta.Timestamp.UnixNano(), meta.NumPending
+	}
+	return b.entryOf(m.Subject, seq, time.Unix(0, ts), m.Header, m.Data), pending, true
+}
+
 func (b *Bucket) entryOf(subject string, seq uint64, t time.Time, h nats.Header, data []byte) Entry {
 	return Entry{
 		Key:      subject[min(len(b.prefix), len(subject)):],

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/batonhq/baton/internal/par"
 	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/session"
 )
@@ -85,7 +84,18 @@ func (qs *Queues) Snapshot(ctx context.Context, q string, opts ...SnapshotOption
 	if err != nil {
 		return nil, err
 	}
-	entries, err := qs.bucket.Entries(ctx, queuePattern(q))
+	decode := viewTask
+	if sc.tasks {
+		decode = decodeTask
+	}
+	// Tasks decode while the rest arrive; other records of the queue are
+	// counted by their keys.
+	entries, err := kv.EntriesDecoded(ctx, qs.bucket, queuePattern(q), func(e kv.Entry) (*Task, error) {
+		if !isTaskKey(q, e.Key) {
+			return nil, nil
+		}
+		return decode(q, e)
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -96,7 +106,9 @@ func (qs *Queues) Snapshot(ctx context.Context, q string, opts ...SnapshotOption
 	return summarize(qs, cfg, entries, sessions, sc), nil
 }
 
-func summarize(qs *Queues, cfg Config, entries []kv.Entry, l *session.Listing, sc snapshotConfig) *Snapshot {
+// summarize sums up a queue's records (in the stream's order, tasks
+// decoded) and the sessions.
+func summarize(qs *Queues, cfg Config, entries []kv.Decoded[*Task], l *session.Listing, sc snapshotConfig) *Snapshot {
 	q := cfg.Queue
 	snap := &Snapshot{
 		Config: cfg, ServerTime: l.ServerTime, Counts: map[State]int{},
@@ -110,22 +122,7 @@ func summarize(qs *Queues, cfg Config, entries []kv.Entry, l *session.Listing, s
 	for _, p := range Priorities {
 		snap.Pending.ByPriority[p] = 0
 	}
-	var taskEntries []kv.Entry
 	tokens := 0
-	for _, e := range entries {
-		switch {
-		case isTaskKey(q, e.Key):
-			taskEntries = append(taskEntries, e)
-		case tokenIndexOf(q, e.Key) >= 0:
-			tokens++
-		}
-	}
-	tasks, errs := make([]*Task, len(taskEntries)), make([]error, len(taskEntries))
-	decode := viewTask
-	if sc.tasks {
-		decode = decodeTask
-	}
-	par.Each(len(taskEntries), func(i int) { tasks[i], errs[i] = decode(q, taskEntries[i]) })
 	slots := map[string]*session.Session{}
 	for _, s := range l.Sessions {
 		slots[s.Slot] = s
@@ -144,9 +141,16 @@ func summarize(qs *Queues, cfg Config, entries []kv.Entry, l *session.Listing, s
 		snap.Locks = append(snap.Locks, lk)
 	}
 	waitingKeys := map[string]bool{}
-	for i, t := range tasks {
-		if errs[i] != nil {
-			snap.Undecodable = append(snap.Undecodable, taskIDOf(q, taskEntries[i].Key))
+	for _, d := range entries {
+		if !isTaskKey(q, d.Entry.Key) {
+			if tokenIndexOf(q, d.Entry.Key) >= 0 {
+				tokens++
+			}
+			continue
+		}
+		t := d.Out
+		if d.Err != nil {
+			snap.Undecodable = append(snap.Undecodable, taskIDOf(q, d.Entry.Key))
 			continue
 		}
 		if sc.tasks {
@@ -254,7 +258,19 @@ type Summary struct {
 // Summaries reads every queue's counts with one watch of the queues bucket
 // (no sessions). A missing queues bucket has none.
 func (qs *Queues) Summaries(ctx context.Context) ([]Summary, error) {
-	entries, err := qs.bucket.Entries(ctx, "")
+	// Tasks and configs decode while the rest arrive.
+	entries, err := kv.EntriesDecoded(ctx, qs.bucket, "", func(e kv.Entry) (any, error) {
+		q, rest, ok := strings.Cut(e.Key, ".")
+		switch {
+		case !ok:
+			return nil, nil
+		case rest == "config":
+			return decodeConfig(e)
+		case strings.HasPrefix(rest, "task."):
+			return viewTask(q, e)
+		}
+		return nil, nil
+	})
 	if errors.Is(err, kv.ErrBucketNotFound) {
 		return nil, nil
 	}
@@ -269,21 +285,21 @@ func (qs *Queues) Summaries(ctx context.Context) ([]Summary, error) {
 		}
 		return byQueue[q]
 	}
-	for _, e := range entries {
-		q, rest, ok := strings.Cut(e.Key, ".")
+	for _, d := range entries {
+		q, rest, ok := strings.Cut(d.Entry.Key, ".")
 		if !ok {
 			continue
 		}
 		switch {
 		case rest == "config":
-			if c, err := decodeConfig(e); err == nil {
+			if c, ok := d.Out.(Config); ok && d.Err == nil {
 				get(q).MaxActive = c.MaxActive
 			}
 		case strings.HasPrefix(rest, "cap."):
 			tokens[q]++
 		case strings.HasPrefix(rest, "task."):
-			t, err := viewTask(q, e)
-			if err != nil {
+			t, ok := d.Out.(*Task)
+			if !ok || d.Err != nil {
 				continue
 			}
 			s := get(q)
