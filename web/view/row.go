@@ -27,25 +27,35 @@ func appendSessionRowIndent(b []byte, s *session.Session, t session.Timing, age,
 	}
 	ok := true
 	first := true
+	// What goes before a member's name (lead1 for the row's, lead2 for
+	// meta's) and after it: laid out once, not member by member.
+	var leads [64]byte
+	var lead1, lead2 []byte
+	sep := `":`
+	if indent != "" {
+		l := append(leads[:0], '\n')
+		l = append(l, prefix...)
+		l = append(l, indent...)
+		n := len(l)
+		l = append(l, l...)
+		l = append(l, indent...)
+		lead1, lead2 = l[:n], l[n:]
+		sep = `": `
+	}
 	// name starts a member of the row (depth 1) or of meta (depth 2).
 	name := func(n string, depth int) {
 		if !first {
 			b = append(b, ',')
 		}
 		first = false
-		if indent != "" {
-			b = append(b, '\n')
-			b = append(b, prefix...)
-			for range depth {
-				b = append(b, indent...)
-			}
+		if depth == 1 {
+			b = append(b, lead1...)
+		} else {
+			b = append(b, lead2...)
 		}
 		b = append(b, '"')
 		b = append(b, n...)
-		b = append(b, '"', ':')
-		if indent != "" {
-			b = append(b, ' ')
-		}
+		b = append(b, sep...)
 	}
 	str := func(n, v string) {
 		name(n, 1)
@@ -86,11 +96,7 @@ func appendSessionRowIndent(b []byte, s *session.Session, t session.Timing, age,
 			name(k, 2)
 			b, ok = appendPlainString(b, s.Meta[k], ok)
 		}
-		if indent != "" {
-			b = append(b, '\n')
-			b = append(b, prefix...)
-			b = append(b, indent...)
-		}
+		b = append(b, lead1...)
 	}
 	b = append(b, '}')
 	num("pid", int64(s.PID))
@@ -109,8 +115,7 @@ func appendSessionRowIndent(b []byte, s *session.Session, t session.Timing, age,
 	num("ttl_left_ms", left)
 	num("ttl_ms", s.TTL.Milliseconds())
 	if indent != "" {
-		b = append(b, '\n')
-		b = append(b, prefix...)
+		b = append(b, lead1[:1+len(prefix)]...)
 	}
 	return append(b, '}'), ok
 }
@@ -140,16 +145,30 @@ func plain(v string) bool {
 // appendTime appends v as time.Time's MarshalJSON does (RFC 3339 with
 // nanoseconds), for the years it writes; otherwise it leaves ok false.
 func appendTime(b []byte, v time.Time, ok bool) ([]byte, bool) {
-	if y := v.Year(); y < 0 || y > 9999 {
-		return b, false
-	}
-	if _, off := v.Zone(); off%60 != 0 {
-		return b, false // MarshalJSON refuses an offset with seconds
+	if v.Location() == time.UTC {
+		// The years MarshalJSON writes, without working out the date
+		// twice: sessions' times are in UTC.
+		if u := v.Unix(); u < firstJSONSecond || u > lastJSONSecond {
+			return b, false
+		}
+	} else {
+		if y := v.Year(); y < 0 || y > 9999 {
+			return b, false
+		}
+		if _, off := v.Zone(); off%60 != 0 {
+			return b, false // MarshalJSON refuses an offset with seconds
+		}
 	}
 	b = append(b, '"')
 	b = v.AppendFormat(b, time.RFC3339Nano)
 	return append(b, '"'), ok
 }
+
+// The first and last seconds of the years 0-9999 in UTC, as Unix times.
+const (
+	firstJSONSecond = -62167219200 // 0000-01-01T00:00:00Z
+	lastJSONSecond  = 253402300799 // 9999-12-31T23:59:59Z
+)
 
 // sessionRowValue is a row of `status --json`'s sessions: it marshals as
 // SessionRowJSON, and lays itself out indented in one pass

@@ -33,6 +33,10 @@ func TestSessionRow_WrittenDirectlyAsEncodingJSONWritesIt(t *testing.T) {
 		{}, time.Date(2026, 11, 25, 16, 0, 0, 123456789, time.UTC), time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC),
 		time.Date(2026, 1, 2, 3, 4, 5, 100, time.FixedZone("x", 3600)), time.Date(2026, 11, 25, 16, 0, 0, 120000000, time.UTC),
 		time.Date(12000, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 5, 5, 5, 5, 5, 5, time.FixedZone("s", 3601)),
+		// The first and last years MarshalJSON writes, and the next ones.
+		time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(-1, 12, 31, 23, 59, 59, 999999999, time.UTC),
+		time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC), time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(9999, 12, 31, 23, 30, 0, 0, time.FixedZone("y", -3600)), time.Date(0, 1, 1, 0, 30, 0, 0, time.FixedZone("z", 3600)),
 	}
 	now := time.Date(2026, 11, 25, 16, 0, 10, 0, time.UTC)
 	fast := 0
