@@ -84,17 +84,14 @@ func (qs *Queues) Snapshot(ctx context.Context, q string, opts ...SnapshotOption
 	if err != nil {
 		return nil, err
 	}
-	decode := viewTask
-	if sc.tasks {
-		decode = decodeTask
-	}
-	// Tasks decode while the rest arrive; other records of the queue are
-	// counted by their keys.
-	entries, err := kv.EntriesDecoded(ctx, qs.bucket, queuePattern(q), func(e kv.Entry) (*Task, error) {
+	// Tasks decode while the rest arrive (what the status shows of them,
+	// unless it lists them); other records of the queue are counted by
+	// their keys.
+	entries, err := kv.EntriesDecoded(ctx, qs.bucket, queuePattern(q), func(e kv.Entry) (taskLine, error) {
 		if !isTaskKey(q, e.Key) {
-			return nil, nil
+			return taskLine{}, nil
 		}
-		return decode(q, e)
+		return lineOf(q, e, sc.tasks)
 	})
 	if err != nil {
 		return nil, err
@@ -108,7 +105,7 @@ func (qs *Queues) Snapshot(ctx context.Context, q string, opts ...SnapshotOption
 
 // summarize sums up a queue's records (in the stream's order, tasks
 // decoded) and the sessions.
-func summarize(qs *Queues, cfg Config, entries []kv.Decoded[*Task], l *session.Listing, sc snapshotConfig) *Snapshot {
+func summarize(qs *Queues, cfg Config, entries []kv.Decoded[taskLine], l *session.Listing, sc snapshotConfig) *Snapshot {
 	q := cfg.Queue
 	snap := &Snapshot{
 		Config: cfg, ServerTime: l.ServerTime, Counts: map[State]int{},
@@ -140,7 +137,7 @@ func summarize(qs *Queues, cfg Config, entries []kv.Decoded[*Task], l *session.L
 		}
 		snap.Locks = append(snap.Locks, lk)
 	}
-	waitingKeys := map[string]bool{}
+	waiting := map[string]*KeyCount{} // Pending.ByKey, counted in place
 	for _, d := range entries {
 		if !isTaskKey(q, d.Entry.Key) {
 			if tokenIndexOf(q, d.Entry.Key) >= 0 {
@@ -148,21 +145,25 @@ func summarize(qs *Queues, cfg Config, entries []kv.Decoded[*Task], l *session.L
 			}
 			continue
 		}
-		t := d.Out
 		if d.Err != nil {
 			snap.Undecodable = append(snap.Undecodable, taskIDOf(q, d.Entry.Key))
 			continue
 		}
+		t := d.Out
 		if sc.tasks {
-			snap.Tasks = append(snap.Tasks, t)
+			snap.Tasks = append(snap.Tasks, t.task)
 		}
-		snap.Counts[t.State]++
-		switch t.State {
+		snap.Counts[t.state]++
+		switch t.state {
 		case StatePending, StateFailed:
 			snap.Pending.Total++
-			snap.Pending.ByPriority[t.Priority]++
-			kc := snap.Pending.ByKey[t.Key]
-			switch t.Priority {
+			snap.Pending.ByPriority[t.priority]++
+			kc := waiting[t.key]
+			if kc == nil {
+				kc = &KeyCount{}
+				waiting[t.key] = kc
+			}
+			switch t.priority {
 			case High:
 				kc.High++
 			case Low:
@@ -170,23 +171,24 @@ func summarize(qs *Queues, cfg Config, entries []kv.Decoded[*Task], l *session.L
 			default:
 				kc.Normal++
 			}
-			snap.Pending.ByKey[t.Key] = kc
-			waitingKeys[t.Key] = true
-			if snap.Pending.OldestID == "" || t.AddedAt.Before(snap.Pending.Oldest) {
-				snap.Pending.Oldest, snap.Pending.OldestID = t.AddedAt, t.ID
+			if snap.Pending.OldestID == "" || t.addedAt.Before(snap.Pending.Oldest) {
+				snap.Pending.Oldest, snap.Pending.OldestID = t.addedAt, t.id
 			}
 		case StateActive:
-			snap.Active.ByKey[t.Key]++
-			for k, v := range t.Labels {
+			snap.Active.ByKey[t.key]++
+			for k, v := range t.task.Labels {
 				if snap.Active.ByLabel[k] == nil {
 					snap.Active.ByLabel[k] = map[string]int{}
 				}
 				snap.Active.ByLabel[k][v]++
 			}
-			if s := slots[t.Run.Slot]; s != nil {
-				addLock(t.Key, t.Run.Lane, s, t.Run)
+			if s := slots[t.task.Run.Slot]; s != nil {
+				addLock(t.key, t.task.Run.Lane, s, t.task.Run)
 			}
 		}
+	}
+	for key, kc := range waiting {
+		snap.Pending.ByKey[key] = *kc
 	}
 	if snap.Pending.OldestID != "" {
 		snap.Pending.OldestAge = max(l.ServerTime.Sub(snap.Pending.Oldest), 0)
@@ -200,7 +202,7 @@ func summarize(qs *Queues, cfg Config, entries []kv.Decoded[*Task], l *session.L
 			addLock(key, lane, s, nil)
 		}
 	}
-	for key := range waitingKeys {
+	for key := range waiting {
 		for lane := range cfg.PerKey {
 			if s := slots[cfg.Slot(key, lane)]; s != nil {
 				addLock(key, lane, s, nil)
@@ -258,18 +260,25 @@ type Summary struct {
 // Summaries reads every queue's counts with one watch of the queues bucket
 // (no sessions). A missing queues bucket has none.
 func (qs *Queues) Summaries(ctx context.Context) ([]Summary, error) {
-	// Tasks and configs decode while the rest arrive.
-	entries, err := kv.EntriesDecoded(ctx, qs.bucket, "", func(e kv.Entry) (any, error) {
+	// Tasks (what the counts need of them) and configs decode while the
+	// rest arrive.
+	type record struct {
+		task taskLine
+		cfg  *Config
+	}
+	entries, err := kv.EntriesDecoded(ctx, qs.bucket, "", func(e kv.Entry) (record, error) {
 		q, rest, ok := strings.Cut(e.Key, ".")
 		switch {
 		case !ok:
-			return nil, nil
+			return record{}, nil
 		case rest == "config":
-			return decodeConfig(e)
+			c, err := decodeConfig(e)
+			return record{cfg: &c}, err
 		case strings.HasPrefix(rest, "task."):
-			return viewTask(q, e)
+			t, err := lineOf(q, e, false)
+			return record{task: t}, err
 		}
-		return nil, nil
+		return record{}, nil
 	})
 	if errors.Is(err, kv.ErrBucketNotFound) {
 		return nil, nil
@@ -292,21 +301,20 @@ func (qs *Queues) Summaries(ctx context.Context) ([]Summary, error) {
 		}
 		switch {
 		case rest == "config":
-			if c, ok := d.Out.(Config); ok && d.Err == nil {
-				get(q).MaxActive = c.MaxActive
+			if d.Err == nil {
+				get(q).MaxActive = d.Out.cfg.MaxActive
 			}
 		case strings.HasPrefix(rest, "cap."):
 			tokens[q]++
 		case strings.HasPrefix(rest, "task."):
-			t, ok := d.Out.(*Task)
-			if !ok || d.Err != nil {
+			if d.Err != nil {
 				continue
 			}
 			s := get(q)
-			switch t.State {
+			switch t := d.Out.task; t.state {
 			case StatePending, StateFailed:
 				s.Pending++
-				if t.State == StateFailed {
+				if t.state == StateFailed {
 					s.Failed++
 				}
 			case StateActive:

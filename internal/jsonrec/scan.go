@@ -127,6 +127,10 @@ func (s *Scanner) Str(dst *string) bool {
 	return ok
 }
 
+// Raw reads a string and returns its bytes, as they are in the record (a
+// string Raw reads has nothing to unescape).
+func (s *Scanner) Raw() ([]byte, bool) { return s.raw() }
+
 // SkipStr reads a string and drops it.
 func (s *Scanner) SkipStr() bool {
 	_, ok := s.raw()
@@ -285,10 +289,25 @@ func (s *Scanner) StringMap(dst *map[string]string, null bool) bool {
 		*dst = nil
 		return true
 	}
+	m := map[string]string{}
+	if !s.stringMap(func(k, v []byte) { m[string(k)] = string(v) }) {
+		return false
+	}
+	*dst = m
+	return true
+}
+
+// SkipStringMap reads what StringMap reads, and drops it.
+func (s *Scanner) SkipStringMap(null bool) bool {
+	return null && s.Lit("null") || s.stringMap(nil)
+}
+
+// stringMap reads an object of strings, handing each member to add (if not
+// nil).
+func (s *Scanner) stringMap(add func(k, v []byte)) bool {
 	if !s.Lit("{") {
 		return false
 	}
-	m := map[string]string{}
 	for i := 0; !s.Lit("}"); i++ {
 		if i > 0 && !s.Lit(",") {
 			return false
@@ -301,8 +320,9 @@ func (s *Scanner) StringMap(dst *map[string]string, null bool) bool {
 		if !ok {
 			return false
 		}
-		m[string(k)] = string(v)
+		if add != nil {
+			add(k, v)
+		}
 	}
-	*dst = m
 	return true
 }
