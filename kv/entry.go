@@ -88,11 +88,29 @@ func opFromHeader(h nats.Header) Op {
 }
 
 // ttlFromHeader reads the per-message TTL; "never" and garbage read as 0.
-func ttlFromHeader(h nats.Header) time.Duration {
+// A reader of many entries passes the TTL it read last (ttls, or nil),
+// which most of them repeat: it is then not parsed again.
+func ttlFromHeader(h nats.Header, ttls *lastTTL) time.Duration {
 	v := h.Get(hdrTTL)
-	if v == "" {
+	switch {
+	case v == "":
 		return 0
+	case ttls == nil:
+		return ttlOf(v)
+	case v != ttls.text:
+		ttls.text, ttls.ttl = v, ttlOf(v)
 	}
+	return ttls.ttl
+}
+
+// lastTTL is the TTL header a reader read last, and its value.
+type lastTTL struct {
+	text string
+	ttl  time.Duration
+}
+
+// ttlOf reads a TTL header's value, as ttlFromHeader.
+func ttlOf(v string) time.Duration {
 	if d, err := time.ParseDuration(v); err == nil && d > 0 {
 		return d
 	}

@@ -174,8 +174,9 @@ func startScan[T any](ctx context.Context, b *Bucket, pattern string, room int) 
 	// The subscription's own context, ended with the scan.
 	ctx, cancel := context.WithCancelCause(ctx)
 	s := &scan[T]{batches: make(chan []Decoded[T], runtime.GOMAXPROCS(0)), stop: make(chan struct{}), cancel: cancel}
+	var ttls lastTTL // only the handler's, which nats.go calls in turn
 	handler := func(m *nats.Msg) {
-		e, pending, ok := b.entryOfMsg(m)
+		e, pending, ok := b.entryOfMsg(m, &ttls)
 		if !ok {
 			return
 		}

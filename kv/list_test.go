@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/batonhq/baton/kv"
 )
@@ -19,9 +20,11 @@ func TestEntriesDecoded_StreamOrderWhateverItsRoom(t *testing.T) {
 	_, b := testBucket(t)
 	const n = 1000
 	revs := map[string]uint64{}
+	// Keys of three TTLs, in runs and alone.
+	ttlOf := func(i int) time.Duration { return []time.Duration{0, time.Minute, time.Hour}[i/7%3] }
 	for _, i := range rand.Perm(n) {
 		key := fmt.Sprintf("k%04d", i)
-		rev, err := b.Create(ctx, key, []byte(strconv.Itoa(i)), 0)
+		rev, err := b.Create(ctx, key, []byte(strconv.Itoa(i)), ttlOf(i))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -37,7 +40,7 @@ func TestEntriesDecoded_StreamOrderWhateverItsRoom(t *testing.T) {
 			delete(revs, key)
 			continue
 		}
-		rev, err := b.Update(ctx, key, []byte(strconv.Itoa(i)), 0, revs[key])
+		rev, err := b.Update(ctx, key, []byte(strconv.Itoa(i)), ttlOf(i), revs[key])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -58,8 +61,8 @@ func TestEntriesDecoded_StreamOrderWhateverItsRoom(t *testing.T) {
 				t.Fatalf("%s: not in the stream's order at %d: revision %d after %d", name, i, d.Entry.Revision, ds[i-1].Entry.Revision)
 			}
 			want, _ := strconv.Atoi(d.Entry.Key[1:])
-			if d.Entry.Revision != revs[d.Entry.Key] || d.Err != nil || d.Out != want || d.Entry.Value != nil {
-				t.Fatalf("%s: %+v, want revision %d decoded to %d", name, d, revs[d.Entry.Key], want)
+			if d.Entry.Revision != revs[d.Entry.Key] || d.Err != nil || d.Out != want || d.Entry.Value != nil || d.Entry.TTL != ttlOf(want) {
+				t.Fatalf("%s: %+v, want revision %d decoded to %d, TTL %s", name, d, revs[d.Entry.Key], want, ttlOf(want))
 			}
 		}
 	}
@@ -79,7 +82,7 @@ func TestEntriesDecoded_StreamOrderWhateverItsRoom(t *testing.T) {
 		t.Fatalf("Entries has %d, EntriesDecoded %d", len(es), len(all))
 	}
 	for i, e := range es {
-		if e.Key != all[i].Entry.Key || e.Revision != all[i].Entry.Revision || string(e.Value) != strconv.Itoa(all[i].Out) {
+		if e.Key != all[i].Entry.Key || e.Revision != all[i].Entry.Revision || e.TTL != all[i].Entry.TTL || string(e.Value) != strconv.Itoa(all[i].Out) {
 			t.Fatalf("Entries[%d] = %s@%d %q, EntriesDecoded has %s@%d", i, e.Key, e.Revision, e.Value, all[i].Entry.Key, all[i].Entry.Revision)
 		}
 	}

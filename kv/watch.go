@@ -64,7 +64,7 @@ func (b *Bucket) Watch(ctx context.Context, pattern string, opts ...WatchOption)
 		cancel:  cancel,
 	}
 	handler := func(m *nats.Msg) {
-		e, pending, ok := b.entryOfMsg(m)
+		e, pending, ok := b.entryOfMsg(m, nil)
 		if !ok {
 			return
 		}
