@@ -72,6 +72,7 @@ lease_release and lease_expire.`,
 }
 
 func statusRun(ctx context.Context, o *Options) error {
+	defer o.F.ListingGC()()
 	m, err := o.F.Sessions(ctx)
 	if err != nil {
 		return err
