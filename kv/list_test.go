@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -94,9 +95,15 @@ func TestSortByKey_KeepsEachEntryWithItsResult(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	for _, n := range []int{0, 1, 2, 3, 100, 1000} {
 		for round := range 5 {
+			// Keys of every length, many sharing their first eight bytes.
 			ds := make([]kv.Decoded[int], n)
+			keys := make([]string, n)
 			for i := range ds {
-				ds[i] = kv.Decoded[int]{Entry: kv.Entry{Key: fmt.Sprintf("k%05d", i), Revision: uint64(i)}, Out: i}
+				keys[i] = strings.Repeat("k", i%11) + fmt.Sprintf("%05d", i)
+			}
+			slices.Sort(keys)
+			for i := range ds {
+				ds[i] = kv.Decoded[int]{Entry: kv.Entry{Key: keys[i], Revision: uint64(i)}, Out: i}
 			}
 			switch round {
 			case 0: // sorted already
@@ -107,7 +114,7 @@ func TestSortByKey_KeepsEachEntryWithItsResult(t *testing.T) {
 			}
 			kv.SortByKey(ds)
 			for i, d := range ds {
-				if d.Entry.Key != fmt.Sprintf("k%05d", i) || d.Out != i || d.Entry.Revision != uint64(i) {
+				if d.Entry.Key != keys[i] || d.Out != i || d.Entry.Revision != uint64(i) {
 					t.Fatalf("n=%d round %d: at %d: %+v", n, round, i, d)
 				}
 			}
