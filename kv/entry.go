@@ -88,11 +88,29 @@ func opFromHeader(h nats.Header) Op {
 }
 
 // ttlFromHeader reads the per-message TTL; "never" and garbage read as 0.
-func ttlFromHeader(h nats.Header) time.Duration {
+// A reader of many entries passes the TTL it read last (ttls, or nil),
+// which most of them repeat: it is then not parsed again.
+func ttlFromHeader(h nats.Header, ttls *lastTTL) time.Duration {
 	v := h.Get(hdrTTL)
-	if v == "" {
+	switch {
+	case v == "":
 		return 0
+	case ttls == nil:
+		return ttlOf(v)
+	case v != ttls.text:
+		ttls.text, ttls.ttl = v, ttlOf(v)
 	}
+	return ttls.ttl
+}
+
+// lastTTL is the TTL header a reader read last, and its value.
+type lastTTL struct {
+	text string
+	ttl  time.Duration
+}
+
+// ttlOf reads a TTL header's value, as ttlFromHeader.
+func ttlOf(v string) time.Duration {
 	if d, err := time.ParseDuration(v); err == nil && d > 0 {
 		return d
 	}
@@ -164,4 +182,65 @@ func ValidateTTL(d time.Duration) error {
 		return fmt.Errorf("%w: %s; a TTL is a whole number of seconds, at least 1s", ErrInvalidTTL, d)
 	}
 	return nil
+}
+
+// ackFields reads a consumer delivery's stream sequence, timestamp (Unix
+// nanoseconds) and pending count from its reply subject, as nats.go's
+// Msg.Metadata does but without building the metadata (a listing reads one
+// per key):
+//
+//	$JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<tm>.<pending>
+//	$JS.ACK.<domain>.<account hash>.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<tm>.<pending>[.<token>...]
+//
+// ok is false for any other subject (Metadata then decides) or a number
+// that does not parse.
+func ackFields(reply string) (seq uint64, ts int64, pending uint64, ok bool) {
+	const prefix = "$JS.ACK."
+	if !strings.HasPrefix(reply, prefix) {
+		return 0, 0, 0, false
+	}
+	tokens := strings.Count(reply, ".") + 1
+	// The tokens before <sseq>: 5 in the first form, 7 in the second.
+	skip := 5
+	switch {
+	case tokens == 9:
+	case tokens >= 11:
+		skip = 7
+	default:
+		return 0, 0, 0, false
+	}
+	rest := reply
+	for range skip {
+		i := strings.IndexByte(rest, '.')
+		rest = rest[i+1:]
+	}
+	var f [4]uint64 // sseq, cseq, tm, pending
+	for i := range f {
+		tok := rest
+		if j := strings.IndexByte(rest, '.'); j >= 0 {
+			tok, rest = rest[:j], rest[j+1:]
+		}
+		n, good := ackNum(tok)
+		if !good {
+			return 0, 0, 0, false
+		}
+		f[i] = n
+	}
+	return f[0], int64(f[2]), f[3], true
+}
+
+// ackNum parses a decimal number of an ack subject.
+func ackNum(s string) (uint64, bool) {
+	if s == "" || len(s) > 19 {
+		return 0, false
+	}
+	var n uint64
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + uint64(c-'0')
+	}
+	return n, true
 }

@@ -1,5 +1,16 @@
 package kv
 
+import "context"
+
+// EntriesDecodedInRoom is EntriesDecoded with room for at most room
+// entries at first, so that a test can make it take more as they come.
+func EntriesDecodedInRoom[T any](ctx context.Context, b *Bucket, pattern string, room int, decode func(Entry) (T, error)) ([]Decoded[T], error) {
+	return entriesDecoded(ctx, b, pattern, room, decode)
+}
+
+// SortByKey is sortByKey, for its test.
+func SortByKey[T any](ds []Decoded[T]) { sortByKey(ds) }
+
 // DropAnswers makes the next n writes of c land on the server but lose
 // their answer, as a timed-out request whose write was applied.
 func DropAnswers(c *Client, n int32) { c.dropAnswers.Store(n) }

@@ -65,7 +65,7 @@ func (b *Bucket) latest(ctx context.Context, key string) (Entry, error) {
 			return Entry{}, fmt.Errorf("%s revision %d: undecodable headers: %w", what, m.Seq, err)
 		}
 	}
-	return b.entryOf(m.Subject, m.Seq, m.Time, h, m.Data), nil
+	return b.entryOf(m.Subject, m.Seq, m.Time, h, m.Data, nil), nil
 }
 
 // LatestAtLeast is Latest for a caller that knows the key had revision
@@ -163,14 +163,31 @@ func (b *Bucket) latestAtLeast(ctx context.Context, key string, least uint64, mi
 	}
 }
 
-func (b *Bucket) entryOf(subject string, seq uint64, t time.Time, h nats.Header, data []byte) Entry {
+// entryOfMsg is the entry a watch's consumer delivered in m, and how many
+// messages the consumer had left to deliver after it. ok is false for a
+// message that is not a consumer's delivery.
+//
+// A listing passes the TTL it read last (see ttlFromHeader).
+func (b *Bucket) entryOfMsg(m *nats.Msg, ttls *lastTTL) (e Entry, pending uint64, ok bool) {
+	seq, ts, pending, ok := ackFields(m.Reply)
+	if !ok {
+		meta, err := m.Metadata()
+		if err != nil {
+			return Entry{}, 0, false
+		}
+		seq, ts, pending = meta.Sequence.Stream, meta.Timestamp.UnixNano(), meta.NumPending
+	}
+	return b.entryOf(m.Subject, seq, time.Unix(0, ts), m.Header, m.Data, ttls), pending, true
+}
+
+func (b *Bucket) entryOf(subject string, seq uint64, t time.Time, h nats.Header, data []byte, ttls *lastTTL) Entry {
 	return Entry{
 		Key:      subject[min(len(b.prefix), len(subject)):],
 		Value:    data,
 		Revision: seq,
 		Created:  t.UTC(),
 		Op:       opFromHeader(h),
-		TTL:      ttlFromHeader(h),
+		TTL:      ttlFromHeader(h, ttls),
 	}
 }
 

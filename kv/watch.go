@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -56,16 +53,10 @@ func (b *Bucket) Watch(ctx context.Context, pattern string, opts ...WatchOption)
 	for _, o := range opts {
 		o(&cfg)
 	}
-	if pattern == "" {
-		pattern = ">"
-	}
 	// The subscription's own context: nats.go keeps a goroutine on it until
 	// it is done, so it ends with the watch, not only with the caller's ctx.
 	ctx, cancelCause := context.WithCancelCause(ctx)
 	cancel := func() { cancelCause(nil) }
-	// Creating the consumer fails at once if the server refuses it (or the
-	// reply inbox), rather than when the request times out.
-	unregister := b.c.refusals.register(apiPrefix+"CONSUMER.CREATE."+b.stream+".", true, cancelCause)
 	w := &Watcher{
 		updates: make(chan *Entry, 256),
 		stop:    make(chan struct{}),
@@ -73,11 +64,10 @@ func (b *Bucket) Watch(ctx context.Context, pattern string, opts ...WatchOption)
 		cancel:  cancel,
 	}
 	handler := func(m *nats.Msg) {
-		meta, err := m.Metadata()
-		if err != nil {
+		e, pending, ok := b.entryOfMsg(m, nil)
+		if !ok {
 			return
 		}
-		e := b.entryOf(m.Subject, meta.Sequence.Stream, meta.Timestamp, m.Header, m.Data)
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		if !w.send(&e) {
@@ -85,30 +75,18 @@ func (b *Bucket) Watch(ctx context.Context, pattern string, opts ...WatchOption)
 		}
 		if !w.initDone {
 			w.received++
-			if w.received >= w.initPending || meta.NumPending == 0 {
+			if w.received >= w.initPending || pending == 0 {
 				w.initDone = true
 				w.send(nil)
 			}
 		}
 	}
-	// A heartbeat every second lets the ordered consumer notice within a
-	// few seconds that the server lost it (a restart) and recreate it from
-	// the last revision seen; nothing is skipped.
-	subOpts := []nats.SubOpt{nats.BindStream(b.stream), nats.OrderedConsumer(), nats.IdleHeartbeat(watchHeartbeat), nats.Context(ctx)}
-	if cfg.updatesOnly {
-		subOpts = append(subOpts, nats.DeliverNew())
-	} else {
-		subOpts = append(subOpts, nats.DeliverLastPerSubject())
-	}
 	// Hold the lock until the initial state is known, so the handler cannot
 	// run ahead of it.
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	sub, err := b.c.pushJS.Subscribe(b.prefix+pattern, handler, subOpts...)
-	unregister()
+	sub, err := b.subscribe(ctx, cancelCause, pattern, cfg.updatesOnly, handler)
 	if err != nil {
-		err = b.c.watchError(ctx, b, refusal(ctx, err))
-		cancel()
 		return nil, err
 	}
 	w.sub = sub
@@ -149,6 +127,36 @@ func (b *Bucket) Watch(ctx context.Context, pattern string, opts ...WatchOption)
 		}
 	}()
 	return w, nil
+}
+
+// subscribe starts the ordered consumer of a watch or listing of the keys
+// matching pattern ("" is every key) on ctx, whose cancel ends it: the
+// latest revision of each key first, unless updatesOnly, then every change.
+// handler gets each message on nats.go's delivery goroutine, in order.
+func (b *Bucket) subscribe(ctx context.Context, cancel context.CancelCauseFunc, pattern string, updatesOnly bool, handler nats.MsgHandler) (*nats.Subscription, error) {
+	if pattern == "" {
+		pattern = ">"
+	}
+	// Creating the consumer fails at once if the server refuses it (or the
+	// reply inbox), rather than when the request times out.
+	unregister := b.c.refusals.register(apiPrefix+"CONSUMER.CREATE."+b.stream+".", true, cancel)
+	// A heartbeat every second lets the ordered consumer notice within a
+	// few seconds that the server lost it (a restart) and recreate it from
+	// the last revision seen; nothing is skipped.
+	subOpts := []nats.SubOpt{nats.BindStream(b.stream), nats.OrderedConsumer(), nats.IdleHeartbeat(watchHeartbeat), nats.Context(ctx)}
+	if updatesOnly {
+		subOpts = append(subOpts, nats.DeliverNew())
+	} else {
+		subOpts = append(subOpts, nats.DeliverLastPerSubject())
+	}
+	sub, err := b.c.pushJS.Subscribe(b.prefix+pattern, handler, subOpts...)
+	unregister()
+	if err != nil {
+		err = b.c.watchError(ctx, b, refusal(ctx, err))
+		cancel(nil)
+		return nil, err
+	}
+	return sub, nil
 }
 
 // send delivers e unless the watcher is stopping or ended. The caller
@@ -194,134 +202,6 @@ func (c *Client) watchError(ctx context.Context, b *Bucket, err error) error {
 		}
 	}
 	return c.requestError("watch "+b.cfg.Name, err)
-}
-
-// List returns every key's live entry, sorted by key, read with one watch of
-// the bucket (not one read per key).
-func (b *Bucket) List(ctx context.Context) ([]Entry, error) { return b.ListMatching(ctx, "") }
-
-// ListMatching is List of the keys matching pattern (see Watch).
-func (b *Bucket) ListMatching(ctx context.Context, pattern string) ([]Entry, error) {
-	out, err := b.Entries(ctx, pattern)
-	if err == nil {
-		slices.SortFunc(out, func(x, y Entry) int { return strings.Compare(x.Key, y.Key) })
-	}
-	return out, err
-}
-
-// Decoded is a live entry of a listing and what its decode made of it.
-type Decoded[T any] struct {
-	Entry Entry
-	Out   T
-	Err   error
-}
-
-// listBatch is how many entries a listing hands a decoding goroutine at once.
-const listBatch = 256
-
-// ListDecoded is ListMatching with decode applied to every live entry while
-// the rest are still arriving: batches of entries are decoded on up to
-// GOMAXPROCS goroutines as the watch delivers, so that a large listing
-// costs little more than its transfer. decode is called once per entry,
-// from several goroutines at once. The result is in key order; its
-// entries' Value is nil (decode saw it; Out is what is kept).
-func ListDecoded[T any](ctx context.Context, b *Bucket, pattern string, decode func(Entry) (T, error)) ([]Decoded[T], error) {
-	ctx, cancel := b.c.callCtx(ctx)
-	defer cancel()
-	w, err := b.Watch(ctx, pattern)
-	if err != nil {
-		return nil, err
-	}
-	defer w.Stop()
-	var (
-		mu      sync.Mutex
-		decoded [][]Decoded[T]
-		wg      sync.WaitGroup
-	)
-	work := make(chan []Decoded[T], runtime.GOMAXPROCS(0))
-	for range runtime.GOMAXPROCS(0) {
-		wg.Go(func() {
-			for batch := range work {
-				for i := range batch {
-					batch[i].Out, batch[i].Err = decode(batch[i].Entry)
-					// What decode made of it is kept, not the bytes too:
-					// 100k records would otherwise be held twice.
-					batch[i].Entry.Value = nil
-				}
-				mu.Lock()
-				decoded = append(decoded, batch)
-				mu.Unlock()
-			}
-		})
-	}
-	finish := func() {
-		close(work)
-		wg.Wait()
-	}
-	cur := make([]Decoded[T], 0, listBatch)
-	for {
-		select {
-		case e, ok := <-w.Updates():
-			if !ok {
-				finish()
-				return nil, fmt.Errorf("%w: list %s on %s: the watch ended early", ErrUnavailable, b.cfg.Name, b.c.url)
-			}
-			if e == nil {
-				work <- cur
-				finish()
-				n := 0
-				for _, batch := range decoded {
-					n += len(batch)
-				}
-				out := make([]Decoded[T], 0, n)
-				for _, batch := range decoded {
-					out = append(out, batch...)
-				}
-				slices.SortFunc(out, func(x, y Decoded[T]) int { return strings.Compare(x.Entry.Key, y.Entry.Key) })
-				return out, nil
-			}
-			if !e.Live() {
-				continue
-			}
-			cur = append(cur, Decoded[T]{Entry: *e})
-			if len(cur) == listBatch {
-				work <- cur
-				cur = make([]Decoded[T], 0, listBatch)
-			}
-		case <-ctx.Done():
-			finish()
-			return nil, b.c.requestError("list "+b.cfg.Name, ctx.Err())
-		}
-	}
-}
-
-// Entries is ListMatching in the order the stream holds the entries
-// (their revisions), unsorted: for readers that sum up rather than print.
-func (b *Bucket) Entries(ctx context.Context, pattern string) ([]Entry, error) {
-	ctx, cancel := b.c.callCtx(ctx)
-	defer cancel()
-	w, err := b.Watch(ctx, pattern)
-	if err != nil {
-		return nil, err
-	}
-	defer w.Stop()
-	var out []Entry
-	for {
-		select {
-		case e, ok := <-w.Updates():
-			if !ok {
-				return nil, fmt.Errorf("%w: list %s on %s: the watch ended early", ErrUnavailable, b.cfg.Name, b.c.url)
-			}
-			if e == nil {
-				return out, nil
-			}
-			if e.Live() {
-				out = append(out, *e)
-			}
-		case <-ctx.Done():
-			return nil, b.c.requestError("list "+b.cfg.Name, ctx.Err())
-		}
-	}
 }
 
 // ServerTime is the stream leader's clock, read with one round trip. Client

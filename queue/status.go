@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/batonhq/baton/internal/par"
 	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/session"
 )
@@ -85,7 +84,15 @@ func (qs *Queues) Snapshot(ctx context.Context, q string, opts ...SnapshotOption
 	if err != nil {
 		return nil, err
 	}
-	entries, err := qs.bucket.Entries(ctx, queuePattern(q))
+	// Tasks decode while the rest arrive (what the status shows of them,
+	// unless it lists them); other records of the queue are counted by
+	// their keys.
+	entries, err := kv.EntriesDecoded(ctx, qs.bucket, queuePattern(q), func(e kv.Entry) (taskLine, error) {
+		if !isTaskKey(q, e.Key) {
+			return taskLine{}, nil
+		}
+		return lineOf(q, e, sc.tasks)
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -96,7 +103,9 @@ func (qs *Queues) Snapshot(ctx context.Context, q string, opts ...SnapshotOption
 	return summarize(qs, cfg, entries, sessions, sc), nil
 }
 
-func summarize(qs *Queues, cfg Config, entries []kv.Entry, l *session.Listing, sc snapshotConfig) *Snapshot {
+// summarize sums up a queue's records (in the stream's order, tasks
+// decoded) and the sessions.
+func summarize(qs *Queues, cfg Config, entries []kv.Decoded[taskLine], l *session.Listing, sc snapshotConfig) *Snapshot {
 	q := cfg.Queue
 	snap := &Snapshot{
 		Config: cfg, ServerTime: l.ServerTime, Counts: map[State]int{},
@@ -110,22 +119,7 @@ func summarize(qs *Queues, cfg Config, entries []kv.Entry, l *session.Listing, s
 	for _, p := range Priorities {
 		snap.Pending.ByPriority[p] = 0
 	}
-	var taskEntries []kv.Entry
 	tokens := 0
-	for _, e := range entries {
-		switch {
-		case isTaskKey(q, e.Key):
-			taskEntries = append(taskEntries, e)
-		case tokenIndexOf(q, e.Key) >= 0:
-			tokens++
-		}
-	}
-	tasks, errs := make([]*Task, len(taskEntries)), make([]error, len(taskEntries))
-	decode := viewTask
-	if sc.tasks {
-		decode = decodeTask
-	}
-	par.Each(len(taskEntries), func(i int) { tasks[i], errs[i] = decode(q, taskEntries[i]) })
 	slots := map[string]*session.Session{}
 	for _, s := range l.Sessions {
 		slots[s.Slot] = s
@@ -143,22 +137,33 @@ func summarize(qs *Queues, cfg Config, entries []kv.Entry, l *session.Listing, s
 		}
 		snap.Locks = append(snap.Locks, lk)
 	}
-	waitingKeys := map[string]bool{}
-	for i, t := range tasks {
-		if errs[i] != nil {
-			snap.Undecodable = append(snap.Undecodable, taskIDOf(q, taskEntries[i].Key))
+	waiting := map[string]*KeyCount{} // Pending.ByKey, counted in place
+	for _, d := range entries {
+		if !isTaskKey(q, d.Entry.Key) {
+			if tokenIndexOf(q, d.Entry.Key) >= 0 {
+				tokens++
+			}
 			continue
 		}
-		if sc.tasks {
-			snap.Tasks = append(snap.Tasks, t)
+		if d.Err != nil {
+			snap.Undecodable = append(snap.Undecodable, taskIDOf(q, d.Entry.Key))
+			continue
 		}
-		snap.Counts[t.State]++
-		switch t.State {
+		t := d.Out
+		if sc.tasks {
+			snap.Tasks = append(snap.Tasks, t.task)
+		}
+		snap.Counts[t.state]++
+		switch t.state {
 		case StatePending, StateFailed:
 			snap.Pending.Total++
-			snap.Pending.ByPriority[t.Priority]++
-			kc := snap.Pending.ByKey[t.Key]
-			switch t.Priority {
+			snap.Pending.ByPriority[t.priority]++
+			kc := waiting[t.key]
+			if kc == nil {
+				kc = &KeyCount{}
+				waiting[t.key] = kc
+			}
+			switch t.priority {
 			case High:
 				kc.High++
 			case Low:
@@ -166,23 +171,24 @@ func summarize(qs *Queues, cfg Config, entries []kv.Entry, l *session.Listing, s
 			default:
 				kc.Normal++
 			}
-			snap.Pending.ByKey[t.Key] = kc
-			waitingKeys[t.Key] = true
-			if snap.Pending.OldestID == "" || t.AddedAt.Before(snap.Pending.Oldest) {
-				snap.Pending.Oldest, snap.Pending.OldestID = t.AddedAt, t.ID
+			if snap.Pending.OldestID == "" || t.addedAt.Before(snap.Pending.Oldest) {
+				snap.Pending.Oldest, snap.Pending.OldestID = t.addedAt, t.id
 			}
 		case StateActive:
-			snap.Active.ByKey[t.Key]++
-			for k, v := range t.Labels {
+			snap.Active.ByKey[t.key]++
+			for k, v := range t.task.Labels {
 				if snap.Active.ByLabel[k] == nil {
 					snap.Active.ByLabel[k] = map[string]int{}
 				}
 				snap.Active.ByLabel[k][v]++
 			}
-			if s := slots[t.Run.Slot]; s != nil {
-				addLock(t.Key, t.Run.Lane, s, t.Run)
+			if s := slots[t.task.Run.Slot]; s != nil {
+				addLock(t.key, t.task.Run.Lane, s, t.task.Run)
 			}
 		}
+	}
+	for key, kc := range waiting {
+		snap.Pending.ByKey[key] = *kc
 	}
 	if snap.Pending.OldestID != "" {
 		snap.Pending.OldestAge = max(l.ServerTime.Sub(snap.Pending.Oldest), 0)
@@ -196,7 +202,7 @@ func summarize(qs *Queues, cfg Config, entries []kv.Entry, l *session.Listing, s
 			addLock(key, lane, s, nil)
 		}
 	}
-	for key := range waitingKeys {
+	for key := range waiting {
 		for lane := range cfg.PerKey {
 			if s := slots[cfg.Slot(key, lane)]; s != nil {
 				addLock(key, lane, s, nil)
@@ -254,7 +260,26 @@ type Summary struct {
 // Summaries reads every queue's counts with one watch of the queues bucket
 // (no sessions). A missing queues bucket has none.
 func (qs *Queues) Summaries(ctx context.Context) ([]Summary, error) {
-	entries, err := qs.bucket.Entries(ctx, "")
+	// Tasks (what the counts need of them) and configs decode while the
+	// rest arrive.
+	type record struct {
+		task taskLine
+		cfg  *Config
+	}
+	entries, err := kv.EntriesDecoded(ctx, qs.bucket, "", func(e kv.Entry) (record, error) {
+		q, rest, ok := strings.Cut(e.Key, ".")
+		switch {
+		case !ok:
+			return record{}, nil
+		case rest == "config":
+			c, err := decodeConfig(e)
+			return record{cfg: &c}, err
+		case strings.HasPrefix(rest, "task."):
+			t, err := lineOf(q, e, false)
+			return record{task: t}, err
+		}
+		return record{}, nil
+	})
 	if errors.Is(err, kv.ErrBucketNotFound) {
 		return nil, nil
 	}
@@ -269,28 +294,27 @@ func (qs *Queues) Summaries(ctx context.Context) ([]Summary, error) {
 		}
 		return byQueue[q]
 	}
-	for _, e := range entries {
-		q, rest, ok := strings.Cut(e.Key, ".")
+	for _, d := range entries {
+		q, rest, ok := strings.Cut(d.Entry.Key, ".")
 		if !ok {
 			continue
 		}
 		switch {
 		case rest == "config":
-			if c, err := decodeConfig(e); err == nil {
-				get(q).MaxActive = c.MaxActive
+			if d.Err == nil {
+				get(q).MaxActive = d.Out.cfg.MaxActive
 			}
 		case strings.HasPrefix(rest, "cap."):
 			tokens[q]++
 		case strings.HasPrefix(rest, "task."):
-			t, err := viewTask(q, e)
-			if err != nil {
+			if d.Err != nil {
 				continue
 			}
 			s := get(q)
-			switch t.State {
+			switch t := d.Out.task; t.state {
 			case StatePending, StateFailed:
 				s.Pending++
-				if t.State == StateFailed {
+				if t.state == StateFailed {
 					s.Failed++
 				}
 			case StateActive:

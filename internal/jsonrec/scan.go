@@ -1,7 +1,9 @@
 package jsonrec
 
 import (
+	"encoding/binary"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -13,13 +15,47 @@ import (
 // does not allow or that a general decoder would read differently (an
 // escape, invalid UTF-8, a number JSON would not write this way): the
 // caller then decodes the record the general way.
-type Scanner struct{ b []byte }
+//
+// The strings Str reads are made by Done, in one allocation that they
+// share: a listing of 100k records made one per string before.
+type Scanner struct {
+	b     []byte
+	strs  [scanStrings]pendingStr
+	nstrs int
+	size  int // bytes of the pending strings
+}
+
+// scanStrings is how many strings of a record Done makes at once; Str
+// makes any further one at once.
+const scanStrings = 12
+
+// pendingStr is a string Str read, to be stored in dst by Done.
+type pendingStr struct {
+	dst *string
+	v   []byte
+}
 
 // NewScanner scans data.
 func NewScanner(data []byte) *Scanner { return &Scanner{b: data} }
 
-// Done reports whether everything was read.
-func (s *Scanner) Done() bool { return len(s.b) == 0 }
+// Done reports whether everything was read and, if so, stores the strings
+// Str read.
+func (s *Scanner) Done() bool {
+	if len(s.b) != 0 {
+		return false
+	}
+	var all strings.Builder
+	all.Grow(s.size)
+	for _, p := range s.strs[:s.nstrs] {
+		all.Write(p.v)
+	}
+	rest := all.String()
+	for _, p := range s.strs[:s.nstrs] {
+		*p.dst, rest = rest[:len(p.v)], rest[len(p.v):]
+	}
+	s.nstrs, s.size = 0, 0
+	return true
+}
 
 // Lit reads the bytes lit.
 func (s *Scanner) Lit(lit string) bool {
@@ -37,7 +73,16 @@ func (s *Scanner) raw() ([]byte, bool) {
 		return nil, false
 	}
 	ascii := true
-	for i := 1; i < len(s.b); i++ {
+	i := 1
+	// Eight bytes at a time while none is a quote, a backslash, a control
+	// character or outside ASCII (a record's strings mostly are): what
+	// listing 100k records spent a fifth of its decoding on byte by byte.
+	for ; i+8 <= len(s.b); i += 8 {
+		if special(binary.LittleEndian.Uint64(s.b[i:])) {
+			break
+		}
+	}
+	for ; i < len(s.b); i++ {
 		switch c := s.b[i]; {
 		case c == '"':
 			v := s.b[1:i]
@@ -55,14 +100,36 @@ func (s *Scanner) raw() ([]byte, bool) {
 	return nil, false
 }
 
-// Str reads a string into dst.
+// special reports whether any of the eight bytes of w is a quote, a
+// backslash, below 0x20 or above 0x7f (by the bit tricks of "Bit Twiddling
+// Hacks": a byte is zero in x-0x01.. & ^x & 0x80.. exactly where x has a
+// zero byte, and below n in x-n.. & ^x & 0x80.. for n <= 0x80).
+func special(w uint64) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	quote, backslash := w^(ones*'"'), w^(ones*'\\')
+	return ((w-ones*0x20)&^w|(quote-ones)&^quote|(backslash-ones)&^backslash|w)&highs != 0
+}
+
+// Str reads a string into dst, which Done sets.
 func (s *Scanner) Str(dst *string) bool {
 	v, ok := s.raw()
-	if ok {
+	switch {
+	case !ok:
+	case len(v) == 0:
+		*dst = ""
+	case s.nstrs == len(s.strs):
 		*dst = string(v)
+	default:
+		s.strs[s.nstrs] = pendingStr{dst, v}
+		s.nstrs++
+		s.size += len(v)
 	}
 	return ok
 }
+
+// Raw reads a string and returns its bytes, as they are in the record (a
+// string Raw reads has nothing to unescape).
+func (s *Scanner) Raw() ([]byte, bool) { return s.raw() }
 
 // SkipStr reads a string and drops it.
 func (s *Scanner) SkipStr() bool {
@@ -117,7 +184,101 @@ func (s *Scanner) Uint(dst *uint64) bool {
 // Time reads an RFC 3339 time, as time.Time's UnmarshalJSON does.
 func (s *Scanner) Time(dst *time.Time) bool {
 	v, ok := s.raw()
-	return ok && dst.UnmarshalText(v) == nil
+	if !ok {
+		return false
+	}
+	if t, ok := utcTime(v); ok {
+		*dst = t
+		return true
+	}
+	return dst.UnmarshalText(v) == nil
+}
+
+// utcTime reads a time as time.Time's MarshalJSON writes one in UTC,
+// 2006-01-02T15:04:05.999999999Z, to the same time.Time that UnmarshalText
+// makes of it, in a fraction of its time. ok is false for anything else
+// (UnmarshalText then decides).
+func utcTime(v []byte) (t time.Time, ok bool) {
+	if len(v) < len("2006-01-02T15:04:05Z") || v[4] != '-' || v[7] != '-' || v[10] != 'T' ||
+		v[13] != ':' || v[16] != ':' || v[len(v)-1] != 'Z' {
+		return time.Time{}, false
+	}
+	num := func(b []byte) (int, bool) {
+		n := 0
+		for _, c := range b {
+			if c < '0' || c > '9' {
+				return 0, false
+			}
+			n = n*10 + int(c-'0')
+		}
+		return n, true
+	}
+	year, ok1 := num(v[0:4])
+	month, ok2 := num(v[5:7])
+	day, ok3 := num(v[8:10])
+	hour, ok4 := num(v[11:13])
+	minute, ok5 := num(v[14:16])
+	sec, ok6 := num(v[17:19])
+	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || !ok6 ||
+		month < 1 || month > 12 || day < 1 || day > daysIn(month, year) || hour > 23 || minute > 59 || sec > 59 {
+		return time.Time{}, false
+	}
+	nsec := 0
+	if frac := v[19 : len(v)-1]; len(frac) > 0 {
+		// A dot and one to nine digits.
+		if frac[0] != '.' || len(frac) < 2 || len(frac) > 10 {
+			return time.Time{}, false
+		}
+		n, ok := num(frac[1:])
+		if !ok {
+			return time.Time{}, false
+		}
+		for range 10 - len(frac) {
+			n *= 10
+		}
+		nsec = n
+	}
+	secs := daysSinceEpoch(year, month, day)*86400 + int64(hour*3600+minute*60+sec)
+	return time.Unix(secs, int64(nsec)).UTC(), true
+}
+
+// daysSinceEpoch is the number of days from 1970-01-01 to a date of the
+// proleptic Gregorian calendar (negative before it), by Howard Hinnant's
+// days_from_civil.
+func daysSinceEpoch(year, month, day int) int64 {
+	y := int64(year)
+	if month <= 2 {
+		y--
+	}
+	era := y
+	if era < 0 {
+		era -= 399
+	}
+	era /= 400
+	yoe := y - era*400 // [0, 399]
+	m := int64(month)
+	if m > 2 {
+		m -= 3
+	} else {
+		m += 9
+	}
+	doy := (153*m+2)/5 + int64(day) - 1    // [0, 365]
+	doe := yoe*365 + yoe/4 - yoe/100 + doy // [0, 146096]
+	return era*146097 + doe - 719468
+}
+
+// daysIn is the number of days of a month.
+func daysIn(month, year int) int {
+	switch month {
+	case 2:
+		if year%4 == 0 && (year%100 != 0 || year%400 == 0) {
+			return 29
+		}
+		return 28
+	case 4, 6, 9, 11:
+		return 30
+	}
+	return 31
 }
 
 // StringMap reads an object of strings ({} is an empty map, as decoding
@@ -128,10 +289,25 @@ func (s *Scanner) StringMap(dst *map[string]string, null bool) bool {
 		*dst = nil
 		return true
 	}
+	m := map[string]string{}
+	if !s.stringMap(func(k, v []byte) { m[string(k)] = string(v) }) {
+		return false
+	}
+	*dst = m
+	return true
+}
+
+// SkipStringMap reads what StringMap reads, and drops it.
+func (s *Scanner) SkipStringMap(null bool) bool {
+	return null && s.Lit("null") || s.stringMap(nil)
+}
+
+// stringMap reads an object of strings, handing each member to add (if not
+// nil).
+func (s *Scanner) stringMap(add func(k, v []byte)) bool {
 	if !s.Lit("{") {
 		return false
 	}
-	m := map[string]string{}
 	for i := 0; !s.Lit("}"); i++ {
 		if i > 0 && !s.Lit(",") {
 			return false
@@ -144,8 +320,9 @@ func (s *Scanner) StringMap(dst *map[string]string, null bool) bool {
 		if !ok {
 			return false
 		}
-		m[string(k)] = string(v)
+		if add != nil {
+			add(k, v)
+		}
 	}
-	*dst = m
 	return true
 }

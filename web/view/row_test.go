@@ -33,6 +33,10 @@ func TestSessionRow_WrittenDirectlyAsEncodingJSONWritesIt(t *testing.T) {
 		{}, time.Date(2026, 11, 25, 16, 0, 0, 123456789, time.UTC), time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC),
 		time.Date(2026, 1, 2, 3, 4, 5, 100, time.FixedZone("x", 3600)), time.Date(2026, 11, 25, 16, 0, 0, 120000000, time.UTC),
 		time.Date(12000, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 5, 5, 5, 5, 5, 5, time.FixedZone("s", 3601)),
+		// The first and last years MarshalJSON writes, and the next ones.
+		time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(-1, 12, 31, 23, 59, 59, 999999999, time.UTC),
+		time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC), time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(9999, 12, 31, 23, 30, 0, 0, time.FixedZone("y", -3600)), time.Date(0, 1, 1, 0, 30, 0, 0, time.FixedZone("z", 3600)),
 	}
 	now := time.Date(2026, 11, 25, 16, 0, 10, 0, time.UTC)
 	fast := 0
@@ -79,8 +83,41 @@ func TestSessionRow_WrittenDirectlyAsEncodingJSONWritesIt(t *testing.T) {
 		if !ok || !bytes.Equal(laid, indented.Bytes()) {
 			t.Fatalf("round %d: laid out (%v)\n%s\nwant\n%s", round, ok, laid, indented.Bytes())
 		}
+		// Any other layout too.
+		indented.Reset()
+		if err := json.Indent(&indented, want, "", "\t"); err != nil {
+			t.Fatal(err)
+		}
+		if laid, ok := (sessionRowValue{s, now, time.Minute}).AppendIndentJSON(nil, "", "\t"); !ok || !bytes.Equal(laid, indented.Bytes()) {
+			t.Fatalf("round %d: laid out with a tab (%v)\n%s\nwant\n%s", round, ok, laid, indented.Bytes())
+		}
 	}
 	if fast < 500 {
 		t.Errorf("only %d of 3000 rows took the direct path", fast)
+	}
+}
+
+// plain finds what encoding/json would write otherwise wherever it is.
+func TestPlain_IsByteByByte(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	byByte := func(v string) bool {
+		for i := 0; i < len(v); i++ {
+			if c := v[i]; c < 0x20 || c >= 0x80 || strings.IndexByte(`"\<>&`, c) >= 0 {
+				return false
+			}
+		}
+		return true
+	}
+	for range 200000 {
+		b := make([]byte, rng.IntN(20))
+		for i := range b {
+			b[i] = byte(0x20 + rng.IntN(0x5f))
+			if rng.IntN(16) == 0 {
+				b[i] = byte(rng.IntN(256))
+			}
+		}
+		if got, want := plain(string(b)), byByte(string(b)); got != want {
+			t.Fatalf("plain(%q) = %v, want %v", b, got, want)
+		}
 	}
 }

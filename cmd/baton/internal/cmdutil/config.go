@@ -200,9 +200,12 @@ func ValidSlot(what, s string) error {
 }
 
 // Describe a duration for people: whole seconds, or milliseconds under 10s.
-func Describe(d time.Duration) string {
+func Describe(d time.Duration) string { return described(d).String() }
+
+// described is d rounded as Describe shows it.
+func described(d time.Duration) time.Duration {
 	if d < 10*time.Second && d > -10*time.Second {
-		return d.Round(time.Millisecond).String()
+		return d.Round(time.Millisecond)
 	}
-	return d.Round(time.Second).String()
+	return d.Round(time.Second)
 }

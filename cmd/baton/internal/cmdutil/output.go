@@ -2,13 +2,17 @@ package cmdutil
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
 	"reflect"
+	"runtime"
 	"runtime/debug"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -16,7 +20,8 @@ import (
 // with a two-space indent writes it. A map[string]any document is written
 // member by member, and the elements of its slice members one by one, so
 // that a document of 100k rows is never held whole (status --json once
-// spent more growing that one buffer than listing the sessions).
+// spent more growing that one buffer than listing the sessions); the rows
+// of a long slice are laid out on every CPU, and written in order.
 func PrintJSON(w io.Writer, v any) error {
 	doc, ok := v.(map[string]any)
 	if !ok {
@@ -28,34 +33,10 @@ func PrintJSON(w io.Writer, v any) error {
 		_, err := io.WriteString(w, "{}\n")
 		return err
 	}
-	var buf bytes.Buffer
-	var laid []byte
-	write := func(prefix string, v any) error {
-		if r, ok := v.(indentAppender); ok {
-			var ok bool
-			if laid, ok = r.AppendIndentJSON(laid[:0], prefix, "  "); ok {
-				_, err := w.Write(laid)
-				return err
-			}
-		}
-		b, ok := v.(json.RawMessage)
-		if !ok || len(b) == 0 || needsMarshal(b) {
-			// Marshal validates a raw message, escapes for HTML what it
-			// holds unescaped and drops the space around it; a raw message
-			// without any of that only needs Indent, which validates it
-			// too.
-			var err error
-			if b, err = json.Marshal(v); err != nil {
-				return err
-			}
-		}
-		buf.Reset()
-		if err := json.Indent(&buf, b, prefix, "  "); err != nil {
-			return err
-		}
-		_, err := w.Write(buf.Bytes())
-		return err
-	}
+	var (
+		buf     []byte
+		scratch bytes.Buffer
+	)
 	for i, k := range slices.Sorted(maps.Keys(doc)) {
 		sep := "{\n  "
 		if i > 0 {
@@ -70,22 +51,25 @@ func PrintJSON(w io.Writer, v any) error {
 		}
 		rv := reflect.ValueOf(doc[k])
 		if rv.Kind() != reflect.Slice || rv.Len() == 0 || rv.Type().Elem().Kind() == reflect.Uint8 {
-			if err := write("  ", doc[k]); err != nil {
+			buf, err = layOut(buf[:0], "  ", doc[k], &scratch)
+			if err == nil {
+				_, err = w.Write(buf)
+			}
+			if err != nil {
 				return err
 			}
 			continue
 		}
-		for j := range rv.Len() {
-			sep := "[\n    "
-			if j > 0 {
-				sep = ",\n    "
+		if rv.Len() >= parallelRows && runtime.GOMAXPROCS(0) > 1 {
+			err = writeRowsParallel(w, rv)
+		} else {
+			buf, err = layRows(buf[:0], rv, 0, rv.Len(), &scratch)
+			if _, werr := w.Write(buf); err == nil {
+				err = werr
 			}
-			if _, err := io.WriteString(w, sep); err != nil {
-				return err
-			}
-			if err := write("    ", rv.Index(j).Interface()); err != nil {
-				return err
-			}
+		}
+		if err != nil {
+			return err
 		}
 		if _, err := io.WriteString(w, "\n  ]"); err != nil {
 			return err
@@ -93,6 +77,117 @@ func PrintJSON(w io.Writer, v any) error {
 	}
 	_, err := io.WriteString(w, "\n}\n")
 	return err
+}
+
+// rowChunk is how many rows of a slice a goroutine lays out at a time, and
+// parallelRows the least number of rows laid out on several.
+const (
+	rowChunk     = 512
+	parallelRows = 4 * rowChunk
+)
+
+// layRows appends the rows from..to of the slice rv, each after its
+// separator. On an error, what it appended before the row that failed is
+// kept.
+func layRows(dst []byte, rv reflect.Value, from, to int, scratch *bytes.Buffer) ([]byte, error) {
+	for j := from; j < to; j++ {
+		sep := ",\n    "
+		if j == 0 {
+			sep = "[\n    "
+		}
+		dst = append(dst, sep...)
+		var err error
+		if dst, err = layOut(dst, "    ", rv.Index(j).Interface(), scratch); err != nil {
+			return dst, err
+		}
+	}
+	return dst, nil
+}
+
+// writeRowsParallel writes the rows of rv as layRows lays them out, chunk
+// by chunk in order, each chunk laid out by one of GOMAXPROCS goroutines, a
+// few chunks ahead of the writing at most.
+func writeRowsParallel(w io.Writer, rv reflect.Value) error {
+	type laid struct {
+		b   []byte
+		err error
+	}
+	workers := runtime.GOMAXPROCS(0)
+	chunks := (rv.Len() + rowChunk - 1) / rowChunk
+	done := make([]chan laid, chunks)
+	for k := range done {
+		done[k] = make(chan laid, 1)
+	}
+	ahead := make(chan struct{}, 2*workers) // a slot per chunk taken and not yet written
+	free := make(chan []byte, 2*workers)    // written chunks' buffers, for reuse
+	stop := make(chan struct{})
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			var scratch bytes.Buffer
+			for {
+				select {
+				case ahead <- struct{}{}:
+				case <-stop:
+					return
+				}
+				k := int(next.Add(1) - 1)
+				if k >= chunks {
+					return
+				}
+				var b []byte
+				select {
+				case b = <-free:
+				default:
+				}
+				b, err := layRows(b[:0], rv, k*rowChunk, min(rv.Len(), (k+1)*rowChunk), &scratch)
+				done[k] <- laid{b, err}
+			}
+		})
+	}
+	var err error
+	for k := range chunks {
+		l := <-done[k]
+		<-ahead
+		_, werr := w.Write(l.b)
+		if err = cmp.Or(l.err, werr); err != nil {
+			break
+		}
+		select {
+		case free <- l.b:
+		default:
+		}
+	}
+	close(stop)
+	wg.Wait()
+	return err
+}
+
+// layOut appends v laid out as json.Indent(prefix, "  ") lays out its
+// marshalled form. On an error it appends nothing.
+func layOut(dst []byte, prefix string, v any, scratch *bytes.Buffer) ([]byte, error) {
+	if r, ok := v.(indentAppender); ok {
+		if out, ok := r.AppendIndentJSON(dst, prefix, "  "); ok {
+			return out, nil
+		}
+	}
+	b, ok := v.(json.RawMessage)
+	if !ok || len(b) == 0 || needsMarshal(b) {
+		// Marshal validates a raw message, escapes for HTML what it
+		// holds unescaped and drops the space around it; a raw message
+		// without any of that only needs Indent, which validates it
+		// too.
+		var err error
+		if b, err = json.Marshal(v); err != nil {
+			return dst, err
+		}
+	}
+	scratch.Reset()
+	if err := json.Indent(scratch, b, prefix, "  "); err != nil {
+		return dst, err
+	}
+	return append(dst, scratch.Bytes()...), nil
 }
 
 // indentAppender is a value that lays itself out as json.Indent would lay

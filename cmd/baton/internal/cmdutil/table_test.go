@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
 	"text/tabwriter"
+	"time"
 )
 
 // Table writes byte for byte what tabwriter wrote for baton's tables.
@@ -57,5 +59,35 @@ func TestTable_WritesWhatTabwriterWrote(t *testing.T) {
 		if tab.Len() != rows+1 {
 			t.Fatalf("round %d: Len %d, want %d", round, tab.Len(), rows+1)
 		}
+	}
+}
+
+// A row added cell by cell, numbers included, is the row of those cells
+// as strings.
+func TestTable_AddIsRow(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	byRow, byCell := NewTable("A", "BB", "C", "D", "E"), NewTable("A", "BB", "C", "D", "E")
+	for range 500 {
+		i, u, s := rng.Int64N(1<<40)-1<<39, rng.Uint64(), strings.Repeat("é", rng.IntN(5))
+		d := time.Duration(rng.Int64N(int64(200*time.Hour))) - 100*time.Hour
+		if rng.IntN(2) == 0 {
+			d /= 100000
+		}
+		byRow.Row(strconv.FormatInt(i, 10), strconv.FormatUint(u, 10), s, Describe(d), "")
+		byCell.AddInt(i)
+		byCell.AddUint(u)
+		byCell.Add(s)
+		byCell.AddDuration(d)
+		byCell.Add("")
+	}
+	var a, b bytes.Buffer
+	if _, err := byRow.WriteTo(&a); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := byCell.WriteTo(&b); err != nil {
+		t.Fatal(err)
+	}
+	if a.String() != b.String() || byCell.Len() != 501 {
+		t.Fatalf("cell by cell (%d rows):\n%s\nrow by row:\n%s", byCell.Len(), b.String(), a.String())
 	}
 }

@@ -67,6 +67,7 @@ second), until interrupted; with --json, one document per line.`,
 
 func statusRun(ctx context.Context, o *StatusOptions) error {
 	if !o.Watch {
+		defer o.F.ListingGC()()
 		qs, err := o.F.Queues(ctx)
 		if err != nil {
 			return err

@@ -3,6 +3,7 @@ package statuscmd
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -71,11 +72,8 @@ lease_release and lease_expire.`,
 }
 
 func statusRun(ctx context.Context, o *Options) error {
+	defer o.F.ListingGC()()
 	m, err := o.F.Sessions(ctx)
-	if err != nil {
-		return err
-	}
-	l, err := m.List(ctx)
 	if err != nil {
 		return err
 	}
@@ -83,15 +81,31 @@ func statusRun(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
-	leases, err := ls.List(ctx)
+	qs, err := o.F.Queues(ctx)
 	if err != nil {
 		return err
+	}
+	// The three listings at once: the leases and queues are read while the
+	// sessions arrive, not after.
+	var (
+		l                 *session.Listing
+		leases            *lease.Listing
+		queues            []queue.Summary
+		queuesNotShown    error
+		lerr, lserr, qerr error
+		wg                sync.WaitGroup
+	)
+	wg.Go(func() { l, lerr = m.List(ctx) })
+	wg.Go(func() { leases, lserr = ls.List(ctx) })
+	wg.Go(func() { queues, queuesNotShown, qerr = queueSummaries(ctx, qs) })
+	wg.Wait()
+	if err := cmp.Or(lerr, lserr, qerr); err != nil {
+		return err
+	}
+	if queuesNotShown != nil {
+		cmdutil.Fprintf(o.F.IO.ErrOut, "baton: status: queues not shown: %s\n", cmdutil.Text(queuesNotShown))
 	}
 	v := view.SplitLeases(leases)
-	queues, err := queueSummaries(ctx, o)
-	if err != nil {
-		return err
-	}
 	// Buffered: a table's writer pads each cell with writes of its own,
 	// which unbuffered would be a system call each (millions for 100k
 	// sessions).
@@ -112,19 +126,14 @@ func statusRun(ctx context.Context, o *Options) error {
 }
 
 // queueSummaries reads one line per queue. A server without the queues
-// bucket has none; a user refused it is told so once, and status goes on
-// with what it may see.
-func queueSummaries(ctx context.Context, o *Options) ([]queue.Summary, error) {
-	qs, err := o.F.Queues(ctx)
-	if err != nil {
-		return nil, err
-	}
-	sums, err := qs.Summaries(ctx)
+// bucket has none; a user refused it is to be told so (notShown), and
+// status goes on with what it may see.
+func queueSummaries(ctx context.Context, qs *queue.Queues) (sums []queue.Summary, notShown, err error) {
+	sums, err = qs.Summaries(ctx)
 	if errors.Is(err, kv.ErrPermission) {
-		cmdutil.Fprintf(o.F.IO.ErrOut, "baton: status: queues not shown: %s\n", cmdutil.Text(err))
-		return nil, nil
+		return nil, err, nil
 	}
-	return sums, err
+	return sums, nil, err
 }
 
 // printQueues writes one line per queue.
@@ -165,10 +174,20 @@ func printTables(out io.Writer, l *session.Listing, v view.Leases, staleAfter ti
 	if len(l.Sessions) > 0 || len(l.Undecodable) > 0 {
 		sep = func() { cmdutil.Fprintf(out, "\n") }
 		t := cmdutil.NewTable("SLOT", "HOST", "PID", "TASK", "AGENT", "FENCE", "AGE", "LEFT", "STATE")
+		t.Grow(len(l.Sessions) + len(l.Undecodable))
 		for _, s := range l.Sessions {
+			// Cell by cell: nothing is made per session but its cells'
+			// bytes.
 			tm := s.Timing(l.ServerTime, staleAfter)
-			t.Row(s.Slot, s.Host, strconv.Itoa(s.PID), dash(s.TaskID), dash(s.AgentID),
-				strconv.FormatUint(s.Fence, 10), cmdutil.Describe(tm.Age), cmdutil.Describe(tm.Left), string(tm.State))
+			t.Add(s.Slot)
+			t.Add(s.Host)
+			t.AddInt(int64(s.PID))
+			t.Add(dash(s.TaskID))
+			t.Add(dash(s.AgentID))
+			t.AddUint(s.Fence)
+			t.AddDuration(tm.Age)
+			t.AddDuration(tm.Left)
+			t.Add(string(tm.State))
 		}
 		for _, u := range l.Undecodable {
 			tm := session.TimingAt(u.Written, u.TTL, l.ServerTime, staleAfter)

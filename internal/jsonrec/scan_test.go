@@ -1,0 +1,131 @@
+package jsonrec
+
+import (
+	"encoding/binary"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// The scanner's times are time.Time's UnmarshalText's, representation
+// included: a time written in UTC by MarshalJSON, at any precision, over
+// the years it writes.
+func TestScannerTime_IsUnmarshalTexts(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	lo := time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC).Unix()
+	hi := time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC).Unix()
+	var inputs []string
+	for i := range 20000 {
+		tm := time.Unix(lo+r.Int64N(hi-lo+1), r.Int64N(1e9)).UTC()
+		switch i % 4 {
+		case 0:
+			tm = tm.Truncate(time.Second)
+		case 1:
+			tm = tm.Truncate(time.Millisecond)
+		}
+		b, err := tm.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		inputs = append(inputs, string(b))
+	}
+	inputs = append(inputs, `"1970-01-01T00:00:00Z"`, `"0000-01-01T00:00:00Z"`, `"0000-02-29T12:00:00Z"`, `"2000-02-29T00:00:00Z"`,
+		`"2024-02-29T23:59:59.999999999Z"`, `"9999-12-31T23:59:59.999999999Z"`, `"2026-11-26T04:51:59.5Z"`,
+		// Not MarshalJSON's UTC layout: UnmarshalText decides, or both refuse.
+		`"1900-02-29T00:00:00Z"`, `"2023-02-29T00:00:00Z"`, `"2026-04-31T00:00:00Z"`, `"2026-13-01T00:00:00Z"`,
+		`"2026-00-01T00:00:00Z"`, `"2026-01-00T00:00:00Z"`, `"2026-01-01T24:00:00Z"`, `"2026-01-01T00:60:00Z"`,
+		`"2026-01-01T00:00:60Z"`, `"2026-01-01T00:00:00.Z"`, `"2026-01-01T00:00:00.1234567891Z"`, `"2026-01-01T00:00:00,5Z"`,
+		`"2026-01-01T00:00:00+01:00"`, `"2026-01-01T00:00:00.5+00:00"`, `"2026-01-01t00:00:00Z"`, `"2026-01-01T00:00:00z"`,
+		`"+026-01-01T00:00:00Z"`, `"2026-1-01T00:00:00Z"`, `"2026-01-01T00:00:0aZ"`, `"2026-01-01T00:00:00.-5Z"`, `""`)
+	for _, in := range inputs {
+		var want time.Time
+		werr := want.UnmarshalJSON([]byte(in))
+		var got time.Time
+		ok := NewScanner([]byte(in)).Time(&got)
+		if ok != (werr == nil) || got != want {
+			t.Fatalf("Time(%s) = %v (%#v), %v; UnmarshalJSON: %v (%#v), %v", in, got, got, ok, want, want, werr)
+		}
+	}
+}
+
+// Strings are set by Done, sharing one allocation; those past what it
+// holds at once, and empty ones, are set at once.
+func TestScannerStrings_SetByDone(t *testing.T) {
+	data := []byte(`["a","","bc","d","e","f","g","h","i","j","k","l","m","n"]`)
+	s := NewScanner(data)
+	got := make([]string, 14)
+	if !s.Lit("[") {
+		t.Fatal("no [")
+	}
+	for i := range got {
+		if i > 0 && !s.Lit(",") {
+			t.Fatalf("no comma before %d", i)
+		}
+		got[i] = "unset"
+		if !s.Str(&got[i]) {
+			t.Fatalf("string %d", i)
+		}
+	}
+	if got[0] != "unset" || got[1] != "" || got[12] != "unset" || got[13] != "n" {
+		t.Fatalf("before Done: %q", got)
+	}
+	if s.Done() || !s.Lit("]") || !s.Done() {
+		t.Fatal("Done before the end, or not at it")
+	}
+	want := []string{"a", "", "bc", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n"}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("got %q, want %q", got, want)
+		}
+	}
+	three, dst := []byte(`"abc","de","f"`), new([3]string)
+	if allocs := testing.AllocsPerRun(100, func() {
+		s := NewScanner(three)
+		_ = s.Str(&dst[0]) && s.Lit(",") && s.Str(&dst[1]) && s.Lit(",") && s.Str(&dst[2]) && s.Done()
+	}); allocs > 1 || *dst != [3]string{"abc", "de", "f"} {
+		t.Errorf("three strings took %v allocations, want one (%q)", allocs, *dst)
+	}
+}
+
+// special finds a quote, a backslash, a control character or a byte
+// outside ASCII wherever it is among the eight, whatever the others are.
+func TestSpecial_FindsEverySpecialByte(t *testing.T) {
+	isSpecial := func(c byte) bool { return c == '"' || c == '\\' || c < 0x20 || c >= 0x80 }
+	r := rand.New(rand.NewPCG(5, 6))
+	plain := func() byte {
+		for {
+			if c := byte(r.IntN(256)); !isSpecial(c) {
+				return c
+			}
+		}
+	}
+	var w [8]byte
+	check := func() {
+		t.Helper()
+		want := false
+		for _, c := range w {
+			want = want || isSpecial(c)
+		}
+		if got := special(binary.LittleEndian.Uint64(w[:])); got != want {
+			t.Fatalf("special(%q) = %v, want %v", w[:], got, want)
+		}
+	}
+	for c := range 256 {
+		for pos := range w {
+			for i := range w {
+				w[i] = plain()
+			}
+			w[pos] = byte(c)
+			check()
+		}
+	}
+	for range 100000 {
+		for i := range w {
+			w[i] = byte(r.IntN(256))
+			if r.IntN(2) == 0 {
+				w[i] = plain()
+			}
+		}
+		check()
+	}
+}
