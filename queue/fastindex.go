@@ -83,11 +83,11 @@ func indexTaskFast(data []byte) (taskVersion, string, bool) {
 		}
 	}
 	if s.Lit(`,"retry_after":`) {
-		var d string
-		if !s.Str(&d) {
+		d, ok := s.Raw() // now: Str's strings come only with Done
+		if !ok {
 			return taskVersion{}, "", false
 		}
-		after, err := time.ParseDuration(d)
+		after, err := time.ParseDuration(string(d))
 		if err != nil {
 			return taskVersion{}, "", false
 		}
@@ -114,10 +114,7 @@ func scanPriority(s *jsonrec.Scanner, dst *Priority) bool {
 			return true
 		}
 	}
-	var p string
-	ok := s.Str(&p)
-	*dst = Priority(p)
-	return ok
+	return s.Str((*string)(dst)) // stored by Done
 }
 
 // scanState reads a state, one of the constants without a copy.
@@ -128,10 +125,7 @@ func scanState(s *jsonrec.Scanner, dst *State) bool {
 			return true
 		}
 	}
-	var st string
-	ok := s.Str(&st)
-	*dst = State(st)
-	return ok
+	return s.Str((*string)(dst)) // stored by Done
 }
 
 // decodeTokenFast reads a token of the layout this version writes, or

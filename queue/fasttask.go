@@ -15,14 +15,14 @@ import (
 func decodeTaskFast(data []byte) (Task, bool) {
 	s := jsonrec.NewScanner(data)
 	var t Task
-	var priority, state string
+	// Str's strings are stored by Done, into the fields named here.
 	ok := s.Lit(`{"id":`) && s.Str(&t.ID) &&
 		s.Lit(`,"queue":`) && s.Str(&t.Queue) &&
 		s.Lit(`,"key":`) && s.Str(&t.Key) &&
-		s.Lit(`,"priority":`) && s.Str(&priority) &&
+		s.Lit(`,"priority":`) && scanPriority(s, &t.Priority) &&
 		s.Lit(`,"labels":`) && s.StringMap(&t.Labels, true) &&
 		s.Lit(`,"payload":`) && (s.Lit("null") || scanBytes(s, &t.Payload)) &&
-		s.Lit(`,"state":`) && s.Str(&state) &&
+		s.Lit(`,"state":`) && scanState(s, &t.State) &&
 		s.Lit(`,"attempts":`) && s.Int(&t.Attempts) &&
 		s.Lit(`,"seq":`) && s.Uint(&t.Seq) &&
 		s.Lit(`,"added_at":`) && s.Time(&t.AddedAt) &&
@@ -30,7 +30,6 @@ func decodeTaskFast(data []byte) (Task, bool) {
 	if !ok {
 		return Task{}, false
 	}
-	t.Priority, t.State = Priority(priority), State(state)
 	if s.Lit(`,"run":{"attempt":`) {
 		r := &Run{}
 		ok = s.Int(&r.Attempt) &&
@@ -84,11 +83,11 @@ func decodeTaskFast(data []byte) (Task, bool) {
 		}
 	}
 	if s.Lit(`,"retry_after":`) {
-		var d string
-		if !s.Str(&d) {
+		d, ok := s.Raw() // now: Str's strings come only with Done
+		if !ok {
 			return Task{}, false
 		}
-		after, err := time.ParseDuration(d)
+		after, err := time.ParseDuration(string(d))
 		if err != nil {
 			return Task{}, false
 		}
@@ -103,11 +102,11 @@ func decodeTaskFast(data []byte) (Task, bool) {
 // scanBytes reads a payload as encoding/json writes one: standard base64,
 // padded, and nothing a lenient decoder would read differently.
 func scanBytes(s *jsonrec.Scanner, dst *[]byte) bool {
-	var raw string
-	if !s.Str(&raw) {
+	raw, ok := s.Raw() // now: Str's strings come only with Done
+	if !ok {
 		return false
 	}
-	b, err := base64.StdEncoding.Strict().AppendDecode(make([]byte, 0, base64.StdEncoding.DecodedLen(len(raw))), []byte(raw))
+	b, err := base64.StdEncoding.Strict().AppendDecode(make([]byte, 0, base64.StdEncoding.DecodedLen(len(raw))), raw)
 	if err != nil {
 		return false
 	}

@@ -110,7 +110,9 @@ func special(w uint64) bool {
 	return ((w-ones*0x20)&^w|(quote-ones)&^quote|(backslash-ones)&^backslash|w)&highs != 0
 }
 
-// Str reads a string into dst, which Done sets.
+// Str reads a string into dst, which Done sets: dst must outlive the scan
+// (a field of what the decoder returns), and is read only once Done has
+// returned true. A string needed before that (to parse it) is Raw's.
 func (s *Scanner) Str(dst *string) bool {
 	v, ok := s.raw()
 	switch {
