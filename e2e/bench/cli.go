@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -34,12 +35,40 @@ type procRun struct {
 }
 
 func runProc(ctx context.Context, env []string, stdin []byte, name string, args ...string) (procRun, error) {
+	var out bytes.Buffer
+	r, err := runProcTo(ctx, &out, env, stdin, name, args...)
+	r.stdout = out.String()
+	return r, err
+}
+
+// lineCounter counts the lines written to it, and keeps nothing.
+type lineCounter struct{ lines, bytes int }
+
+func (c *lineCounter) Write(p []byte) (int, error) {
+	c.lines += bytes.Count(p, []byte{'\n'})
+	c.bytes += len(p)
+	return len(p), nil
+}
+
+// runProcCounting is runProc whose output is counted, not kept: for a
+// listing of 100k, whose tens of megabytes a growing buffer would copy
+// several times on the benchmark's side of the timing (more the more a
+// side prints), the process is timed as a reader that consumes its output
+// sees it.
+func runProcCounting(ctx context.Context, env []string, name string, args ...string) (procRun, lineCounter, error) {
+	var c lineCounter
+	r, err := runProcTo(ctx, &c, env, nil, name, args...)
+	return r, c, err
+}
+
+// runProcTo runs the process with its standard output going to out.
+func runProcTo(ctx context.Context, out io.Writer, env []string, stdin []byte, name string, args ...string) (procRun, error) {
 	ctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Env = env
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
+	var errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = out, &errb
 	if stdin != nil {
 		cmd.Stdin = bytes.NewReader(stdin)
 	}
@@ -49,7 +78,7 @@ func runProc(ctx context.Context, env []string, stdin []byte, name string, args 
 	if err != nil {
 		return procRun{}, fmt.Errorf("%s %s: %v: %s", name, strings.Join(args, " "), err, strings.TrimSpace(errb.String()))
 	}
-	return procRun{wall: wall, stdout: out.String(), stderr: errb.String()}, nil
+	return procRun{wall: wall, stderr: errb.String()}, nil
 }
 
 // cliSide runs one side's join, commit and close of a slot as processes.

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -268,22 +267,22 @@ func watchAllCount(ctx context.Context, kvb jetstream.KeyValue) (int, error) {
 // each key and value, decoding nothing), interleaved.
 func (b *bench) statusProcRows(ctx context.Context, size int) ([]row, error) {
 	env := b.cliEnv("st")
-	sides := []func() (procRun, error){
-		func() (procRun, error) { return runProc(ctx, env, nil, b.baton, "status") },
-		func() (procRun, error) { return runProc(ctx, env, nil, b.baton, "status", "--json") },
-		func() (procRun, error) {
-			return runProc(ctx, env, nil, b.kvlist, b.nats.url, session.BucketConfig("st", 1).Name)
+	sides := []func() (procRun, lineCounter, error){
+		func() (procRun, lineCounter, error) { return runProcCounting(ctx, env, b.baton, "status") },
+		func() (procRun, lineCounter, error) { return runProcCounting(ctx, env, b.baton, "status", "--json") },
+		func() (procRun, lineCounter, error) {
+			return runProcCounting(ctx, env, b.kvlist, b.nats.url, session.BucketConfig("st", 1).Name)
 		},
 	}
 	var lat [3]samples
 	for rep := range b.statusReps[size] {
 		for _, side := range order(rep, 3) {
-			r, err := sides[side]()
+			r, out, err := sides[side]()
 			if err != nil {
 				return nil, err
 			}
-			if lines := strings.Count(r.stdout, "\n"); lines < size {
-				return nil, fmt.Errorf("status process %d printed %d lines, want at least %d", side, lines, size)
+			if out.lines < size {
+				return nil, fmt.Errorf("status process %d printed %d lines, want at least %d", side, out.lines, size)
 			}
 			lat[side] = append(lat[side], r.wall)
 		}
