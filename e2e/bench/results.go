@@ -175,8 +175,14 @@ longer). Medians and p99s are nearest-rank.
 - **status_***: list every session. baton: ` + "`Manager.List`" + ` (what ` + "`baton status`" + `
   reads); floor: nats.go's ` + "`WatchAll`" + ` of the same bucket; etcd: one ` + "`Get`" + ` of
   the prefix. The process rows at 100k run ` + "`baton status`" + ` and
-  ` + "`baton status --json`" + ` as a user does; floor: ` + "`kvlist`" + `, a Go program that lists the same
-  bucket with nats.go and prints each key and value, decoding nothing.
+  ` + "`baton status --json`" + ` as a user does, their output read and counted as it comes;
+  floor: ` + "`kvlist`" + `, a Go program that lists the same bucket with nats.go and
+  prints each key and value, decoding nothing, and for ` + "`--json`" + `
+  ` + "`kvlist -json`" + `, which prints the same values as one indented JSON
+  document (encoding/json's Indent of each): ` + "`--json`" + ` writes twice the
+  bytes the lines do (65 MB at 100k, with the members baton adds), and a
+  JSON document of the listing is what the verb is asked for. The ratio to
+  the lines is reported beside it.
 - **join_at_100k / join_at_0**: median join of a fresh slot beside 100k
   sessions over the median in a bucket that starts empty (it holds only
   this workload's own joins, two per op: a few thousand at the end). baton

@@ -2,13 +2,18 @@
 // queue status): a process that connects to NATS, reads the current value
 // of every key of a KV bucket matching a pattern with nats.go's watch, and
 // writes each as one line, key and value, to stdout. Nothing is decoded.
+// With -json it writes them as one indented JSON document instead, as a
+// verb's --json does: an array of the values, each laid out by
+// encoding/json's Indent.
 //
-//	kvlist URL BUCKET [PATTERN]
+//	kvlist [-json] URL BUCKET [PATTERN]
 package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"time"
@@ -25,8 +30,12 @@ func main() {
 }
 
 func run(args []string) error {
+	asJSON := len(args) > 0 && args[0] == "-json"
+	if asJSON {
+		args = args[1:]
+	}
 	if len(args) < 2 || len(args) > 3 {
-		return fmt.Errorf("usage: kvlist URL BUCKET [PATTERN]")
+		return fmt.Errorf("usage: kvlist [-json] URL BUCKET [PATTERN]")
 	}
 	pattern := ">"
 	if len(args) == 3 {
@@ -53,9 +62,29 @@ func run(args []string) error {
 	}
 	defer w.Stop()
 	out := bufio.NewWriterSize(os.Stdout, 64<<10)
+	var doc bytes.Buffer
+	n := 0
+	if asJSON {
+		out.WriteString("[")
+	}
 	for e := range w.Updates() {
 		if e == nil {
+			if asJSON {
+				out.WriteString("\n]\n")
+			}
 			return out.Flush()
+		}
+		if asJSON {
+			if n++; n > 1 {
+				out.WriteByte(',')
+			}
+			doc.Reset()
+			doc.WriteString("\n  ")
+			if err := json.Indent(&doc, e.Value(), "  ", "  "); err != nil {
+				return fmt.Errorf("%s: %w", e.Key(), err)
+			}
+			out.Write(doc.Bytes())
+			continue
 		}
 		out.WriteString(e.Key())
 		out.WriteByte('\t')
