@@ -80,7 +80,7 @@ test-hog:
 bench: bench-tools
 	$(BIN)/batonbench -baton $(BIN)/baton -kvfloor $(BIN)/kvfloor -peakrss $(BIN)/peakrss -out e2e/bench/RESULTS.md
 
-## bench-quick: the same workloads, smaller (20k sessions and tasks where bench has 100k), for a smoke test (under 2 minutes)
+## bench-quick: the same workloads, smaller (50k sessions and waiting tasks where bench has 100k, fewer rounds), for a smoke test (under 2 minutes)
 bench-quick: bench-tools
 	$(BIN)/batonbench -quick -baton $(BIN)/baton -kvfloor $(BIN)/kvfloor -peakrss $(BIN)/peakrss
 

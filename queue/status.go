@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/batonhq/baton/kv"
@@ -80,10 +81,17 @@ func (qs *Queues) Snapshot(ctx context.Context, q string, opts ...SnapshotOption
 	for _, o := range opts {
 		o(&sc)
 	}
-	cfg, err := qs.Config(ctx, q)
-	if err != nil {
-		return nil, err
-	}
+	// The config, the queue's records and the sessions (its key locks) are
+	// read at once: three reads of which none needs another's answer.
+	var (
+		cfg         Config
+		cfgErr      error
+		sessions    *session.Listing
+		sessionsErr error
+		wg          sync.WaitGroup
+	)
+	wg.Go(func() { cfg, cfgErr = qs.Config(ctx, q) })
+	wg.Go(func() { sessions, sessionsErr = qs.m.List(ctx) })
 	// Tasks decode while the rest arrive (what the status shows of them,
 	// unless it lists them); other records of the queue are counted by
 	// their keys.
@@ -93,12 +101,12 @@ func (qs *Queues) Snapshot(ctx context.Context, q string, opts ...SnapshotOption
 		}
 		return lineOf(q, e, sc.tasks)
 	})
-	if err != nil {
-		return nil, err
-	}
-	sessions, err := qs.m.List(ctx)
-	if err != nil {
-		return nil, err
+	wg.Wait()
+	// A queue that does not exist says so first.
+	for _, err := range []error{cfgErr, err, sessionsErr} {
+		if err != nil {
+			return nil, err
+		}
 	}
 	return summarize(qs, cfg, entries, sessions, sc), nil
 }

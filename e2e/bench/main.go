@@ -65,10 +65,10 @@ var fullSizes = sizes{
 }
 
 var quickSizes = sizes{
-	ops: 300, cli: 30, contendRounds: 5, throughputRounds: 1, throughputSlice: time.Second,
-	statusReps: map[int]int{1000: 5, 10000: 3, 20000: 3}, scaleMax: 20000,
+	ops: 300, cli: 30, contendRounds: 10, throughputRounds: 1, throughputSlice: time.Second,
+	statusReps: map[int]int{1000: 5, 10000: 3, 50000: 7}, scaleMax: 50000,
 	failoverRemote: 3, failoverSameHost: 5, etcdSameHost: 1, handovers: 30,
-	dispatches: 50, cliDispatches: 20, queueTasks: 4000, pending: 20000, statusQReps: 2,
+	dispatches: 50, cliDispatches: 20, queueTasks: 4000, pending: 50000, statusQReps: 5,
 }
 
 type bench struct {

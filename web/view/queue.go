@@ -1,6 +1,11 @@
 package view
 
 import (
+	"encoding/json"
+	"maps"
+	"slices"
+
+	"github.com/batonhq/baton/internal/jsonappend"
 	"github.com/batonhq/baton/queue"
 )
 
@@ -32,7 +37,7 @@ func QueueStatusJSON(s *queue.Snapshot, by string, tasks bool) (map[string]any, 
 	if err != nil {
 		return nil, err
 	}
-	pending := map[string]any{"total": s.Pending.Total, "by_priority": s.Pending.ByPriority, "by_key": s.Pending.ByKey}
+	pending := map[string]any{"total": s.Pending.Total, "by_priority": s.Pending.ByPriority, "by_key": keyCounts(s.Pending.ByKey)}
 	if s.Pending.OldestID != "" {
 		pending["oldest_id"] = s.Pending.OldestID
 		pending["oldest_added_at"] = s.Pending.Oldest
@@ -45,13 +50,9 @@ func QueueStatusJSON(s *queue.Snapshot, by string, tasks bool) (map[string]any, 
 			byLabel[by] = map[string]int{}
 		}
 	}
-	locks := []map[string]any{}
+	locks := make([]lockRow, 0, len(s.Locks))
 	for _, l := range s.Locks {
-		m, err := RecordJSON(l, map[string]any{"ttl_left_ms": l.Expires.Sub(s.ServerTime).Milliseconds()})
-		if err != nil {
-			return nil, err
-		}
-		locks = append(locks, m)
+		locks = append(locks, lockRow{l, l.Expires.Sub(s.ServerTime).Milliseconds()})
 	}
 	doc := map[string]any{
 		"queue":       s.Config.Queue,
@@ -79,4 +80,90 @@ func QueueStatusJSON(s *queue.Snapshot, by string, tasks bool) (map[string]any, 
 		doc["tasks"] = list
 	}
 	return doc, nil
+}
+
+// lockRow is a key lock as queue status --json prints it: the lock's
+// members and ttl_left_ms, sorted by name, byte for byte what RecordJSON's
+// map of them gave (a test compares them), written member by member: a
+// queue's status may list thousands.
+type lockRow struct {
+	l       queue.Lock
+	ttlLeft int64
+}
+
+// MarshalJSON writes the row.
+func (r lockRow) MarshalJSON() ([]byte, error) {
+	l := r.l
+	w := jsonappend.New(320 + len(l.Key) + len(l.Slot) + len(l.Task))
+	w.Raw(`{"acquired_at":`)
+	w.Time(l.Acquired)
+	if l.Attempt != 0 {
+		w.Raw(`,"attempt":`)
+		w.Int(int64(l.Attempt))
+	}
+	w.Raw(`,"expires_at":`)
+	w.Time(l.Expires)
+	w.Raw(`,"fence":`)
+	w.Uint(l.Fence)
+	w.Raw(`,"host":`)
+	w.Str(l.Host)
+	w.Raw(`,"instance":`)
+	w.Str(l.Instance)
+	w.Raw(`,"key":`)
+	w.Str(l.Key)
+	w.Raw(`,"lane":`)
+	w.Int(int64(l.Lane))
+	w.Raw(`,"pid":`)
+	w.Int(int64(l.PID))
+	w.Raw(`,"renewed_at":`)
+	w.Time(l.Renewed)
+	w.Raw(`,"revision":`)
+	w.Uint(l.Revision)
+	w.Raw(`,"slot":`)
+	w.Str(l.Slot)
+	w.Raw(`,"state":`)
+	w.Str(l.State)
+	w.Raw(`,"task":`)
+	w.Str(l.Task)
+	w.Raw(`,"ttl_left_ms":`)
+	w.Int(r.ttlLeft)
+	w.Raw(`}`)
+	if !w.OK {
+		m, err := RecordJSON(l, map[string]any{"ttl_left_ms": r.ttlLeft})
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(m)
+	}
+	return w.B, nil
+}
+
+// keyCounts are pending tasks by key as queue status --json prints them:
+// written member by member in the keys' order, as encoding/json writes the
+// map (a test compares them).
+type keyCounts map[string]queue.KeyCount
+
+// MarshalJSON writes the counts.
+func (k keyCounts) MarshalJSON() ([]byte, error) {
+	if k == nil {
+		return []byte("null"), nil
+	}
+	w := jsonappend.New(2 + 48*len(k))
+	w.Raw("{")
+	for i, key := range slices.Sorted(maps.Keys(k)) {
+		if i > 0 {
+			w.Raw(",")
+		}
+		c := k[key]
+		w.Str(key)
+		w.Raw(`:{"high":`)
+		w.Int(int64(c.High))
+		w.Raw(`,"normal":`)
+		w.Int(int64(c.Normal))
+		w.Raw(`,"low":`)
+		w.Int(int64(c.Low))
+		w.Raw("}")
+	}
+	w.Raw("}")
+	return w.B, nil
 }
