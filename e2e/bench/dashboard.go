@@ -78,7 +78,7 @@ func (b *bench) dashboardRows(ctx context.Context) ([]row, error) {
 		watchAll = append(watchAll, d)
 	}
 
-	reps := b.statusReps[b.scaleMax] * 4
+	reps := b.pageReps
 	var page, list samples
 	for i := range reps {
 		for _, side := range order(i, 2) {

@@ -55,20 +55,21 @@ type sizes struct {
 	queueTasks       int           // no-op tasks for the queue's throughput
 	pending          int           // waiting tasks beside which dispatch is timed
 	statusQReps      int           // queue status of the pending tasks
+	pageReps         int           // dashboard pages (and listings beside them) per side
 }
 
 var fullSizes = sizes{
 	ops: 2000, cli: 200, contendRounds: 30, throughputRounds: 6, throughputSlice: time.Second,
 	statusReps: map[int]int{1000: 20, 10000: 10, 100000: 5}, scaleMax: 100000,
 	failoverRemote: 20, failoverSameHost: 20, etcdSameHost: 3, handovers: 200,
-	dispatches: 300, cliDispatches: 100, queueTasks: 20000, pending: 100000, statusQReps: 5,
+	dispatches: 300, cliDispatches: 100, queueTasks: 20000, pending: 100000, statusQReps: 5, pageReps: 20,
 }
 
 var quickSizes = sizes{
 	ops: 300, cli: 30, contendRounds: 10, throughputRounds: 1, throughputSlice: time.Second,
 	statusReps: map[int]int{1000: 5, 10000: 3, 50000: 7}, scaleMax: 50000,
 	failoverRemote: 3, failoverSameHost: 5, etcdSameHost: 1, handovers: 30,
-	dispatches: 50, cliDispatches: 20, queueTasks: 4000, pending: 50000, statusQReps: 5,
+	dispatches: 50, cliDispatches: 20, queueTasks: 4000, pending: 50000, statusQReps: 5, pageReps: 10,
 }
 
 type bench struct {

@@ -119,10 +119,10 @@ func writeResults(path string, rows []row, info runInfo, b *bench) error {
 	writeTable(&w, rows)
 	fmt.Fprintf(&w, "\nbench: %d of %d goals met\n\n", met, goals)
 	w.WriteString(columnsDoc)
-	fmt.Fprintf(&w, "\n## Sizes\n\n%d ops per side for acquire/renew/release and the joins beside %s; %d cold processes per verb and side; %d rounds of 50 contenders; %d × %s slices per side of renewal throughput; listings at 1k/10k/%s: %d/%d/%d per side; %d remote crashes per side, %d same-host crashes for baton and %d for etcd; %d graceful handovers per side; queue: %d adds and %d dispatches per side (%d each after idle, and through baton queue work), %d tasks of throughput, %d waiting tasks, %d statuses of them per side.\n",
+	fmt.Fprintf(&w, "\n## Sizes\n\n%d ops per side for acquire/renew/release and the joins beside %s; %d cold processes per verb and side; %d rounds of 50 contenders; %d × %s slices per side of renewal throughput; listings at 1k/10k/%s: %d/%d/%d per side; %d remote crashes per side, %d same-host crashes for baton and %d for etcd; %d graceful handovers per side; queue: %d adds and %d dispatches per side (%d each after idle, and through baton queue work), %d tasks of throughput, %d waiting tasks, %d statuses of them per side; %d dashboard pages per side.\n",
 		b.ops, kilo(b.scaleMax), b.cli, b.contendRounds, b.throughputRounds, b.throughputSlice, kilo(b.scaleMax), b.statusReps[1000], b.statusReps[10000], b.statusReps[b.scaleMax],
 		b.failoverRemote, b.failoverSameHost, b.etcdSameHost, b.handovers,
-		b.ops, b.dispatches, b.cliDispatches, b.queueTasks, b.pending, b.statusQReps)
+		b.ops, b.dispatches, b.cliDispatches, b.queueTasks, b.pending, b.statusQReps, b.pageReps)
 	for _, s := range []struct {
 		title string
 		lines []string
