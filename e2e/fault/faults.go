@@ -149,6 +149,7 @@ func (h *harness) garbage(ctx context.Context) {
 		// The session is marked corrupt from before the publish to after
 		// its answer: a write acknowledged in between may be the one the
 		// garbage replaced.
+		published := time.Now()
 		h.markCorrupt(bucket, key)
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		done := h.tr.rawPut(bucket, key, junk)
@@ -161,19 +162,27 @@ func (h *harness) garbage(ctx context.Context) {
 		done(rev, err)
 		h.markCorrupt(bucket, key)
 		if err == nil {
+			h.landed(bucket, key, published)
 			h.stats.fault("garbage_record")
 			h.logf("garbage in %s %s", bucket, key)
 			sleep(ctx, h.between(2*time.Second, 5*time.Second))
 		}
 		// Also after a failed publish: its answer may be what was lost, and
 		// it may land later still, once a partition heals.
-		h.removeGarbage(kc, bucket, key, junk, err != nil)
+		h.removeGarbage(kc, bucket, key, junk, published, err != nil)
 	}
 }
 
 // lateLanding is how long an unanswered publish of garbage is looked for:
 // longer than a partition lasts.
 const lateLanding = 20 * time.Second
+
+// landed records garbage published at published as there now.
+func (h *harness) landed(bucket, key string, published time.Time) {
+	if bucket == "baton-sessions" {
+		h.garbageLanded(key, published, time.Now())
+	}
+}
 
 func (h *harness) markCorrupt(bucket, key string) {
 	if bucket != "baton-sessions" {
@@ -190,7 +199,7 @@ func (h *harness) markCorrupt(bucket, key string) {
 // (unanswered) is looked for a while longer when not there yet: it may be
 // committed once a partition heals. It goes through a traced kv client, so
 // that the delete is in the run's KV histories.
-func (h *harness) removeGarbage(c *kv.Client, bucket, key string, junk []byte, unanswered bool) {
+func (h *harness) removeGarbage(c *kv.Client, bucket, key string, junk []byte, published time.Time, unanswered bool) {
 	cfg := session.BucketConfig(session.DefaultPrefix, 3)
 	if bucket != cfg.Name {
 		cfg = lease.BucketConfig(lease.DefaultPrefix, 3)
@@ -215,6 +224,7 @@ func (h *harness) removeGarbage(c *kv.Client, bucket, key string, junk []byte, u
 			// out can still be committed once a partition heals, seconds
 			// after its answer).
 			h.markCorrupt(bucket, key)
+			h.landed(bucket, key, published)
 			_, err = b.DeleteRevision(ctx, key, e.Revision, nil)
 			if errors.Is(err, kv.ErrConflict) {
 				err = nil // a holder replaced it meanwhile

@@ -132,6 +132,7 @@ type harness struct {
 	mu      sync.Mutex
 	daemons map[*daemon]bool
 	slots   map[string]*slotState
+	suspect []suspectLoss // judged once the garbage actor is done (judgeLosses)
 	pauses  []pauseCheck
 	cutOff  []holding
 	cuts    []span // when a server was cut off from the majority (reads may be stale)
@@ -296,6 +297,7 @@ func (h *harness) run(ctx context.Context) (bool, error) {
 	fmt.Fprintf(h.out, "batonfault: workload done; stopping every client\n")
 	wg.Wait()
 	h.finishAll()
+	h.judgeLosses()
 	h.checkPauses()
 	h.stats.isolationsChecked = h.checkIsolations()
 	if err := <-serverErr; err != nil {
