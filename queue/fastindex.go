@@ -20,13 +20,12 @@ func indexTaskFast(data []byte) (taskVersion, string, bool) {
 	s := jsonrec.NewScanner(data)
 	var v taskVersion
 	var queue string
-	var labels map[string]string
 	var n int
 	ok := s.Lit(`{"id":`) && s.Str(&v.id) &&
 		s.Lit(`,"queue":`) && s.Str(&queue) &&
 		s.Lit(`,"key":`) && s.Str(&v.key) &&
 		s.Lit(`,"priority":`) && scanPriority(s, &v.priority) &&
-		s.Lit(`,"labels":`) && (s.Lit("{}") || s.StringMap(&labels, true)) &&
+		s.Lit(`,"labels":`) && s.SkipStringMap(true) &&
 		s.Lit(`,"payload":`) && (s.Lit("null") || s.SkipStr()) &&
 		s.Lit(`,"state":`) && scanState(s, &v.state) &&
 		s.Lit(`,"attempts":`) && s.Int(&v.attempts) &&
@@ -55,9 +54,20 @@ func indexTaskFast(data []byte) (taskVersion, string, bool) {
 		}
 		v.run = r
 	}
+	if !taskTail(s, &v) || !s.Done() {
+		return taskVersion{}, "", false
+	}
+	return v, queue, true
+}
+
+// taskTail reads what may follow a task record's updated_at and run, as
+// this version writes it: its result, its cancel request and its retry
+// delay, into v, then the closing brace.
+func taskTail(s *jsonrec.Scanner, v *taskVersion) bool {
+	var n int
 	if s.Lit(`,"result":{"attempt":`) {
 		var u uint64
-		ok = s.Int(&n) &&
+		ok := s.Int(&n) &&
 			s.Lit(`,"reason":`) && s.SkipStr() &&
 			(!s.Lit(`,"exit_code":`) || s.Int(&n)) &&
 			(!s.Lit(`,"error":`) || s.SkipStr()) &&
@@ -71,7 +81,7 @@ func indexTaskFast(data []byte) (taskVersion, string, bool) {
 			s.Lit(`,"ended_at":`) && s.SkipStr() &&
 			s.Lit(`}`)
 		if !ok {
-			return taskVersion{}, "", false
+			return false
 		}
 	}
 	if s.Lit(`,"cancel_requested":`) {
@@ -79,24 +89,21 @@ func indexTaskFast(data []byte) (taskVersion, string, bool) {
 		case s.Lit("true"):
 			v.cancel = true
 		case !s.Lit("false"):
-			return taskVersion{}, "", false
+			return false
 		}
 	}
 	if s.Lit(`,"retry_after":`) {
 		d, ok := s.Raw() // now: Str's strings come only with Done
 		if !ok {
-			return taskVersion{}, "", false
+			return false
 		}
 		after, err := time.ParseDuration(string(d))
 		if err != nil {
-			return taskVersion{}, "", false
+			return false
 		}
 		v.retryAfter = Duration(after)
 	}
-	if !s.Lit(`}`) || !s.Done() {
-		return taskVersion{}, "", false
-	}
-	return v, queue, true
+	return s.Lit(`}`)
 }
 
 // Priorities and States as JSON strings, in their order, to be read

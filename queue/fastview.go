@@ -80,6 +80,7 @@ func taskLineFast(q string, e kv.Entry, l *taskLine) bool {
 		attempts                        int
 		seq                             uint64
 		updated                         time.Time
+		tail                            taskVersion // a result, cancel request or retry delay: checked, not kept
 	)
 	ok := s.Lit(`{"id":`) && raw(s, &id) &&
 		s.Lit(`,"queue":`) && raw(s, &queue) &&
@@ -92,33 +93,15 @@ func taskLineFast(q string, e kv.Entry, l *taskLine) bool {
 		s.Lit(`,"seq":`) && s.Uint(&seq) &&
 		s.Lit(`,"added_at":`) && s.Time(&l.addedAt) &&
 		s.Lit(`,"updated_at":`) && s.Time(&updated) &&
-		s.Lit(`}`) && s.Done()
+		taskTail(s, &tail) && s.Done()
 	if !ok || string(queue) != q || string(id) != taskIDOf(q, e.Key) {
 		return false
 	}
-	switch Priority(priority) {
-	case High:
-		l.priority = High
-	case Normal:
-		l.priority = Normal
-	case Low:
-		l.priority = Low
-	default:
-		return false
-	}
-	switch State(state) {
-	case StatePending:
-		l.state = StatePending
-	case StateFailed:
-		l.state = StateFailed
-	case StateDone:
-		l.state = StateDone
-	case StateDead:
-		l.state = StateDead
-	case StateCancelled:
-		l.state = StateCancelled
-	default:
-		return false // active (which needs a run) or unknown
+	var okP, okS bool
+	l.priority, okP = known(priority, Priorities)
+	l.state, okS = known(state, States)
+	if !okP || !okS || l.state == StateActive {
+		return false // unknown, or active (which needs a run)
 	}
 	var both strings.Builder
 	both.Grow(len(id) + len(key))
@@ -126,6 +109,17 @@ func taskLineFast(q string, e kv.Entry, l *taskLine) bool {
 	both.Write(key)
 	l.id, l.key = both.String()[:len(id)], both.String()[len(id):]
 	return true
+}
+
+// known is the value of vals that b spells (the constant itself: no copy).
+func known[T ~string](b []byte, vals []T) (T, bool) {
+	for _, v := range vals {
+		if string(b) == string(v) {
+			return v, true
+		}
+	}
+	var zero T
+	return zero, false
 }
 
 // raw reads a string's bytes into dst.

@@ -179,3 +179,43 @@ func FuzzTaskLineFast(f *testing.F) {
 		}
 	})
 }
+
+// A waiting task, an ended one (with its result) and a failed one waiting
+// out its retry delay are status lines the fast way, and as viewTask
+// reads them; a running one is not.
+func TestTaskLineFast_TakesWaitingAndEndedTasks(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for _, c := range []struct {
+		task Task
+		fast bool
+	}{
+		{Task{State: StatePending}, true},
+		{Task{State: StateDone, Attempts: 1, Result: &Result{Attempt: 1, Reason: "success", EndedAt: now}}, true},
+		{Task{State: StateFailed, Attempts: 1, Result: &Result{Attempt: 1, Reason: "failed", EndedAt: now}, RetryAfter: Duration(time.Second)}, true},
+		{Task{State: StateCancelled, CancelRequested: true}, true},
+		{Task{State: StateActive, Attempts: 1, Run: &Run{Attempt: 1, Slot: "s", Fence: 4, Instance: "i", Claimed: 2}}, false},
+	} {
+		tk := c.task
+		tk.ID, tk.Queue, tk.Key, tk.Priority, tk.Seq, tk.AddedAt, tk.UpdatedAt = "t1", "q", "alice", High, 3, now, now
+		b, err := encodeTask(&tk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := kv.Entry{Key: "q.task.t1", Value: b, Revision: 3}
+		var l taskLine
+		if got := taskLineFast("q", e, &l); got != c.fast {
+			t.Errorf("%s: taken the fast way %v, want %v: %s", tk.State, got, c.fast, b)
+			continue
+		}
+		if !c.fast {
+			continue
+		}
+		want, err := viewTask("q", e)
+		if err != nil {
+			t.Fatalf("%s: %v", tk.State, err)
+		}
+		if l.id != want.ID || l.key != want.Key || l.priority != want.Priority || l.state != want.State || l.addedAt != want.AddedAt {
+			t.Errorf("%s: line %+v, viewTask %+v", tk.State, l, want)
+		}
+	}
+}

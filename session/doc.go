@@ -8,7 +8,8 @@
 // section per host, and across hosts the CAS lets exactly one joiner win.
 //
 // Guaranteed: at most one live session per slot; a renewal, close or forced
-// takeover is a CAS on the revision the caller read, so it never overwrites
+// takeover is a CAS on the revision the caller read (or, for CommitSlot and
+// CloseSlot, the one this host last wrote), so it never overwrites
 // a record it did not see and never resurrects one that expired or was
 // closed; a session of another host is refused, always; a record that does
 // not decode is held by nobody-knows-who and never treated as free; ages,

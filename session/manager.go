@@ -99,12 +99,16 @@ func WithStateDir(d *hostlocal.StateDir) Option {
 }
 
 // WithPIDFiles makes Join leave a pid file per session under
-// <state-dir>/pids/<prefix>/slot-SLOT.pid, which Close removes. Other
-// processes of this host (the CLI's commit and close, doctor) read them to
+// <state-dir>/pids/<prefix>/slot-SLOT.pid, which Close removes, and every
+// commit of the session (CommitSlot's, a keeper's renewal) rewrite it with
+// the revision, TTL and record it wrote: CommitSlot and CloseSlot of
+// another process of this host then write on that revision without a read.
+// Other processes (the CLI's commit and close, doctor) read the files to
 // tell a session that was lost from one never joined, and doctor reports
-// those a session outlived. Default: off: a program that holds its *Session
-// needs none, and creating a file can cost more than the join's round trip.
-// The baton CLI turns it on.
+// those a session outlived. Each write is a small file written and renamed
+// into place. Default: off: a program that holds its *Session needs none,
+// and creating a file can cost more than the join's round trip. The baton
+// CLI turns it on.
 func WithPIDFiles(on bool) Option {
 	return func(m *Manager) error { m.traces = on; return nil }
 }

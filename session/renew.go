@@ -93,7 +93,8 @@ func (m *Manager) CommitSlot(ctx context.Context, slot, message string, opts ...
 	if len(message) > MaxTaskLen {
 		return nil, fmt.Errorf("%w: message longer than %d bytes", ErrInvalid, MaxTaskLen)
 	}
-	if s, t, ok := m.traced(slot, cfg.fence); ok {
+	s, t, ok := m.traced(slot, cfg.fence)
+	if ok {
 		out, err := m.Update(ctx, renewal(s, message, m.now()))
 		if err == nil {
 			m.writeTrace(out, t.Joined)
@@ -111,7 +112,9 @@ func (m *Manager) CommitSlot(ctx context.Context, slot, message string, opts ...
 	if err != nil {
 		return nil, err
 	}
-	m.retrace(out)
+	if t.Slot == slot && t.Fence == out.Fence {
+		m.writeTrace(out, t.Joined) // as retrace, with the trace read above
+	}
 	return out, nil
 }
 

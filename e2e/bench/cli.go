@@ -42,11 +42,10 @@ func runProc(ctx context.Context, env []string, stdin []byte, name string, args 
 }
 
 // lineCounter counts the lines written to it, and keeps nothing.
-type lineCounter struct{ lines, bytes int }
+type lineCounter struct{ lines int }
 
 func (c *lineCounter) Write(p []byte) (int, error) {
 	c.lines += bytes.Count(p, []byte{'\n'})
-	c.bytes += len(p)
 	return len(p), nil
 }
 

@@ -654,12 +654,14 @@ func (b *bench) queueScaleRows(ctx context.Context, e *queueEnv) ([]row, error) 
 				}
 				d = r.wall
 			} else {
-				r, err := runProc(ctx, env, nil, b.kvlist, b.nats.url, e.qb, "q100k.>")
+				// Its tens of megabytes counted as they come, as status's
+				// listings are (runProcCounting).
+				r, out, err := runProcCounting(ctx, env, b.kvlist, b.nats.url, e.qb, "q100k.>")
 				if err != nil {
 					return nil, err
 				}
-				if n := strings.Count(r.stdout, "\n"); n < b.pending {
-					return nil, fmt.Errorf("kvlist listed %d of %d", n, b.pending)
+				if out.lines < b.pending {
+					return nil, fmt.Errorf("kvlist listed %d of %d", out.lines, b.pending)
 				}
 				d = r.wall
 			}

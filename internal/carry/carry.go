@@ -69,12 +69,12 @@ func Pack(out, client, full string) error {
 	}
 	defer os.Remove(tmp.Name()) // after the rename, a no-op
 	fail := func(err error) error { _ = tmp.Close(); return err }
-	off, err := appendFile(tmp, client, nil)
+	off, err := appendFile(tmp, client)
 	if err != nil {
 		return fail(err)
 	}
 	h := sha256.New()
-	size, err := appendFile(tmp, full, h)
+	size, err := appendFile(io.MultiWriter(tmp, h), full)
 	if err != nil {
 		return fail(err)
 	}
@@ -95,17 +95,14 @@ func Pack(out, client, full string) error {
 	return os.Rename(tmp.Name(), out)
 }
 
-// appendFile copies the file at path to w (and to h, if not nil), and
-// returns how many bytes it copied.
-func appendFile(w io.Writer, path string, h io.Writer) (int64, error) {
+// appendFile copies the file at path to w, and returns how many bytes it
+// copied.
+func appendFile(w io.Writer, path string) (int64, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return 0, err
 	}
 	defer f.Close()
-	if h != nil {
-		w = io.MultiWriter(w, h)
-	}
 	return io.Copy(w, f)
 }
 
@@ -258,7 +255,8 @@ func CacheDir() (string, error) {
 
 // Exec replaces this process with the full program this program's file
 // carries, with argv and env (ClientEnv added, naming this file). It
-// returns only an error: ErrNotCarried for a file that carries none.
+// returns only an error: ErrNotCarried for a file that carries none,
+// ErrCorrupt for one whose program does not match its hash.
 func Exec(argv, env []string) error {
 	self, err := os.Executable()
 	if err != nil {
@@ -275,6 +273,9 @@ func Exec(argv, env []string) error {
 	} else {
 		for try := 0; try < 2; try++ {
 			path, err := p.Extract(dir)
+			if errors.Is(err, ErrCorrupt) {
+				return err // a copy in memory would be as damaged
+			}
 			if err != nil {
 				cacheErr = err
 				break
@@ -285,6 +286,7 @@ func Exec(argv, env []string) error {
 			if !errors.Is(err, syscall.ENOENT) {
 				return fmt.Errorf("starting the full program %s: %w", path, err)
 			}
+			cacheErr = fmt.Errorf("%s: %w", path, err)
 		}
 	}
 	if err := execInMemory(p, argv, env); err != nil {

@@ -4,16 +4,8 @@
 // links it (ADR 0030): the client program hands a command line with
 // --metrics to it; package procmetrics is the part both share.
 //
-// They are this process's own view: how long its renewals take and how
-// many fail, whether it leads and how often that changed, how its queue
-// tasks ended. The cluster-wide view (every session, leader and queue) is
-// the dashboard's /metrics (`baton ui`); the NATS server's own monitoring
-// is `baton up --http`.
-//
-// Labels are bounded: kind is one of a fixed set, agent_key is the one key
-// a lead campaigns for, queue the one queue a worker serves, outcome and
-// reason fixed sets. No label names a slot, task or instance, but
-// baton_process_info's instance (one series per process).
+// What they measure and how their labels are bounded: package
+// procmetrics.
 package prom
 
 import (
@@ -33,8 +25,7 @@ import (
 	"github.com/batonhq/baton/queue"
 )
 
-// Metrics are one process's metrics (a cmdutil.ProcessMetrics). The
-// methods that record do nothing on nil Metrics.
+// Metrics are one process's metrics (a cmdutil.ProcessMetrics).
 type Metrics struct {
 	reg *prometheus.Registry
 
@@ -107,9 +98,6 @@ func New(verb, instance string) *Metrics {
 	return m
 }
 
-// Registry is where the metrics are registered.
-func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
-
 // RenewHook returns the hook that counts renewals (session.WithRenewHook,
 // lease.WithRenewHook, queue.WithRenewHook), labelled by kind(key). The
 // series of kinds are present from the start (at 0), so that a rate or an
@@ -149,9 +137,6 @@ func Start(ctx context.Context, f *cmdutil.Factory, verb, addr string, kind func
 
 // Watch makes agent key's series present (at 0) before the first term.
 func (m *Metrics) Watch(agentKey string) {
-	if m == nil {
-		return
-	}
 	m.gained.WithLabelValues(agentKey)
 	for _, r := range []string{procmetrics.LostExpired, procmetrics.LostHandover, procmetrics.LostExit} {
 		m.lost.WithLabelValues(agentKey, r)
@@ -161,9 +146,6 @@ func (m *Metrics) Watch(agentKey string) {
 
 // Gained records a term begun.
 func (m *Metrics) Gained(agentKey string) {
-	if m == nil {
-		return
-	}
 	m.gained.WithLabelValues(agentKey).Inc()
 	m.isLeader.WithLabelValues(agentKey).Set(1)
 }
@@ -171,18 +153,12 @@ func (m *Metrics) Gained(agentKey string) {
 // Lost records a term ended, for reason (procmetrics.LostExpired,
 // LostHandover, LostExit).
 func (m *Metrics) Lost(agentKey, reason string) {
-	if m == nil {
-		return
-	}
 	m.lost.WithLabelValues(agentKey, reason).Inc()
 	m.isLeader.WithLabelValues(agentKey).Set(0)
 }
 
 // Serving makes queue q's series present (at 0) before the first task.
 func (m *Metrics) Serving(q string) {
-	if m == nil {
-		return
-	}
 	m.running.WithLabelValues(q).Set(0)
 }
 
@@ -190,9 +166,6 @@ func (m *Metrics) Serving(q string) {
 // ended without having started (a claim given back while draining) is
 // counted by its outcome only: it neither ran nor took any time.
 func (m *Metrics) TaskEvent(q string, ev queue.Event) {
-	if m == nil {
-		return
-	}
 	k := runKey{ev.Slot, ev.Fence}
 	switch ev.Kind {
 	case queue.EventStarted:
