@@ -95,11 +95,23 @@ func (t *Table) end() {
 		start = int(t.ends[len(t.ends)-1])
 	}
 	if i := len(t.ends) % t.cols; i < t.cols-1 {
-		if n := utf8.RuneCount(t.text[start:]); n > t.width[i] {
+		if n := runes(t.text[start:]); n > t.width[i] {
 			t.width[i] = n
 		}
 	}
 	t.ends = append(t.ends, int32(len(t.text)))
+}
+
+// runes counts the runes of b, as utf8.RuneCount does, its loop over ASCII
+// here: a table calls it twice a cell, and calling utf8.RuneCount instead
+// made `baton status` of 100k sessions 1.2x slower.
+func runes(b []byte) int {
+	for _, c := range b {
+		if c >= utf8.RuneSelf {
+			return utf8.RuneCount(b)
+		}
+	}
+	return len(b)
 }
 
 // Len is the number of rows, the header's included.
@@ -128,7 +140,7 @@ func (t *Table) WriteTo(w io.Writer) (int64, error) {
 			if i == t.cols-1 {
 				break
 			}
-			for pad := t.width[i] + 2 - utf8.RuneCount(c); pad > 0; {
+			for pad := t.width[i] + 2 - runes(c); pad > 0; {
 				k, _ := bw.Write(spaces[:min(pad, len(spaces))])
 				n += int64(k)
 				pad -= k
