@@ -57,16 +57,6 @@ type Factory struct {
 	traceErr    error
 }
 
-// HandOver hands this process's command line to the full program
-// (f.Full): it returns only an error, also when this program carries none
-// (a client program built alone, or a test's factory).
-func (f *Factory) HandOver() error {
-	if f.Full == nil {
-		return errors.New("this program does not carry the full program; run the baton that `make build` writes")
-	}
-	return f.Full()
-}
-
 // TraceEnv names the file to which every kv client of a baton command
 // appends a JSON line per KV call and return (kv.NewJSONTracer), for the
 // fault harness's linearizability check.

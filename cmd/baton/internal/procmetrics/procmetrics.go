@@ -51,7 +51,7 @@ const (
 // sessions, leases and queues f makes next, labelled by kind(key), one of
 // kinds. Without addr it returns metrics that record nothing and a stop
 // that does nothing. In the client program, which has no f.ServeMetrics,
-// an addr hands the whole command line to the full program (f.HandOver):
+// an addr hands the whole command line to the full program (f.Full):
 // call Start before anything else the verb does.
 func Start(ctx context.Context, f *cmdutil.Factory, verb, addr string, kind func(key string) string, kinds ...string) (cmdutil.ProcessMetrics, func(), error) {
 	if addr == "" {
@@ -60,7 +60,10 @@ func Start(ctx context.Context, f *cmdutil.Factory, verb, addr string, kind func
 	if f.ServeMetrics != nil {
 		return f.ServeMetrics(ctx, f, verb, addr, kind, kinds...)
 	}
-	return nil, nil, f.HandOver()
+	if f.Full != nil {
+		return nil, nil, f.Full()
+	}
+	return nil, nil, errors.New("--metrics: this program serves no metrics; run the baton that `make build` writes")
 }
 
 // none records nothing: a process without --metrics.

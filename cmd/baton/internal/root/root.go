@@ -61,7 +61,7 @@ var fullVerbs = []struct{ name, short string }{
 
 // handOff is a full-program verb in the client program: whatever its
 // arguments (help and completion included), the command line goes to the
-// full program as it was given (f.HandOver), which parses it, checks it and
+// full program as it was given (f.Full), which parses it, checks it and
 // runs it.
 func handOff(f *cmdutil.Factory, name, short string) *cobra.Command {
 	cmd := &cobra.Command{
@@ -71,16 +71,25 @@ func handOff(f *cmdutil.Factory, name, short string) *cobra.Command {
 		// Not even the global flags are resolved here: the full program
 		// resolves them, and reports what is wrong with them.
 		PersistentPreRunE: func(*cobra.Command, []string) error { return nil },
-		RunE:              func(*cobra.Command, []string) error { return f.HandOver() },
+		RunE:              func(*cobra.Command, []string) error { return full(f) },
 		ValidArgsFunction: func(cmd *cobra.Command, _ []string, _ string) ([]string, cobra.ShellCompDirective) {
-			cmdutil.Fprintf(cmd.ErrOrStderr(), "%s\n", cmdutil.Message(name, f.HandOver()))
+			cmdutil.Fprintf(cmd.ErrOrStderr(), "%s\n", cmdutil.Message(name, full(f)))
 			return nil, cobra.ShellCompDirectiveError
 		},
 	}
 	cmd.SetHelpFunc(func(cmd *cobra.Command, _ []string) {
-		cmdutil.Fprintf(cmd.ErrOrStderr(), "%s\n", cmdutil.Message(name, f.HandOver()))
+		cmdutil.Fprintf(cmd.ErrOrStderr(), "%s\n", cmdutil.Message(name, full(f)))
 	})
 	return cmd
+}
+
+// full hands the command line to the full program: it returns only an
+// error.
+func full(f *cmdutil.Factory) error {
+	if f.Full == nil {
+		return errors.New("this program does not carry the full program; run the baton that `make build` writes")
+	}
+	return f.Full()
 }
 
 // newCmdRoot is NewCmdRoot with every verb's run replaced by stub, unless

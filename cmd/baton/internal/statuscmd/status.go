@@ -91,17 +91,14 @@ func statusRun(ctx context.Context, o *Options) error {
 		l                 *session.Listing
 		leases            *lease.Listing
 		queues            []queue.Summary
+		queuesNotShown    error
 		lerr, lserr, qerr error
 		wg                sync.WaitGroup
 	)
 	wg.Go(func() { l, lerr = m.List(ctx) })
 	wg.Go(func() { leases, lserr = ls.List(ctx) })
-	wg.Go(func() { queues, qerr = qs.Summaries(ctx) })
+	wg.Go(func() { queues, queuesNotShown, qerr = queueSummaries(ctx, qs) })
 	wg.Wait()
-	var queuesNotShown error
-	if errors.Is(qerr, kv.ErrPermission) {
-		queues, queuesNotShown, qerr = nil, qerr, nil // said once the rest is known to be shown
-	}
 	if err := cmp.Or(lerr, lserr, qerr); err != nil {
 		return err
 	}
@@ -126,6 +123,17 @@ func statusRun(ctx context.Context, o *Options) error {
 		return err
 	}
 	return out.Flush()
+}
+
+// queueSummaries reads one line per queue. A server without the queues
+// bucket has none; a user refused it is to be told so (notShown), and
+// status goes on with what it may see.
+func queueSummaries(ctx context.Context, qs *queue.Queues) (sums []queue.Summary, notShown, err error) {
+	sums, err = qs.Summaries(ctx)
+	if errors.Is(err, kv.ErrPermission) {
+		return nil, err, nil
+	}
+	return sums, nil, err
 }
 
 // printQueues writes one line per queue.
