@@ -43,7 +43,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -389,7 +388,7 @@ func writerMain(args []string) int {
 	if fence == "" {
 		fence = "0" // a holder started without a fence: the checker counts it
 	}
-	writer := actor + "/" + strconv.Itoa(os.Getpid())
+	writer := actor + "/" + procID()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	client := &http.Client{Timeout: 2 * time.Second}

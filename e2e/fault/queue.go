@@ -33,8 +33,8 @@ var (
 // were acknowledged.
 type queueChecker struct {
 	mu    sync.Mutex
-	runs  map[int]*taskRun // by the command's pid
-	added map[string]bool  // acknowledged task ids
+	runs  map[string]*taskRun // by the command's procID, never its pid alone
+	added map[string]bool     // acknowledged task ids
 }
 
 type taskRun struct {
@@ -45,31 +45,36 @@ type taskRun struct {
 }
 
 func newQueueChecker() *queueChecker {
-	return &queueChecker{runs: map[int]*taskRun{}, added: map[string]bool{}}
+	return &queueChecker{runs: map[string]*taskRun{}, added: map[string]bool{}}
 }
 
-// ServeHTTP takes POST /qevent?event=start|write|end&pid=P&key=K&task=T&fence=F&actor=A.
+// ServeHTTP takes POST /qevent?event=start|write|end&run=R&key=K&task=T&fence=F&actor=A,
+// where R is the command's procID.
 func (c *queueChecker) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	pid, err := strconv.Atoi(q.Get("pid"))
-	fence, ferr := strconv.ParseUint(q.Get("fence"), 10, 64)
-	if err != nil || ferr != nil {
-		http.Error(w, "want pid and fence", http.StatusBadRequest)
+	fence, err := strconv.ParseUint(q.Get("fence"), 10, 64)
+	if err != nil || q.Get("run") == "" {
+		http.Error(w, "want run and fence", http.StatusBadRequest)
 		return
 	}
-	now := time.Now()
+	c.event(q.Get("run"), q.Get("event"), q.Get("key"), q.Get("task"), q.Get("actor"), fence, time.Now())
+	w.WriteHeader(http.StatusOK)
+}
+
+// event records what the command run (a procID) reported at at: its first
+// event starts the run, each later one moves its last sign of life.
+func (c *queueChecker) event(run, kind, key, task, actor string, fence uint64, at time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	run := c.runs[pid]
-	if run == nil {
-		run = &taskRun{key: q.Get("key"), task: q.Get("task"), actor: q.Get("actor"), fence: fence, start: now}
-		c.runs[pid] = run
+	tr := c.runs[run]
+	if tr == nil {
+		tr = &taskRun{key: key, task: task, actor: actor, fence: fence, start: at}
+		c.runs[run] = tr
 	}
-	run.last = now
-	if q.Get("event") == "end" {
-		run.ended = true
+	tr.last = at
+	if kind == "end" {
+		tr.ended = true
 	}
-	w.WriteHeader(http.StatusOK)
 }
 
 func (c *queueChecker) acked(id string) {
@@ -202,6 +207,26 @@ func (h *harness) checkQueue() (done, exclusion, overCapacity, lost int) {
 		paused[p.actor] = append(paused[p.actor], p)
 	}
 	h.mu.Unlock()
+	var runs []*taskRun
+	for _, run := range h.qchk.runs {
+		if !wasPaused(paused[run.actor], run) {
+			runs = append(runs, run)
+		}
+	}
+	exclusions, over := judgeRuns(runs, queueMaxActive)
+	for _, v := range over {
+		h.stats.violation("%s", v)
+	}
+	for _, v := range exclusions {
+		h.stats.violation("%s", v)
+	}
+	return done, len(exclusions), len(over), lost
+}
+
+// judgeRuns finds, over the time each run ran (from its start to its last
+// event), the moments more than maxActive ran at once and the runs of one
+// key that overlapped, each described as a violation.
+func judgeRuns(runs []*taskRun, maxActive int) (exclusion, overCapacity []string) {
 	type edge struct {
 		at    time.Time
 		delta int
@@ -209,10 +234,7 @@ func (h *harness) checkQueue() (done, exclusion, overCapacity, lost int) {
 	}
 	var edges []edge
 	byKey := map[string][]*taskRun{}
-	for _, run := range h.qchk.runs {
-		if wasPaused(paused[run.actor], run) {
-			continue
-		}
+	for _, run := range runs {
 		edges = append(edges, edge{run.start, 1, run}, edge{run.last, -1, run})
 		byKey[run.key] = append(byKey[run.key], run)
 	}
@@ -225,23 +247,27 @@ func (h *harness) checkQueue() (done, exclusion, overCapacity, lost int) {
 	running := 0
 	for _, e := range edges {
 		running += e.delta
-		if running > queueMaxActive {
-			overCapacity++
-			h.stats.violation("queue: %d commands at once at %s (max_active %d), among them task %s under fence %d",
-				running, e.at.Format("15:04:05.000"), queueMaxActive, e.run.task, e.run.fence)
+		if running > maxActive {
+			overCapacity = append(overCapacity, fmt.Sprintf("queue: %d commands at once at %s (max_active %d), among them task %s under fence %d",
+				running, e.at.Format("15:04:05.000"), maxActive, e.run.task, e.run.fence))
 		}
 	}
-	for key, runs := range byKey {
+	keys := make([]string, 0, len(byKey))
+	for key := range byKey {
+		keys = append(keys, key)
+	}
+	sort.Strings(keys)
+	for _, key := range keys {
+		runs := byKey[key]
 		sort.Slice(runs, func(i, j int) bool { return runs[i].start.Before(runs[j].start) })
 		for i := 1; i < len(runs); i++ {
 			if prev, cur := runs[i-1], runs[i]; cur.start.Before(prev.last) {
-				exclusion++
-				h.stats.violation("queue key %s: task %s (fence %d) started %s before task %s (fence %d) stopped",
-					key, cur.task, cur.fence, prev.last.Sub(cur.start).Round(time.Millisecond), prev.task, prev.fence)
+				exclusion = append(exclusion, fmt.Sprintf("queue key %s: task %s (fence %d) started %s before task %s (fence %d) stopped",
+					key, cur.task, cur.fence, prev.last.Sub(cur.start).Round(time.Millisecond), prev.task, prev.fence))
 			}
 		}
 	}
-	return done, exclusion, overCapacity, lost
+	return exclusion, overCapacity
 }
 
 // wasPaused reports whether run's worker was SIGSTOPped while run ran: a
@@ -270,7 +296,7 @@ func qtaskMain() int {
 		fmt.Fprintln(os.Stderr, "qtask: want a payload of milliseconds, BATON_KEY and BATON_FENCE")
 		return 2
 	}
-	pid := strconv.Itoa(os.Getpid())
+	run := procID()
 	client := &http.Client{Timeout: 2 * time.Second}
 	post := func(u string) {
 		if resp, err := client.Post(u, "", nil); err == nil {
@@ -278,14 +304,14 @@ func qtaskMain() int {
 		}
 	}
 	event := func(kind string) {
-		post(qurl + "?event=" + kind + "&pid=" + pid + "&key=" + key + "&task=" + task + "&fence=" + fence + "&actor=" + actor)
+		post(qurl + "?event=" + kind + "&run=" + run + "&key=" + key + "&task=" + task + "&fence=" + fence + "&actor=" + actor)
 	}
 	event("start")
 	term := make(chan os.Signal, 1)
 	signal.Notify(term, syscall.SIGTERM, os.Interrupt)
 	end := time.After(time.Duration(ms) * time.Millisecond)
 	for {
-		post(url + "?key=queue/" + key + "&fence=" + fence + "&writer=" + actor + "/" + pid)
+		post(url + "?key=queue/" + key + "&fence=" + fence + "&writer=" + actor + "/" + run)
 		event("write")
 		select {
 		case <-end:
