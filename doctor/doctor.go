@@ -152,7 +152,7 @@ func (c *Checker) Run(ctx context.Context) (*Report, error) {
 	if err := c.checkGates(r); err != nil {
 		return nil, err
 	}
-	if err := c.checkTraces(r, listing); err != nil {
+	if err := c.checkPIDFiles(r, listing); err != nil {
 		return nil, err
 	}
 	if c.ls != nil {
@@ -356,8 +356,8 @@ func (c *Checker) checkGates(r *Report) error {
 	return nil
 }
 
-func (c *Checker) checkTraces(r *Report, l *session.Listing) error {
-	traces, err := c.m.Traces()
+func (c *Checker) checkPIDFiles(r *Report, l *session.Listing) error {
+	files, err := c.m.PIDFiles()
 	if err != nil {
 		return err
 	}
@@ -367,7 +367,7 @@ func (c *Checker) checkTraces(r *Report, l *session.Listing) error {
 			live[s.Slot] = s
 		}
 	}
-	for _, t := range traces {
+	for _, t := range files {
 		s := live[t.Slot]
 		if l == nil || (!t.Unreadable && s != nil && s.Fence == t.Fence) {
 			continue
@@ -384,7 +384,7 @@ func (c *Checker) checkTraces(r *Report, l *session.Listing) error {
 			Kind: KindOrphanPIDFile, Key: t.Slot,
 			Detail: fmt.Sprintf("pid file %s (fence %d, pid %d) outlived its session: %s", t.Name, t.Fence, t.PID, why),
 			Action: "`baton doctor --fix` removes it",
-			fix:    func(ctx context.Context) error { return c.m.RemoveOrphanTrace(ctx, t) },
+			fix:    func(ctx context.Context) error { return c.m.RemoveOrphanPIDFile(ctx, t) },
 		})
 	}
 	return nil

@@ -7,6 +7,8 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/batonhq/baton/internal/jsonrec/jsonrectest"
 )
 
 // lockInfo returns what Locks reports for the gate name.
@@ -192,6 +194,12 @@ func TestClearOrphan_ClearsOnlyOrphans(t *testing.T) {
 	if cleared, err := d.ClearOrphan("missing"); err != nil || cleared {
 		t.Errorf("ClearOrphan of a missing gate = %v, %v; want false, nil", cleared, err)
 	}
+}
+
+// The codec written from Holder's fields writes every one of them as
+// encoding/json does.
+func TestHolder_Codec(t *testing.T) {
+	jsonrectest.CheckCodec(t, jsonrectest.Codec[Holder]{Encode: (*Holder).encodeFast, Known: holderKnown})
 }
 
 // A holder's JSON is what encoding/json writes of its fields.

@@ -127,7 +127,7 @@ func checkAppendJSON(t *testing.T, r Record) {
 	if r.Capabilities == nil {
 		r.Capabilities = []string{}
 	}
-	fast, ok := r.appendJSON()
+	fast, ok := r.encodeFast()
 	if !ok {
 		return
 	}
@@ -147,7 +147,7 @@ func TestAppendJSON_WritesWhatAcquireWrites(t *testing.T) {
 			AcquiredAt: now, RenewedAt: now.Add(time.Second), Renewals: 3, TransferTo: "h-2", PrevHolder: "h-0", PrevFence: 4, Chosen: true,
 			Score: -3, Capabilities: []string{"gpu", "eu"}, Require: []string{"gpu"}, Meta: map[string]string{"b": "2", "a": "1", "c": ""}},
 	} {
-		if _, ok := r.appendJSON(); !ok {
+		if _, ok := r.encodeFast(); !ok {
 			t.Errorf("%+v is not written member by member", r)
 		}
 		checkAppendJSON(t, r)

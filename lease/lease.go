@@ -2,7 +2,6 @@ package lease
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/hostlocal"
-	"github.com/batonhq/baton/internal/jsonappend"
 	"github.com/batonhq/baton/internal/keepalive"
 	"github.com/batonhq/baton/kv"
 )
@@ -585,33 +583,6 @@ func (l *Lease) notify(r Record) {
 	case l.changes <- r:
 	default:
 	}
-}
-
-// releaseNote is what a released lease's tombstone says.
-type releaseNote struct {
-	Key      string    `json:"key"`
-	Holder   string    `json:"holder"`
-	Fence    uint64    `json:"fence"`
-	Released time.Time `json:"released_at"`
-}
-
-// encode is json.Marshal(n), written member by member where it can be
-// (jsonappend).
-func (n releaseNote) encode() ([]byte, error) {
-	w := jsonappend.New(160)
-	w.Raw(`{"key":`)
-	w.Str(n.Key)
-	w.Raw(`,"holder":`)
-	w.Str(n.Holder)
-	w.Raw(`,"fence":`)
-	w.Uint(n.Fence)
-	w.Raw(`,"released_at":`)
-	w.Time(n.Released)
-	w.Raw(`}`)
-	if w.OK {
-		return w.B, nil
-	}
-	return json.Marshal(n)
 }
 
 // Release ends the lease: the keepalive stops and the record is deleted by

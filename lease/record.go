@@ -1,18 +1,23 @@
 package lease
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
 	"time"
 
-	"github.com/batonhq/baton/internal/jsonappend"
 	"github.com/batonhq/baton/internal/jsonrec"
 	"github.com/batonhq/baton/kv"
 )
 
+//go:generate go run ../internal/jsonrec/recgen
+
 // Record is a lease as stored in KV (docs/CONTRACT.md, "Records"). Fields
-// this version does not know are kept when the record is rewritten.
+// this version does not know are kept when the record is rewritten. Its
+// layout is its fields and their tags; codec_gen.go is written from them.
+//
+//jsonrec:codec
 type Record struct {
 	Key    string `json:"key"`
 	Holder string `json:"holder"` // instance id
@@ -58,13 +63,6 @@ type Duration = jsonrec.Duration
 
 type recordFields Record
 
-var knownFields = map[string]bool{
-	"key": true, "holder": true, "host": true, "pid": true, "pid_start": true, "child_pid": true,
-	"child_pid_start": true, "fence": true, "ttl": true, "acquired_at": true, "renewed_at": true,
-	"renewals": true, "transfer_to": true, "score": true, "capabilities": true, "meta": true,
-	"prev_holder": true, "prev_fence": true, "chosen": true, "require": true,
-}
-
 // MarshalJSON writes the known fields and any unknown ones read earlier.
 func (r Record) MarshalJSON() ([]byte, error) {
 	if r.Meta == nil {
@@ -74,77 +72,25 @@ func (r Record) MarshalJSON() ([]byte, error) {
 		r.Capabilities = []string{}
 	}
 	if len(r.unknown) == 0 {
-		if b, ok := r.appendJSON(); ok {
+		if b, ok := r.encodeFast(); ok {
 			return b, nil
 		}
 	}
 	return jsonrec.Marshal(recordFields(r), r.unknown)
 }
 
-// appendJSON writes r member by member, byte for byte as encoding/json
-// writes its fields (every acquire and renewal writes one), or reports
-// false for what only encoding/json should write (jsonappend).
-func (r *Record) appendJSON() ([]byte, bool) {
-	w := jsonappend.New(320 + 24*len(r.Meta))
-	w.Raw(`{"key":`)
-	w.Str(r.Key)
-	w.Raw(`,"holder":`)
-	w.Str(r.Holder)
-	w.Raw(`,"host":`)
-	w.Str(r.Host)
-	w.Raw(`,"pid":`)
-	w.Int(int64(r.PID))
-	if r.PIDStart != "" {
-		w.Raw(`,"pid_start":`)
-		w.Str(r.PIDStart)
-	}
-	w.Raw(`,"child_pid":`)
-	w.Int(int64(r.ChildPID))
-	if r.ChildPIDStart != "" {
-		w.Raw(`,"child_pid_start":`)
-		w.Str(r.ChildPIDStart)
-	}
-	w.Raw(`,"fence":`)
-	w.Uint(r.Fence)
-	w.Raw(`,"ttl":`)
-	w.Str(r.TTL.String())
-	w.Raw(`,"acquired_at":`)
-	w.Time(r.AcquiredAt)
-	w.Raw(`,"renewed_at":`)
-	w.Time(r.RenewedAt)
-	w.Raw(`,"renewals":`)
-	w.Uint(r.Renewals)
-	w.Raw(`,"transfer_to":`)
-	w.Str(r.TransferTo)
-	if r.PrevHolder != "" {
-		w.Raw(`,"prev_holder":`)
-		w.Str(r.PrevHolder)
-	}
-	if r.PrevFence != 0 {
-		w.Raw(`,"prev_fence":`)
-		w.Uint(r.PrevFence)
-	}
-	if r.Chosen {
-		w.Raw(`,"chosen":true`)
-	}
-	w.Raw(`,"score":`)
-	w.Int(int64(r.Score))
-	w.Raw(`,"capabilities":`)
-	w.Strings(r.Capabilities)
-	if len(r.Require) > 0 {
-		w.Raw(`,"require":`)
-		w.Strings(r.Require)
-	}
-	w.Raw(`,"meta":`)
-	w.StringMap(r.Meta)
-	w.Raw(`}`)
-	return w.B, w.OK
-}
-
 // UnmarshalJSON reads the known fields and keeps the others.
 func (r *Record) UnmarshalJSON(data []byte) error {
+	if r.decodeFast(data, 0) {
+		return nil
+	}
+	return r.unmarshalGeneral(data)
+}
+
+// unmarshalGeneral is UnmarshalJSON for any record, of any version.
+func (r *Record) unmarshalGeneral(data []byte) error {
 	var f recordFields
-	unknown, err := jsonrec.Unmarshal(data, &f, knownFields)
+	unknown, err := jsonrec.Unmarshal(data, &f, recordKnown)
 	if err != nil {
 		return err
 	}
@@ -181,6 +127,24 @@ type Info struct {
 	Revision uint64
 	Written  time.Time
 	TTL      time.Duration
+}
+
+// releaseNote is what a released lease's tombstone says.
+//
+//jsonrec:codec encode
+type releaseNote struct {
+	Key      string    `json:"key"`
+	Holder   string    `json:"holder"`
+	Fence    uint64    `json:"fence"`
+	Released time.Time `json:"released_at"`
+}
+
+// encode is json.Marshal(n), written member by member where it can be.
+func (n releaseNote) encode() ([]byte, error) {
+	if b, ok := n.encodeFast(); ok {
+		return b, nil
+	}
+	return json.Marshal(n)
 }
 
 func encode(r Record) ([]byte, error) {

@@ -45,6 +45,8 @@ const (
 // Config is a queue's cluster-wide configuration, one record per queue
 // (key <queue>.config). Every worker reads it; none has flags of its own
 // for what it decides, so two workers never disagree about capacity.
+//
+//jsonrec:codec
 type Config struct {
 	Queue string `json:"queue"`
 	// MaxActive is how many tasks of the queue run at once across every
@@ -91,18 +93,29 @@ func DefaultConfig(name string) Config {
 	}
 }
 
+// configFields is Config without its methods, for encoding/json.
 type configFields Config
 
-var configKnown = map[string]bool{
-	"queue": true, "max_active": true, "per_key": true, "max_attempts": true, "timeout": true,
-	"ttl": true, "slot_prefix": true, "backoff": true, "retention": true, "created_at": true, "updated_at": true,
-}
-
 // MarshalJSON writes the known fields and any unknown ones read earlier.
-func (c Config) MarshalJSON() ([]byte, error) { return jsonrec.Marshal(configFields(c), c.unknown) }
+func (c Config) MarshalJSON() ([]byte, error) {
+	if len(c.unknown) == 0 {
+		if b, ok := c.encodeFast(); ok {
+			return b, nil
+		}
+	}
+	return jsonrec.Marshal(configFields(c), c.unknown)
+}
 
 // UnmarshalJSON reads the known fields and keeps the others.
 func (c *Config) UnmarshalJSON(data []byte) error {
+	if c.decodeFast(data, 0) {
+		return nil
+	}
+	return c.unmarshalGeneral(data)
+}
+
+// unmarshalGeneral is UnmarshalJSON for any record, of any version.
+func (c *Config) unmarshalGeneral(data []byte) error {
 	var f configFields
 	unknown, err := jsonrec.Unmarshal(data, &f, configKnown)
 	if err != nil {

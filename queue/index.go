@@ -1,11 +1,7 @@
 package queue
 
 import (
-	"bytes"
 	"container/heap"
-	"encoding/json"
-	"errors"
-	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -224,38 +220,6 @@ func (x *index) applyTask(e kv.Entry, now time.Time) {
 	x.applyRecord(&d, e.Value, now)
 }
 
-// taskIndexView is what the view needs of a task record: decoding just it
-// is most of what a worker does per event.
-type taskIndexView struct {
-	ID              string           `json:"id"`
-	Queue           string           `json:"queue"`
-	Key             string           `json:"key"`
-	Priority        Priority         `json:"priority"`
-	State           State            `json:"state"`
-	Attempts        int              `json:"attempts"`
-	Seq             uint64           `json:"seq"`
-	Run             *runIndexView    `json:"run,omitempty"`
-	Result          *resultIndexView `json:"result,omitempty"`
-	CancelRequested bool             `json:"cancel_requested,omitempty"`
-	RetryAfter      Duration         `json:"retry_after,omitempty"`
-}
-
-// runIndexView is what the view needs of a task's run.
-type runIndexView struct {
-	Attempt  int    `json:"attempt"`
-	Slot     string `json:"slot"`
-	Lane     int    `json:"lane"`
-	Fence    uint64 `json:"fence"`
-	Token    int    `json:"token"`
-	Instance string `json:"instance"`
-	Claimed  uint64 `json:"claimed"`
-}
-
-// resultIndexView is what the view needs of a task's last result.
-type resultIndexView struct {
-	Claimed uint64 `json:"claimed"`
-}
-
 // taskVersion is what the view takes of a version of a task: read from
 // its watch (indexTask), or from a task this worker wrote (versionOf). It
 // is a value, not a Task: a worker reads every version of every task of
@@ -279,62 +243,6 @@ type taskVersion struct {
 func versionOf(t *Task) taskVersion {
 	return taskVersion{id: t.ID, key: t.Key, priority: t.Priority, state: t.State, attempts: t.Attempts, seq: t.Seq,
 		run: t.Run, claimed: t.claimedRev(), cancel: t.CancelRequested, retryAfter: t.RetryAfter, rev: t.Revision, written: t.Written}
-}
-
-// indexTask decodes what the view needs of a task entry, checked as
-// decodeTask checks it.
-func indexTask(q string, e kv.Entry) (taskVersion, error) {
-	if t := bytes.TrimLeft(e.Value, " \t\r\n"); len(t) == 0 || t[0] != '{' {
-		return taskVersion{}, errors.New("the record is not a JSON object")
-	}
-	d, queue, ok := indexTaskFast(e.Value)
-	if !ok {
-		var v taskIndexView
-		if err := json.Unmarshal(e.Value, &v); err != nil {
-			return taskVersion{}, err
-		}
-		d, queue = v.version()
-	}
-	// As checkTask checks a whole task.
-	if id := taskIDOf(q, e.Key); d.id != id || queue != q {
-		return taskVersion{}, fmt.Errorf("record names task %q of queue %q, stored as %q", d.id, queue, e.Key)
-	}
-	if d.seq == 0 {
-		d.seq = e.Revision
-	}
-	if d.run != nil && d.run.Claimed == 0 {
-		d.run.Claimed = e.Revision
-	}
-	if d.run != nil {
-		d.claimed = d.run.Claimed
-	}
-	if d.priority.rank() < 0 {
-		return taskVersion{}, fmt.Errorf("priority %q", d.priority)
-	}
-	switch d.state {
-	case StatePending, StateFailed, StateDone, StateDead, StateCancelled:
-	case StateActive:
-		if d.run == nil {
-			return taskVersion{}, fmt.Errorf("active without a run")
-		}
-	default:
-		return taskVersion{}, fmt.Errorf("state %q", d.state)
-	}
-	d.rev, d.written = e.Revision, e.Created
-	return d, nil
-}
-
-// version is what the view takes of v, and the queue it names.
-func (v *taskIndexView) version() (taskVersion, string) {
-	d := taskVersion{id: v.ID, key: v.Key, priority: v.Priority, state: v.State, attempts: v.Attempts, seq: v.Seq,
-		cancel: v.CancelRequested, retryAfter: v.RetryAfter}
-	if r := v.Run; r != nil {
-		d.run = &Run{Attempt: r.Attempt, Slot: r.Slot, Lane: r.Lane, Fence: r.Fence, Token: r.Token, Instance: r.Instance, Claimed: r.Claimed}
-	}
-	if v.Result != nil {
-		d.claimed = v.Result.Claimed
-	}
-	return d, v.Queue
 }
 
 // applyRecord takes a version of a task at d.rev (written at d.written,
@@ -522,8 +430,8 @@ func (x *index) endingOf(e kv.Entry, now time.Time) (string, ending, bool) {
 	if e.Op != kv.OpDelete || len(e.Value) == 0 {
 		return "", ending{}, false
 	}
-	note, ok := readLock(e.Value)
-	if !ok || note.Slot != e.Key || note.Meta["queue"] != x.q || note.Fence == 0 {
+	var note session.Record
+	if err := note.UnmarshalJSON(e.Value); err != nil || note.Slot != e.Key || note.Meta["queue"] != x.q || note.Fence == 0 {
 		return "", ending{}, false
 	}
 	id := note.Meta["task"]
@@ -544,44 +452,6 @@ func (x *index) nextEnding() time.Time {
 		}
 	}
 	return at
-}
-
-// lockView decodes what the view needs of a session: its fence, holder and
-// meta. One that does not decode is held by nobody-knows-who (fence 0).
-func lockView(e kv.Entry) *session.Session {
-	s := &session.Session{Revision: e.Revision, Written: e.Created, TTL: e.TTL}
-	s.Slot = e.Key
-	v, ok := readLock(e.Value)
-	if !ok || v.Slot != e.Key {
-		return s
-	}
-	s.Host, s.PID, s.PIDStart, s.Instance, s.Fence, s.Meta = v.Host, v.PID, v.PIDStart, v.Instance, v.Fence, v.Meta
-	if s.Fence == 0 {
-		s.Fence = e.Revision
-	}
-	return s
-}
-
-// lockFields is what the view needs of a session record (a key lock, or a
-// lock's tombstone note).
-type lockFields struct {
-	Slot     string            `json:"slot"`
-	Host     string            `json:"host"`
-	PID      int               `json:"pid"`
-	PIDStart string            `json:"pid_start"`
-	Instance string            `json:"instance"`
-	Fence    uint64            `json:"fence"`
-	Meta     map[string]string `json:"meta"`
-}
-
-// readLock reads a session record's lockFields: the layout this version
-// writes the fast way (scanLock), anything else as encoding/json reads it.
-func readLock(data []byte) (lockFields, bool) {
-	if v, ok := scanLock(data); ok {
-		return v, true
-	}
-	var v lockFields
-	return v, json.Unmarshal(data, &v) == nil
 }
 
 // setSlot records slot's live session s (nil: none) and refreshes what

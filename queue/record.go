@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -101,8 +102,14 @@ const (
 	ReasonStartFailed = "start_failed"
 )
 
+//go:generate go run ../internal/jsonrec/recgen
+
 // Task is a unit of work as stored in KV (key <queue>.task.<id>). JSON
 // fields evolve additively: unknown fields are kept when it is rewritten.
+// Its layout is its fields and their tags (and Run's and Result's);
+// codec_gen.go is written from them.
+//
+//jsonrec:codec
 type Task struct {
 	ID    string `json:"id"`
 	Queue string `json:"queue"`
@@ -182,13 +189,8 @@ type Result struct {
 	EndedAt   time.Time `json:"ended_at"`
 }
 
+// taskFields is Task without its methods, for encoding/json.
 type taskFields Task
-
-var taskKnown = map[string]bool{
-	"id": true, "queue": true, "key": true, "priority": true, "labels": true, "payload": true,
-	"state": true, "attempts": true, "seq": true, "added_at": true, "updated_at": true, "run": true,
-	"result": true, "cancel_requested": true, "retry_after": true,
-}
 
 // MarshalJSON writes the known fields and any unknown ones read earlier.
 func (t Task) MarshalJSON() ([]byte, error) {
@@ -196,7 +198,7 @@ func (t Task) MarshalJSON() ([]byte, error) {
 		t.Labels = map[string]string{}
 	}
 	if len(t.unknown) == 0 {
-		if b, ok := t.appendJSON(); ok {
+		if b, ok := t.encodeFast(); ok {
 			return b, nil
 		}
 	}
@@ -205,8 +207,7 @@ func (t Task) MarshalJSON() ([]byte, error) {
 
 // UnmarshalJSON reads the known fields and keeps the others.
 func (t *Task) UnmarshalJSON(data []byte) error {
-	if fast, ok := decodeTaskFast(data); ok {
-		*t = fast
+	if t.decodeFast(data, 0) {
 		return nil
 	}
 	return t.unmarshalGeneral(data)
@@ -301,76 +302,61 @@ func decodeTask(q string, e kv.Entry) (*Task, error) {
 	return checkTask(q, e, &t)
 }
 
-// taskView is a task's record without its payload, for readers that do
-// not rewrite it.
-type taskView struct {
-	ID              string            `json:"id"`
-	Queue           string            `json:"queue"`
-	Key             string            `json:"key"`
-	Priority        Priority          `json:"priority"`
-	Labels          map[string]string `json:"labels"`
-	State           State             `json:"state"`
-	Attempts        int               `json:"attempts"`
-	Seq             uint64            `json:"seq"`
-	AddedAt         time.Time         `json:"added_at"`
-	UpdatedAt       time.Time         `json:"updated_at"`
-	Run             *Run              `json:"run,omitempty"`
-	Result          *Result           `json:"result,omitempty"`
-	CancelRequested bool              `json:"cancel_requested,omitempty"`
-	RetryAfter      Duration          `json:"retry_after,omitempty"`
-}
-
 // viewTask is decodeTask for a reader that does not rewrite the record
-// (status, a worker's view): one pass, the payload skipped, unknown fields
-// dropped.
+// (status, a worker's view): the payload skipped, unknown fields dropped.
 func viewTask(q string, e kv.Entry) (*Task, error) {
 	if t := bytes.TrimLeft(e.Value, " \t\r\n"); len(t) == 0 || t[0] != '{' {
 		return nil, errors.New("the record is not a JSON object")
 	}
 	t := new(Task) // decoded in place: a status decodes 100k of them
-	if !viewTaskFast(e.Value, t) {
-		var v taskView
-		if err := jsonrec.View(e.Value, &v); err != nil {
+	if !t.decodeFast(e.Value, taskFieldPayload) {
+		*t = Task{}
+		if err := jsonrec.ViewWithoutBytes(e.Value, (*taskFields)(t)); err != nil {
 			return nil, err
 		}
-		*t = v.task()
 	}
 	return checkTask(q, e, t)
 }
 
-// task is the task v views.
-func (v taskView) task() Task {
-	return Task{ID: v.ID, Queue: v.Queue, Key: v.Key, Priority: v.Priority, Labels: v.Labels, State: v.State,
-		Attempts: v.Attempts, Seq: v.Seq, AddedAt: v.AddedAt, UpdatedAt: v.UpdatedAt, Run: v.Run, Result: v.Result,
-		CancelRequested: v.CancelRequested, RetryAfter: v.RetryAfter}
-}
-
 // checkTask completes and checks a task decoded from e.
 func checkTask(q string, e kv.Entry, t *Task) (*Task, error) {
-	if id := taskIDOf(q, e.Key); t.ID != id || t.Queue != q {
-		return nil, fmt.Errorf("record names task %q of queue %q, stored as %q", t.ID, t.Queue, e.Key)
+	if err := checkFields(q, e, t.ID, t.Queue, t.Priority, t.State, t.Run != nil); err != nil {
+		return nil, err
 	}
-	if t.Seq == 0 {
-		t.Seq = e.Revision
-	}
-	if t.Run != nil && t.Run.Claimed == 0 {
-		t.Run.Claimed = e.Revision
-	}
-	if t.Priority.rank() < 0 {
-		return nil, fmt.Errorf("priority %q", t.Priority)
-	}
-	switch t.State {
-	case StatePending, StateFailed, StateDone, StateDead, StateCancelled:
-	case StateActive:
-		if t.Run == nil {
-			return nil, fmt.Errorf("active without a run")
-		}
-	default:
-		return nil, fmt.Errorf("state %q", t.State)
-	}
+	settleRevision(e.Revision, &t.Seq, t.Run)
 	t.Revision, t.Written = e.Revision, e.Created
 	t.Expires = e.ExpiresAt()
 	return t, nil
+}
+
+// checkFields checks what every reader checks of a task record stored in
+// e: that it names that task of queue q, a known priority and a known
+// state (active with a run).
+func checkFields(q string, e kv.Entry, id, queue string, p Priority, st State, running bool) error {
+	if id != taskIDOf(q, e.Key) || queue != q {
+		return fmt.Errorf("record names task %q of queue %q, stored as %q", id, queue, e.Key)
+	}
+	if p.rank() < 0 {
+		return fmt.Errorf("priority %q", p)
+	}
+	if !slices.Contains(States, st) {
+		return fmt.Errorf("state %q", st)
+	}
+	if st == StateActive && !running {
+		return errors.New("active without a run")
+	}
+	return nil
+}
+
+// settleRevision fills what the first revision of a record leaves to its
+// revision: a task's seq, and its run's claim.
+func settleRevision(rev uint64, seq *uint64, run *Run) {
+	if *seq == 0 {
+		*seq = rev
+	}
+	if run != nil && run.Claimed == 0 {
+		run.Claimed = rev
+	}
 }
 
 func encodeTask(t *Task) ([]byte, error) {
@@ -399,6 +385,8 @@ func decodeConfig(e kv.Entry) (Config, error) {
 
 // token is a capacity token (key <queue>.cap.<i>): held while a task of
 // the queue runs, by the worker that runs it. There are max_active of them.
+//
+//jsonrec:codec
 type token struct {
 	Queue    string    `json:"queue"`
 	Index    int       `json:"index"`
@@ -422,8 +410,8 @@ type token struct {
 
 // decodeToken turns a live entry into a token.
 func decodeToken(e kv.Entry) (*token, error) {
-	t, ok := decodeTokenFast(e.Value)
-	if !ok {
+	var t token
+	if !t.decodeFast(e.Value, 0) {
 		t = token{}
 		if err := json.Unmarshal(e.Value, &t); err != nil {
 			return nil, err
@@ -434,6 +422,14 @@ func decodeToken(e kv.Entry) (*token, error) {
 	}
 	t.rev, t.written, t.ttl = e.Revision, e.Created, e.TTL
 	return &t, nil
+}
+
+// encode is json.Marshal(tok), member by member where it can be.
+func (tok *token) encode() ([]byte, error) {
+	if b, ok := tok.encodeFast(); ok {
+		return b, nil
+	}
+	return json.Marshal(tok)
 }
 
 // TaskOf decodes a live entry of the queues bucket that holds a task

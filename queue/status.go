@@ -95,9 +95,9 @@ func (qs *Queues) Snapshot(ctx context.Context, q string, opts ...SnapshotOption
 	// Tasks decode while the rest arrive (what the status shows of them,
 	// unless it lists them); other records of the queue are counted by
 	// their keys.
-	entries, err := kv.EntriesDecoded(ctx, qs.bucket, queuePattern(q), func(e kv.Entry) (taskLine, error) {
+	entries, err := kv.EntriesDecoded(ctx, qs.bucket, queuePattern(q), func(e kv.Entry) (statusLine, error) {
 		if !isTaskKey(q, e.Key) {
-			return taskLine{}, nil
+			return statusLine{}, nil
 		}
 		return lineOf(q, e, sc.tasks)
 	})
@@ -113,7 +113,7 @@ func (qs *Queues) Snapshot(ctx context.Context, q string, opts ...SnapshotOption
 
 // summarize sums up a queue's records (in the stream's order, tasks
 // decoded) and the sessions.
-func summarize(qs *Queues, cfg Config, entries []kv.Decoded[taskLine], l *session.Listing, sc snapshotConfig) *Snapshot {
+func summarize(qs *Queues, cfg Config, entries []kv.Decoded[statusLine], l *session.Listing, sc snapshotConfig) *Snapshot {
 	q := cfg.Queue
 	snap := &Snapshot{
 		Config: cfg, ServerTime: l.ServerTime, Counts: map[State]int{},
@@ -271,7 +271,7 @@ func (qs *Queues) Summaries(ctx context.Context) ([]Summary, error) {
 	// Tasks (what the counts need of them) and configs decode while the
 	// rest arrive.
 	type record struct {
-		task taskLine
+		task statusLine
 		cfg  *Config
 	}
 	entries, err := kv.EntriesDecoded(ctx, qs.bucket, "", func(e kv.Entry) (record, error) {

@@ -21,9 +21,9 @@ func (e *env) sent(fn func()) uint64 {
 	return e.client.Conn().Stats().OutMsgs - before
 }
 
-// While this host's trace holds the slot's last revision, a commit and a
+// While this host's pid file holds the slot's last revision, a commit and a
 // close are one compare-and-set each, and no read.
-func TestCommitSlot_OneRoundTripWhileTheTraceHoldsTheLastRevision(t *testing.T) {
+func TestCommitSlot_OneRoundTripWhileThePIDFileHoldsTheLastRevision(t *testing.T) {
 	ctx := ctxT(t)
 	e := newEnv(t)
 	dir := t.TempDir()
@@ -69,7 +69,7 @@ func TestCommitSlot_OneRoundTripWhileTheTraceHoldsTheLastRevision(t *testing.T) 
 	}
 }
 
-// Another process of this host renewed the session: the trace's revision
+// Another process of this host renewed the session: the pid file's revision
 // is refused, nothing is written by it, and the commit follows the session
 // as Resume then Commit would, then records the new revision for the next.
 func TestCommitSlot_AfterAnotherProcessRenewedItReadsAndFollows(t *testing.T) {
@@ -102,7 +102,7 @@ func TestCommitSlot_AfterAnotherProcessRenewedItReadsAndFollows(t *testing.T) {
 func TestCommitSlot_LostAsResumeSaysAndWritesNothing(t *testing.T) {
 	ctx := ctxT(t)
 	e := newEnv(t)
-	traced := func(dir string) *session.Manager { return e.manager("h1", dir, session.WithPIDFiles(true)) }
+	withPIDFiles := func(dir string) *session.Manager { return e.manager("h1", dir, session.WithPIDFiles(true)) }
 	for i, tc := range []struct {
 		name  string
 		setup func(t *testing.T, dir, slot string) (old *session.Session, fence uint64)
@@ -110,21 +110,21 @@ func TestCommitSlot_LostAsResumeSaysAndWritesNothing(t *testing.T) {
 		how   string
 	}{
 		{"closed by another process", func(t *testing.T, dir, slot string) (*session.Session, uint64) {
-			s, _ := traced(dir).Join(ctx, slot, "T1")
+			s, _ := withPIDFiles(dir).Join(ctx, slot, "T1")
 			if err := e.manager("h1", dir).Close(ctx, s, "success"); err != nil {
 				t.Fatal(err)
 			}
 			return s, 0
 		}, session.ErrLost, session.LostClosed},
 		{"replaced on this host, the caller's fence given", func(t *testing.T, dir, slot string) (*session.Session, uint64) {
-			s, _ := traced(dir).Join(ctx, slot, "T1")
+			s, _ := withPIDFiles(dir).Join(ctx, slot, "T1")
 			if _, err := e.manager("h1", t.TempDir()).Join(ctx, slot, "T2", session.WithForce(true)); err != nil {
 				t.Fatal(err)
 			}
 			return s, s.Fence
 		}, session.ErrLost, session.LostTaken},
 		{"taken by another host after it was closed", func(t *testing.T, dir, slot string) (*session.Session, uint64) {
-			s, _ := traced(dir).Join(ctx, slot, "T1")
+			s, _ := withPIDFiles(dir).Join(ctx, slot, "T1")
 			if err := e.manager("h1", dir).Close(ctx, s, "success"); err != nil {
 				t.Fatal(err)
 			}
@@ -141,14 +141,14 @@ func TestCommitSlot_LostAsResumeSaysAndWritesNothing(t *testing.T) {
 			before, _ := e.manager("h1", dir).Bucket().Latest(ctx, slot)
 			for verb, call := range map[string]func() error{
 				"commit": func() error {
-					_, err := traced(dir).CommitSlot(ctx, slot, "late", session.WithFence(fence))
+					_, err := withPIDFiles(dir).CommitSlot(ctx, slot, "late", session.WithFence(fence))
 					return err
 				},
 				"close": func() error {
-					_, err := traced(dir).CloseSlot(ctx, slot, "success", session.WithFence(fence))
+					_, err := withPIDFiles(dir).CloseSlot(ctx, slot, "success", session.WithFence(fence))
 					return err
 				},
-				"resume": func() error { _, err := traced(dir).Resume(ctx, slot, session.WithFence(fence)); return err },
+				"resume": func() error { _, err := withPIDFiles(dir).Resume(ctx, slot, session.WithFence(fence)); return err },
 			} {
 				err := call()
 				var lost *session.LostError

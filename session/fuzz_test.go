@@ -164,7 +164,7 @@ func FuzzValidateNames(f *testing.F) {
 			t.Fatalf("validSlot(%q) = %v; want ErrInvalid and kv.ErrInvalidKey, quoting the rule", name, err)
 		}
 		if err == nil {
-			var tr trace
+			var tr pidRecord
 			if err := state.ReadPIDFile(DefaultPrefix, gateName(name), &tr); !errors.Is(err, fs.ErrNotExist) {
 				t.Fatalf("slot %q: reading its pid file = %v; want fs.ErrNotExist (a valid gate name)", name, err)
 			}
@@ -181,7 +181,7 @@ func FuzzValidateNames(f *testing.F) {
 			t.Fatalf("WithPrefix(%q) set %q, bucket %q", name, m.prefix, BucketConfig(name, 0).Name)
 		}
 		if err == nil {
-			var tr trace
+			var tr pidRecord
 			if err := state.ReadPIDFile(name, gateName("rendering"), &tr); !errors.Is(err, fs.ErrNotExist) {
 				t.Fatalf("prefix %q: reading a pid file of its group = %v; want fs.ErrNotExist (a valid group name)", name, err)
 			}

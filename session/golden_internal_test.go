@@ -23,7 +23,7 @@ var goldenSession = Record{
 // under the same name.
 func TestGolden_RecordsWrittenBeforeStillDecode(t *testing.T) {
 	golden.Check(t, "testdata/golden/session-*.json", goldenSession, func(b []byte) (Record, error) {
-		got, err := decode(kv.Entry{Key: "rendering", Value: b, Revision: 9, Op: kv.OpPut})
+		got, err := Decode(kv.Entry{Key: "rendering", Value: b, Revision: 9, Op: kv.OpPut})
 		if err != nil {
 			return Record{}, err
 		}

@@ -165,7 +165,7 @@ func (m *Manager) Join(ctx context.Context, slot, task string, opts ...JoinOptio
 	if err != nil {
 		return nil, err
 	}
-	m.writeTrace(s, m.now().UTC())
+	m.writePIDFile(s, m.now().UTC())
 	if cfg.spawn != nil {
 		if err := cfg.spawn(ctx, s); err != nil {
 			m.undo(s, ResultSpawnFailed)
@@ -204,7 +204,7 @@ func (m *Manager) create(ctx context.Context, rec Record, cfg joinConfig) (*Sess
 		if !errors.As(err, &ce) || ce.Current == nil || !ce.Current.Live() {
 			return s, err
 		}
-		cur, derr := decode(*ce.Current)
+		cur, derr := Decode(*ce.Current)
 		switch {
 		case derr != nil:
 			return nil, &HeldError{Slot: rec.Slot, Revision: ce.Current.Revision, Reason: ErrUndecodable, Decode: derr}
@@ -220,7 +220,7 @@ func (m *Manager) create(ctx context.Context, rec Record, cfg joinConfig) (*Sess
 			return nil, err
 		}
 		if err == nil {
-			m.removeTrace(rec.Slot, cur.Fence)
+			m.removePIDFile(rec.Slot, cur.Fence)
 		}
 	}
 }
@@ -233,6 +233,6 @@ func (m *Manager) undo(s *Session, result string) {
 	note := s.Record.clone()
 	note.Result = result
 	if err := m.Delete(ctx, s.Slot, s.Revision, &note); err == nil {
-		m.removeTrace(s.Slot, s.Fence)
+		m.removePIDFile(s.Slot, s.Fence)
 	}
 }

@@ -48,7 +48,7 @@ type Manager struct {
 	host     string
 	instance string
 	state    *hostlocal.StateDir
-	traces   bool
+	pidFiles bool
 	now      func() time.Time
 	renewed  func(key string, took time.Duration, err error)
 }
@@ -110,7 +110,7 @@ func WithStateDir(d *hostlocal.StateDir) Option {
 // and creating a file can cost more than the join's round trip. The baton
 // CLI turns it on.
 func WithPIDFiles(on bool) Option {
-	return func(m *Manager) error { m.traces = on; return nil }
+	return func(m *Manager) error { m.pidFiles = on; return nil }
 }
 
 // WithClock sets the clock of the informational timestamps written into
@@ -215,7 +215,7 @@ func FromEntry(e kv.Entry) (*Session, error) { return sessionOf(e) }
 
 // sessionOf decodes a live entry, failing closed on garbage.
 func sessionOf(e kv.Entry) (*Session, error) {
-	s, err := decode(e)
+	s, err := Decode(e)
 	if err != nil {
 		return nil, &HeldError{Slot: e.Key, Revision: e.Revision, Reason: ErrUndecodable, Decode: err}
 	}

@@ -9,9 +9,14 @@ import (
 	"github.com/batonhq/baton/kv"
 )
 
+//go:generate go run ../internal/jsonrec/recgen
+
 // Record is a session as stored in KV (docs/CONTRACT.md, "Records"). JSON fields
 // evolve additively: fields this version does not know are kept when the
-// record is rewritten, and readers ignore fields they do not know.
+// record is rewritten, and readers ignore fields they do not know. Its
+// layout is its fields and their tags; codec_gen.go is written from them.
+//
+//jsonrec:codec
 type Record struct {
 	Slot    string `json:"slot"`
 	TaskID  string `json:"task_id"`
@@ -42,20 +47,13 @@ type Record struct {
 // recordFields is Record without its methods, for encoding/json.
 type recordFields Record
 
-// knownFields are the JSON names Record decodes itself.
-var knownFields = map[string]bool{
-	"slot": true, "task_id": true, "agent_id": true, "host": true, "pid": true, "pid_start": true,
-	"instance": true, "fence": true, "started_at": true, "renewed_at": true, "renewals": true,
-	"message": true, "result": true, "meta": true,
-}
-
 // MarshalJSON writes the known fields and any unknown ones read earlier.
 func (r Record) MarshalJSON() ([]byte, error) {
 	if r.Meta == nil {
 		r.Meta = map[string]string{}
 	}
 	if len(r.unknown) == 0 {
-		if b, ok := r.appendJSON(); ok {
+		if b, ok := r.encodeFast(); ok {
 			return b, nil
 		}
 	}
@@ -68,7 +66,7 @@ func (r Record) HasUnknownFields() bool { return len(r.unknown) > 0 }
 
 // UnmarshalJSON reads the known fields and keeps the others.
 func (r *Record) UnmarshalJSON(data []byte) error {
-	if decodeRecordFast(data, r) {
+	if r.decodeFast(data, 0) {
 		return nil
 	}
 	return r.unmarshalGeneral(data)
@@ -77,7 +75,7 @@ func (r *Record) UnmarshalJSON(data []byte) error {
 // unmarshalGeneral is UnmarshalJSON for any record, of any version.
 func (r *Record) unmarshalGeneral(data []byte) error {
 	var f recordFields
-	unknown, err := jsonrec.Unmarshal(data, &f, knownFields)
+	unknown, err := jsonrec.Unmarshal(data, &f, recordKnown)
 	if err != nil {
 		return err
 	}
@@ -130,9 +128,12 @@ func encodeRecord(r Record) ([]byte, error) {
 	return b, nil
 }
 
-// decode turns a live KV entry into a session, or reports why it cannot:
-// not JSON, not an object, or naming another slot.
-func decode(e kv.Entry) (*Session, error) {
+// Decode turns an entry of the sessions bucket (a live session, or the
+// record a closed session's tombstone carries) into a session, as every
+// reader of this package does, or reports why it cannot: not JSON, not an
+// object, or naming another slot. A record's fence is its creation
+// revision where the record stores 0.
+func Decode(e kv.Entry) (*Session, error) {
 	// Decoded in place: a listing decodes 100k of them.
 	s := &Session{Revision: e.Revision, Written: e.Created, TTL: e.TTL}
 	if err := s.Record.UnmarshalJSON(e.Value); err != nil {

@@ -42,7 +42,7 @@ func (m *Manager) Resume(ctx context.Context, slot string, opts ...ResumeOption)
 	// copies (the bucket was made anew, or the record's tombstone expired);
 	// otherwise Resume is ErrUnavailable, and the caller tries again.
 	var least uint64
-	if t, ok := m.readTrace(slot); ok {
+	if t, ok := m.readPIDFile(slot); ok {
 		least = t.Fence
 	}
 	e, err := m.bucket.LatestAtLeast(ctx, slot, least, staleReadWait)
@@ -63,7 +63,7 @@ func (m *Manager) Resume(ctx context.Context, slot string, opts ...ResumeOption)
 	if s.Host != m.host {
 		// This host held the slot (its pid file says so) and another host
 		// has it now: this host's session was lost, not refused.
-		if t, ok := m.readTrace(slot); ok && t.Fence != s.Fence {
+		if t, ok := m.readPIDFile(slot); ok && t.Fence != s.Fence {
 			return nil, &LostError{Slot: slot, Fence: t.Fence, How: LostTaken, Now: s}
 		}
 		return nil, &HeldError{Slot: slot, Holder: s, Revision: s.Revision, Reason: ErrForeignHost}
@@ -79,10 +79,10 @@ func (m *Manager) Resume(ctx context.Context, slot string, opts ...ResumeOption)
 }
 
 // CommitSlot is Resume then Commit, and then records the new version in
-// this host's trace: it renews this host's session of slot, with the same
-// outcomes and errors. While this host's trace holds the slot's last
+// this host's pid file: it renews this host's session of slot, with the same
+// outcomes and errors. While this host's pid file holds the slot's last
 // revision (no other process renewed the session since this host's last
-// write through the trace), that is one compare-and-set on it and no read;
+// write through the pid file), that is one compare-and-set on it and no read;
 // a refused one leaves nothing written, and CommitSlot then reads as Resume
 // does.
 func (m *Manager) CommitSlot(ctx context.Context, slot, message string, opts ...ResumeOption) (*Session, error) {
@@ -93,11 +93,11 @@ func (m *Manager) CommitSlot(ctx context.Context, slot, message string, opts ...
 	if len(message) > MaxTaskLen {
 		return nil, fmt.Errorf("%w: message longer than %d bytes", ErrInvalid, MaxTaskLen)
 	}
-	s, t, ok := m.traced(slot, cfg.fence)
+	s, t, ok := m.fromPIDFile(slot, cfg.fence)
 	if ok {
 		out, err := m.Update(ctx, renewal(s, message, m.now()))
 		if err == nil {
-			m.writeTrace(out, t.Joined)
+			m.writePIDFile(out, t.Joined)
 			return out, nil
 		}
 		if !errors.Is(err, kv.ErrConflict) {
@@ -113,24 +113,24 @@ func (m *Manager) CommitSlot(ctx context.Context, slot, message string, opts ...
 		return nil, err
 	}
 	if t.Slot == slot && t.Fence == out.Fence {
-		m.writeTrace(out, t.Joined) // as retrace, with the trace read above
+		m.writePIDFile(out, t.Joined) // as rewritePIDFile, with the pid file read above
 	}
 	return out, nil
 }
 
 // CloseSlot is Resume then Close: it ends this host's session of slot, with
 // the same outcomes and errors, and returns the session it closed. Like
-// CommitSlot, it is one compare-and-set and no read while this host's trace
+// CommitSlot, it is one compare-and-set and no read while this host's pid file
 // holds the slot's last revision.
 func (m *Manager) CloseSlot(ctx context.Context, slot, result string, opts ...ResumeOption) (*Session, error) {
 	var cfg resumeConfig
 	for _, o := range opts {
 		o(&cfg)
 	}
-	if s, _, ok := m.traced(slot, cfg.fence); ok {
+	if s, _, ok := m.fromPIDFile(slot, cfg.fence); ok {
 		err := m.Delete(ctx, slot, s.Revision, closing(s, result, m.now()))
 		if err == nil {
-			m.removeTrace(slot, s.Fence)
+			m.removePIDFile(slot, s.Fence)
 			return s, nil
 		}
 		if !errors.Is(err, kv.ErrConflict) {
@@ -144,12 +144,12 @@ func (m *Manager) CloseSlot(ctx context.Context, slot, result string, opts ...Re
 	return s, m.Close(ctx, s, result)
 }
 
-// retrace records s in this host's trace of its slot when the trace is of
+// rewritePIDFile records s in this host's pid file of its slot when the file is of
 // its session (same fence): so that the next CommitSlot or CloseSlot
 // writes without a read.
-func (m *Manager) retrace(s *Session) {
-	if t, ok := m.readTrace(s.Slot); ok && t.Fence == s.Fence {
-		m.writeTrace(s, t.Joined)
+func (m *Manager) rewritePIDFile(s *Session) {
+	if t, ok := m.readPIDFile(s.Slot); ok && t.Fence == s.Fence {
+		m.writePIDFile(s, t.Joined)
 	}
 }
 
@@ -176,14 +176,14 @@ func closing(s *Session, result string, now time.Time) *Record {
 // gone explains a slot without a live session: lost (with how and when) if
 // anything shows it had one, else ErrNotFound.
 func (m *Manager) gone(slot string, fence uint64, last *kv.Entry) error {
-	t, traced := m.readTrace(slot)
-	if fence == 0 && traced {
+	t, hasFile := m.readPIDFile(slot)
+	if fence == 0 && hasFile {
 		fence = t.Fence
 	}
 	if last != nil {
 		return &LostError{Slot: slot, Fence: fence, How: pastOp(last.Op), At: last.Created}
 	}
-	if traced || fence != 0 {
+	if hasFile || fence != 0 {
 		return &LostError{Slot: slot, Fence: fence, How: LostGone}
 	}
 	return fmt.Errorf("%w: slot %s has no session", ErrNotFound, slot)
@@ -226,7 +226,7 @@ func (m *Manager) Commit(ctx context.Context, s *Session, message string) (*Sess
 }
 
 // Close ends s: a CAS delete that leaves a tombstone carrying the record
-// with result, then removes this host's trace. If another process of this
+// with result, then removes this host's pid file. If another process of this
 // host renewed the session meanwhile, Close follows it. A session already
 // gone (expired or closed) is ErrNotFound; one replaced by another session
 // is a *LostError, and that other session is left alone.
@@ -235,13 +235,13 @@ func (m *Manager) Close(ctx context.Context, s *Session, result string) error {
 	for attempt := 1; ; attempt++ {
 		err := m.Delete(ctx, s.Slot, cur.Revision, closing(cur, result, m.now()))
 		if err == nil {
-			m.removeTrace(s.Slot, s.Fence)
+			m.removePIDFile(s.Slot, s.Fence)
 			return nil
 		}
 		next, ferr := m.follow(s, err)
 		var lost *LostError
 		if errors.As(ferr, &lost) && lost.How != LostTaken {
-			m.removeTrace(s.Slot, s.Fence)
+			m.removePIDFile(s.Slot, s.Fence)
 			return fmt.Errorf("%w: %w", ErrNotFound, ferr)
 		}
 		if ferr != nil {
@@ -268,7 +268,7 @@ func (m *Manager) follow(s *Session, err error) (*Session, error) {
 		}
 		return nil, lost
 	}
-	cur, derr := decode(*ce.Current)
+	cur, derr := Decode(*ce.Current)
 	if derr != nil || cur.Fence != s.Fence {
 		return nil, &LostError{Slot: s.Slot, Fence: s.Fence, How: LostTaken, At: ce.Current.Created, Now: cur}
 	}

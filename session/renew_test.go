@@ -223,9 +223,9 @@ func TestPIDFiles_TellLostFromNeverJoined(t *testing.T) {
 	if _, err := os.Stat(pidFile); err != nil {
 		t.Fatalf("no pid file after join: %v", err)
 	}
-	traces, _ := m.Traces()
-	if len(traces) != 1 || traces[0].Fence != s.Fence || traces[0].PID != s.PID {
-		t.Errorf("traces %+v, want the session", traces)
+	files, _ := m.PIDFiles()
+	if len(files) != 1 || files[0].Fence != s.Fence || files[0].PID != s.PID {
+		t.Errorf("pid files %+v, want the session", files)
 	}
 	// The session vanishes without a trace on the server (as when its
 	// tombstone has expired): this host still knows it had it.
@@ -257,7 +257,7 @@ func TestPIDFiles_TellLostFromNeverJoined(t *testing.T) {
 	if _, err := quiet.Join(ctx, "slot3", "T3"); err != nil {
 		t.Fatal(err)
 	}
-	if traces, _ := quiet.Traces(); len(traces) != 0 {
-		t.Errorf("pid files written without WithPIDFiles: %+v", traces)
+	if files, _ := quiet.PIDFiles(); len(files) != 0 {
+		t.Errorf("pid files written without WithPIDFiles: %+v", files)
 	}
 }

@@ -224,7 +224,7 @@ func (k *keeper) renew(ctx context.Context) {
 		next, err := k.m.Commit(ctx, k.session(), "")
 		if err == nil {
 			k.advance(next)
-			k.m.retrace(next) // a `baton commit` of the slot then writes without a read
+			k.m.rewritePIDFile(next) // a `baton commit` of the slot then writes without a read
 		}
 		return err
 	}, func(err error) bool { return errors.Is(err, ErrLost) }, observe)
@@ -262,7 +262,7 @@ func lossOf(e *kv.Entry, s *Session) *LostError {
 		return nil
 	}
 	if e.Live() {
-		if cur, err := decode(*e); err == nil && cur.Fence == s.Fence {
+		if cur, err := Decode(*e); err == nil && cur.Fence == s.Fence {
 			return nil
 		}
 	}
@@ -272,11 +272,11 @@ func lossOf(e *kv.Entry, s *Session) *LostError {
 		lost.How = LostExpired
 	case !e.Live():
 		lost.How = LostClosed
-		if note, err := decode(*e); err == nil && note.Result == ResultReplaced {
+		if note, err := Decode(*e); err == nil && note.Result == ResultReplaced {
 			lost.How = LostTaken // a forced join deleted it to take the slot
 		}
 	default:
-		lost.Now, _ = decode(*e)
+		lost.Now, _ = Decode(*e)
 	}
 	return lost
 }

@@ -74,7 +74,7 @@ type Listing struct {
 func (m *Manager) List(ctx context.Context) (*Listing, error) {
 	// Decoding is most of a large listing's cost: it runs on all CPUs while
 	// the listing arrives.
-	entries, err := kv.ListDecoded(ctx, m.bucket, "", decode)
+	entries, err := kv.ListDecoded(ctx, m.bucket, "", Decode)
 	if err != nil {
 		return nil, err
 	}
@@ -115,7 +115,7 @@ func (m *Manager) Reap(ctx context.Context, slot string, rev uint64, note *Recor
 		return err
 	}
 	if n.Host == m.host && n.Fence != 0 {
-		m.removeTrace(slot, n.Fence)
+		m.removePIDFile(slot, n.Fence)
 	}
 	return nil
 }

@@ -63,7 +63,7 @@ func classify(e kv.Entry, known map[string]*Session, synced bool) (Event, bool) 
 	ev := Event{Slot: e.Key, Revision: e.Revision, Time: e.Created}
 	switch e.Op {
 	case kv.OpPut:
-		s, err := decode(e)
+		s, err := Decode(e)
 		prev := known[e.Key]
 		switch {
 		case !synced:
@@ -83,7 +83,7 @@ func classify(e kv.Entry, known map[string]*Session, synced bool) (Event, bool) 
 			return ev, false
 		}
 		ev.Kind = EventClose
-		if s, err := decode(e); err == nil {
+		if s, err := Decode(e); err == nil {
 			// The tombstone's TTL is how long the tombstone stays: the
 			// session's own is the one last seen.
 			s.TTL = 0

@@ -9,6 +9,10 @@
 package jsonappend
 
 import (
+	"bytes"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
 	"slices"
 	"strconv"
 	"time"
@@ -44,17 +48,69 @@ func (w *Writer) Bool(v bool) { w.B = strconv.AppendBool(w.B, v) }
 // Time appends v as time.Time's MarshalJSON does (RFC 3339 with
 // nanoseconds), for the times it writes.
 func (w *Writer) Time(v time.Time) {
-	if y := v.Year(); y < 0 || y > 9999 {
+	var ok bool
+	if w.B, ok = Time(w.B, v); !ok {
+		w.OK = false
+	}
+}
+
+// Time appends v as time.Time's MarshalJSON does (RFC 3339 with
+// nanoseconds), or reports false, appending nothing, for a time it refuses:
+// a year outside 0-9999, an offset with seconds.
+func Time(dst []byte, v time.Time) ([]byte, bool) {
+	if v.Location() == time.UTC {
+		// The years MarshalJSON writes, without working out the date
+		// twice: records' times are in UTC.
+		if u := v.Unix(); u < firstJSONSecond || u > lastJSONSecond {
+			return dst, false
+		}
+	} else {
+		if y := v.Year(); y < 0 || y > 9999 {
+			return dst, false
+		}
+		if _, off := v.Zone(); off%60 != 0 {
+			return dst, false // MarshalJSON refuses an offset with seconds
+		}
+	}
+	dst = append(dst, '"')
+	dst = v.AppendFormat(dst, time.RFC3339Nano)
+	return append(dst, '"'), true
+}
+
+// The first and last seconds of the years 0-9999 in UTC, as Unix times.
+const (
+	firstJSONSecond = -62167219200 // 0000-01-01T00:00:00Z
+	lastJSONSecond  = 253402300799 // 9999-12-31T23:59:59Z
+)
+
+// Bytes appends v as base64, as encoding/json writes a []byte; nil is
+// null.
+func (w *Writer) Bytes(v []byte) {
+	if v == nil {
+		w.B = append(w.B, "null"...)
+		return
+	}
+	w.B = append(w.B, '"')
+	w.B = base64.StdEncoding.AppendEncode(w.B, v)
+	w.B = append(w.B, '"')
+}
+
+// RawJSON appends v as encoding/json writes a json.RawMessage: compacted,
+// with <, >, &, U+2028 and U+2029 escaped; nil is null. A v that is not
+// JSON leaves the Writer not OK.
+func (w *Writer) RawJSON(v []byte) {
+	if v == nil {
+		w.B = append(w.B, "null"...)
+		return
+	}
+	var c bytes.Buffer
+	if err := json.Compact(&c, v); err != nil {
 		w.OK = false
 		return
 	}
-	if _, off := v.Zone(); off%60 != 0 {
-		w.OK = false // MarshalJSON refuses an offset with seconds
-		return
-	}
-	w.B = append(w.B, '"')
-	w.B = v.AppendFormat(w.B, time.RFC3339Nano)
-	w.B = append(w.B, '"')
+	var e bytes.Buffer
+	json.HTMLEscape(&e, c.Bytes())
+	w.B = append(w.B, e.Bytes()...)
 }
 
 // Strings appends v as an array of strings; nil is null, as encoding/json
@@ -116,7 +172,11 @@ func String(dst []byte, s string) []byte {
 	const hex = "0123456789abcdef"
 	dst = append(dst, '"')
 	start := 0
-	for i := 0; i < len(s); {
+	i := 0
+	// Eight bytes at a time while none needs a look (most strings).
+	for ; i+8 <= len(s) && !special(binary.LittleEndian.Uint64([]byte(s[i:i+8]))); i += 8 {
+	}
+	for i < len(s) {
 		if b := s[i]; b < utf8.RuneSelf {
 			if b >= 0x20 && b != '"' && b != '\\' && b != '<' && b != '>' && b != '&' {
 				i++
@@ -162,4 +222,15 @@ func String(dst []byte, s string) []byte {
 	}
 	dst = append(dst, s[start:]...)
 	return append(dst, '"')
+}
+
+// special reports whether any of the eight bytes of w is one String may
+// not copy as it is: below 0x20, above 0x7f, or one of " \ < > & (by the
+// bit tricks of "Bit Twiddling Hacks": a byte is zero in x-0x01.. & ^x &
+// 0x80.. exactly where x has a zero byte, and below n in x-n.. & ^x &
+// 0x80.. for n <= 0x80).
+func special(w uint64) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	zero := func(x uint64) uint64 { return (x - ones) &^ x }
+	return ((w-ones*0x20)&^w|zero(w^(ones*'"'))|zero(w^(ones*'\\'))|zero(w^(ones*'<'))|zero(w^(ones*'>'))|zero(w^(ones*'&'))|w)&highs != 0
 }

@@ -1,7 +1,10 @@
 package jsonappend
 
 import (
+	"encoding/binary"
 	"encoding/json"
+	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
@@ -20,4 +23,30 @@ func FuzzString(f *testing.F) {
 			t.Fatalf("String(%q) = %s, want %s", s, got[1:], want)
 		}
 	})
+}
+
+// special finds, wherever it is among the eight, a byte String may not
+// copy as it is.
+func TestSpecial_IsByteByByte(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	byByte := func(w []byte) bool {
+		for _, c := range w {
+			if c < 0x20 || c >= 0x80 || strings.IndexByte(`"\<>&`, c) >= 0 {
+				return true
+			}
+		}
+		return false
+	}
+	w := make([]byte, 8)
+	for range 200000 {
+		for i := range w {
+			w[i] = byte(0x20 + rng.IntN(0x5f))
+			if rng.IntN(16) == 0 {
+				w[i] = byte(rng.IntN(256))
+			}
+		}
+		if got, want := special(binary.LittleEndian.Uint64(w)), byByte(w); got != want {
+			t.Fatalf("special(%q) = %v, want %v", w, got, want)
+		}
+	}
 }

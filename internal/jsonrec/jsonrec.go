@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	jsonv1 "github.com/go-json-experiment/json/v1"
 )
 
@@ -26,6 +27,14 @@ var v1 = jsonv1.DefaultOptionsV1()
 // not have are skipped), on json v2's faster decoder: for readers that show
 // a record and never write it back.
 func View(data []byte, v any) error { return jsonv2.Unmarshal(data, v, v1) }
+
+// ViewWithoutBytes is View, but it skips the value of every []byte field,
+// whatever it holds (they stay nil): for readers that show a record
+// without its payload.
+func ViewWithoutBytes(data []byte, v any) error { return jsonv2.Unmarshal(data, v, withoutBytes) }
+
+var withoutBytes = jsonv2.JoinOptions(v1, jsonv2.WithUnmarshalers(jsonv2.UnmarshalFromFunc(
+	func(d *jsontext.Decoder, _ *[]byte) error { return d.SkipValue() })))
 
 // Unknown holds the fields of a JSON object that a type does not know.
 type Unknown map[string]json.RawMessage

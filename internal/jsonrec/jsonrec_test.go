@@ -117,3 +117,27 @@ func TestNoUnknownFieldsIsNil(t *testing.T) {
 		t.Fatalf("Unmarshal = %v, %v; want nil, nil", unk, err)
 	}
 }
+
+// A view without bytes skips a []byte field's value, whatever it is, and
+// reads the rest as View does.
+func TestViewWithoutBytes(t *testing.T) {
+	type rec struct {
+		Name    string `json:"name"`
+		Payload []byte `json:"payload"`
+		N       int    `json:"n"`
+	}
+	for _, in := range []string{
+		`{"name":"a","payload":"aGVsbG8=","n":3}`,
+		`{"name":"a","payload":"not base64!","n":3}`,
+		`{"name":"a","payload":{"x":[1,2]},"n":3}`,
+	} {
+		var got rec
+		if err := ViewWithoutBytes([]byte(in), &got); err != nil || got.Name != "a" || got.N != 3 || got.Payload != nil {
+			t.Errorf("ViewWithoutBytes(%s) = %+v, %v", in, got, err)
+		}
+	}
+	var got rec
+	if err := ViewWithoutBytes([]byte(`{"name":"a","payload":"x","n":"three"}`), &got); err == nil {
+		t.Errorf("a field of the wrong type was taken: %+v", got)
+	}
+}

@@ -1,6 +1,7 @@
 package jsonrec
 
 import (
+	"encoding/base64"
 	"encoding/binary"
 	"strconv"
 	"strings"
@@ -16,45 +17,82 @@ import (
 // escape, invalid UTF-8, a number JSON would not write this way): the
 // caller then decodes the record the general way.
 //
-// The strings Str reads are made by Done, in one allocation that they
-// share: a listing of 100k records made one per string before.
+// The strings Str and StrRef read are made by Done, in one allocation
+// that they share: a listing of 100k records made one per string before.
 type Scanner struct {
 	b     []byte
 	strs  [scanStrings]pendingStr
 	nstrs int
-	size  int // bytes of the pending strings
+	size  int      // bytes of the pending strings
+	more  []string // StrRef's strings past what strs holds
+	all   string   // after Done: the pending strings, one after another
 }
 
 // scanStrings is how many strings of a record Done makes at once; Str
 // makes any further one at once.
-const scanStrings = 12
+const scanStrings = 16
 
-// pendingStr is a string Str read, to be stored in dst by Done.
+// pendingStr is a string Str or StrRef read, to be stored in dst (if not
+// nil) by Done, at off in all.
 type pendingStr struct {
 	dst *string
 	v   []byte
+	off int
 }
+
+// Ref names a string StrRef read; String returns it once Done has.
+type Ref int
 
 // NewScanner scans data.
 func NewScanner(data []byte) *Scanner { return &Scanner{b: data} }
 
-// Done reports whether everything was read and, if so, stores the strings
-// Str read.
+// Done reports whether everything was read and, if so, makes the strings
+// Str and StrRef read and stores Str's.
 func (s *Scanner) Done() bool {
 	if len(s.b) != 0 {
 		return false
 	}
 	var all strings.Builder
 	all.Grow(s.size)
-	for _, p := range s.strs[:s.nstrs] {
-		all.Write(p.v)
+	for i := range s.strs[:s.nstrs] {
+		s.strs[i].off = all.Len()
+		all.Write(s.strs[i].v)
 	}
-	rest := all.String()
+	s.all = all.String()
 	for _, p := range s.strs[:s.nstrs] {
-		*p.dst, rest = rest[:len(p.v)], rest[len(p.v):]
+		if p.dst != nil {
+			*p.dst = s.all[p.off : p.off+len(p.v)]
+		}
 	}
-	s.nstrs, s.size = 0, 0
 	return true
+}
+
+// StrRef reads a string that String(ref) returns once Done has returned
+// true. Unlike Str, it keeps no pointer to where the string goes, so a
+// decoder's value need not live on the heap.
+func (s *Scanner) StrRef(ref *Ref) bool {
+	v, ok := s.raw()
+	switch {
+	case !ok:
+	case s.nstrs == len(s.strs):
+		s.more = append(s.more, string(v))
+		*ref = Ref(-len(s.more))
+	default:
+		s.strs[s.nstrs] = pendingStr{v: v}
+		*ref = Ref(s.nstrs)
+		s.nstrs++
+		s.size += len(v)
+	}
+	return ok
+}
+
+// String is the string StrRef read as ref.
+func (s *Scanner) String(ref Ref) string {
+	if ref < 0 {
+		return s.more[-ref-1]
+	}
+	p := s.strs[ref]
+	return s.all[p.off : p.off+len(p.v)]
 }
 
 // Lit reads the bytes lit.
@@ -122,7 +160,7 @@ func (s *Scanner) Str(dst *string) bool {
 	case s.nstrs == len(s.strs):
 		*dst = string(v)
 	default:
-		s.strs[s.nstrs] = pendingStr{dst, v}
+		s.strs[s.nstrs] = pendingStr{dst: dst, v: v}
 		s.nstrs++
 		s.size += len(v)
 	}
@@ -327,4 +365,161 @@ func (s *Scanner) stringMap(add func(k, v []byte)) bool {
 		}
 	}
 	return true
+}
+
+// Fields is a set of a record's fields, a bit each, in the order of their
+// declaration (recgen's <type>Field<Name> constants): the fields a
+// decoder reads without keeping.
+type Fields uint64
+
+// AllFields is every field.
+const AllFields = ^Fields(0)
+
+// SkipInt reads what Int reads, and drops it.
+func (s *Scanner) SkipInt() bool {
+	var n int
+	return s.Int(&n)
+}
+
+// Int64 reads an int64 into dst.
+func (s *Scanner) Int64(dst *int64) bool {
+	n, ok := s.digits(true)
+	if !ok {
+		return false
+	}
+	v, err := strconv.ParseInt(string(n), 10, 64)
+	*dst = v
+	return err == nil
+}
+
+// SkipInt64 reads what Int64 reads, and drops it.
+func (s *Scanner) SkipInt64() bool {
+	var n int64
+	return s.Int64(&n)
+}
+
+// SkipUint reads what Uint reads, and drops it.
+func (s *Scanner) SkipUint() bool {
+	var n uint64
+	return s.Uint(&n)
+}
+
+// IntPtr reads null (a nil *int) or an int, into a new *int.
+func (s *Scanner) IntPtr(dst **int) bool {
+	if s.Lit("null") {
+		*dst = nil
+		return true
+	}
+	n := new(int)
+	*dst = n
+	return s.Int(n)
+}
+
+// SkipIntPtr reads what IntPtr reads, and drops it.
+func (s *Scanner) SkipIntPtr() bool { return s.Lit("null") || s.SkipInt() }
+
+// Bool reads true or false into dst.
+func (s *Scanner) Bool(dst *bool) bool {
+	switch {
+	case s.Lit("true"):
+		*dst = true
+	case s.Lit("false"):
+		*dst = false
+	default:
+		return false
+	}
+	return true
+}
+
+// SkipBool reads what Bool reads, and drops it.
+func (s *Scanner) SkipBool() bool {
+	var b bool
+	return s.Bool(&b)
+}
+
+// SkipTime reads what Time reads, and drops it.
+func (s *Scanner) SkipTime() bool {
+	var t time.Time
+	return s.Time(&t)
+}
+
+// Bytes reads null (nil) or bytes as encoding/json writes them: standard
+// base64, padded, and nothing a lenient decoder would read differently.
+func (s *Scanner) Bytes(dst *[]byte) bool {
+	if s.Lit("null") {
+		*dst = nil
+		return true
+	}
+	raw, ok := s.raw()
+	if !ok {
+		return false
+	}
+	b, err := base64.StdEncoding.Strict().AppendDecode(make([]byte, 0, base64.StdEncoding.DecodedLen(len(raw))), raw)
+	if err != nil {
+		return false
+	}
+	*dst = b
+	return true
+}
+
+// SkipBytes reads null or any string without escapes, and drops it: a
+// reader that skips bytes takes them as they come (a view without the
+// payload), not as Bytes would.
+func (s *Scanner) SkipBytes() bool { return s.Lit("null") || s.SkipStr() }
+
+// Strings reads null (nil) or an array of strings ([] is an empty slice,
+// as decoding gives).
+func (s *Scanner) Strings(dst *[]string) bool {
+	if s.Lit("null") {
+		*dst = nil
+		return true
+	}
+	v := []string{}
+	if !s.strings(func(b []byte) { v = append(v, string(b)) }) {
+		return false
+	}
+	*dst = v
+	return true
+}
+
+// SkipStrings reads what Strings reads, and drops it.
+func (s *Scanner) SkipStrings() bool { return s.Lit("null") || s.strings(nil) }
+
+func (s *Scanner) strings(add func([]byte)) bool {
+	if !s.Lit("[") {
+		return false
+	}
+	for i := 0; !s.Lit("]"); i++ {
+		if i > 0 && !s.Lit(",") {
+			return false
+		}
+		v, ok := s.raw()
+		if !ok {
+			return false
+		}
+		if add != nil {
+			add(v)
+		}
+	}
+	return true
+}
+
+// Duration reads a duration as Duration's MarshalJSON writes it ("10s").
+func (s *Scanner) Duration(dst *Duration) bool {
+	raw, ok := s.raw()
+	if !ok {
+		return false
+	}
+	d, err := time.ParseDuration(string(raw))
+	if err != nil {
+		return false
+	}
+	*dst = Duration(d)
+	return true
+}
+
+// SkipDuration reads what Duration reads, and drops it.
+func (s *Scanner) SkipDuration() bool {
+	var d Duration
+	return s.Duration(&d)
 }

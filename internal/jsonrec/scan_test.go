@@ -2,7 +2,9 @@ package jsonrec
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 )
@@ -51,9 +53,9 @@ func TestScannerTime_IsUnmarshalTexts(t *testing.T) {
 // Strings are set by Done, sharing one allocation; those past what it
 // holds at once, and empty ones, are set at once.
 func TestScannerStrings_SetByDone(t *testing.T) {
-	data := []byte(`["a","","bc","d","e","f","g","h","i","j","k","l","m","n"]`)
+	data := []byte(`["a","","bc","d","e","f","g","h","i","j","k","l","m","n","o","p","q","r"]`)
 	s := NewScanner(data)
-	got := make([]string, 14)
+	got := make([]string, 18)
 	if !s.Lit("[") {
 		t.Fatal("no [")
 	}
@@ -66,13 +68,13 @@ func TestScannerStrings_SetByDone(t *testing.T) {
 			t.Fatalf("string %d", i)
 		}
 	}
-	if got[0] != "unset" || got[1] != "" || got[12] != "unset" || got[13] != "n" {
+	if got[0] != "unset" || got[1] != "" || got[16] != "unset" || got[17] != "r" {
 		t.Fatalf("before Done: %q", got)
 	}
 	if s.Done() || !s.Lit("]") || !s.Done() {
 		t.Fatal("Done before the end, or not at it")
 	}
-	want := []string{"a", "", "bc", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n"}
+	want := []string{"a", "", "bc", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n", "o", "p", "q", "r"}
 	for i := range want {
 		if got[i] != want[i] {
 			t.Fatalf("got %q, want %q", got, want)
@@ -84,6 +86,47 @@ func TestScannerStrings_SetByDone(t *testing.T) {
 		_ = s.Str(&dst[0]) && s.Lit(",") && s.Str(&dst[1]) && s.Lit(",") && s.Str(&dst[2]) && s.Done()
 	}); allocs > 1 || *dst != [3]string{"abc", "de", "f"} {
 		t.Errorf("three strings took %v allocations, want one (%q)", allocs, *dst)
+	}
+}
+
+// StrRef's strings come from String once Done has made them, in the one
+// allocation Str's share, past that too; the value they go to need not be
+// on the heap.
+func TestScannerStrRef(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(`["x"`)
+	for i := range 20 {
+		fmt.Fprintf(&b, `,"s%d"`, i)
+	}
+	b.WriteString(`]`)
+	s := NewScanner([]byte(b.String()))
+	var first string
+	refs := make([]Ref, 20)
+	ok := s.Lit("[") && s.Str(&first)
+	for i := range refs {
+		ok = ok && s.Lit(",") && s.StrRef(&refs[i])
+	}
+	if !ok || !s.Lit("]") || !s.Done() || first != "x" {
+		t.Fatalf("scan: %v, first %q", ok, first)
+	}
+	for i, r := range refs {
+		if got := s.String(r); got != fmt.Sprintf("s%d", i) {
+			t.Errorf("String(refs[%d]) = %q", i, got)
+		}
+	}
+	three := []byte(`"abc","de","f"`)
+	type view struct{ a, b, c string }
+	var out view
+	if allocs := testing.AllocsPerRun(100, func() {
+		var v view // on the stack: StrRef keeps no pointer into it
+		var r [3]Ref
+		s := NewScanner(three)
+		if s.StrRef(&r[0]) && s.Lit(",") && s.StrRef(&r[1]) && s.Lit(",") && s.StrRef(&r[2]) && s.Done() {
+			v.a, v.b, v.c = s.String(r[0]), s.String(r[1]), s.String(r[2])
+		}
+		out = v
+	}); allocs > 1 || out != (view{"abc", "de", "f"}) {
+		t.Errorf("three strings took %v allocations, want one (%q)", allocs, out)
 	}
 }
 

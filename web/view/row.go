@@ -1,12 +1,12 @@
 package view
 
 import (
-	"encoding/binary"
 	"slices"
 	"strconv"
 	"time"
 	"unicode/utf8"
 
+	"github.com/batonhq/baton/internal/jsonappend"
 	"github.com/batonhq/baton/session"
 )
 
@@ -14,8 +14,9 @@ import (
 // the order of their names, as encoding/json writes the map of them: no
 // marshal of the record, no decode of it, no map. It reports false (and the
 // caller takes the general path) for what only encoding/json should write:
-// fields of a later version kept as read, a string that needs escaping, a
-// time outside the years 0-9999.
+// fields of a later version kept as read, a time outside the years 0-9999,
+// a string of invalid UTF-8.
+// Strings and times are written by jsonappend, as every record is.
 func appendSessionRow(b []byte, s *session.Session, t session.Timing, age, left int64) ([]byte, bool) {
 	return appendSessionRowIndent(b, s, t, age, left, "", "")
 }
@@ -36,13 +37,18 @@ func appendSessionRowIndent(b []byte, s *session.Session, t session.Timing, age,
 		lay = newRowLayout(prefix, indent)
 	}
 	ok := true
+	// A string of invalid UTF-8 the general path writes as it reads back
+	// (U+FFFD itself, where jsonappend writes its escape): it takes it.
 	str := func(m member, v string) {
 		b = append(b, lay.lead[m]...)
-		b, ok = appendPlainString(b, v, ok)
+		b = jsonappend.String(b, v)
+		ok = ok && utf8.ValidString(v)
 	}
 	tm := func(m member, v time.Time) {
 		b = append(b, lay.lead[m]...)
-		b, ok = appendTime(b, v, ok)
+		var tok bool
+		b, tok = jsonappend.Time(b, v)
+		ok = ok && tok
 	}
 	num := func(m member, v int64) {
 		b = append(b, lay.lead[m]...)
@@ -68,17 +74,14 @@ func appendSessionRowIndent(b []byte, s *session.Session, t session.Timing, age,
 		}
 		slices.Sort(keys)
 		for i, k := range keys {
-			if !plain(k) {
-				return b, false
-			}
 			if i > 0 {
 				b = append(b, ',')
 			}
 			b = append(b, lay.metaLead...)
-			b = append(b, '"')
-			b = append(b, k...)
-			b = append(b, lay.sep...)
-			b, ok = appendPlainString(b, s.Meta[k], ok)
+			b = jsonappend.String(b, k)
+			b = append(b, lay.sep[1:]...) // the name's closing quote is String's
+			b = jsonappend.String(b, s.Meta[k])
+			ok = ok && utf8.ValidString(k) && utf8.ValidString(s.Meta[k])
 		}
 		b = append(b, lay.metaClose...)
 	}
@@ -90,7 +93,8 @@ func appendSessionRowIndent(b []byte, s *session.Session, t session.Timing, age,
 	unum(renewals, s.Renewals)
 	b = append(b, lay.lead[renewedAt]...)
 	renewedFrom := len(b)
-	b, ok = appendTime(b, s.RenewedAt, ok)
+	b, tok := jsonappend.Time(b, s.RenewedAt)
+	ok = ok && tok
 	renewedTo := len(b)
 	tm(renewedServerAt, s.Written)
 	str(result, s.Result)
@@ -184,72 +188,6 @@ func newRowLayout(prefix, indent string) *rowLayout {
 	}
 	return l
 }
-
-// appendPlainString appends v quoted if encoding/json would write it as it
-// is: printable ASCII other than the quote, the backslash and the three it
-// escapes for HTML. Otherwise it leaves ok false.
-func appendPlainString(b []byte, v string, ok bool) ([]byte, bool) {
-	if !plain(v) {
-		return b, false
-	}
-	b = append(b, '"')
-	b = append(b, v...)
-	return append(b, '"'), ok
-}
-
-// plain reports whether encoding/json writes v quoted as it is.
-func plain(v string) bool {
-	i := 0
-	for ; i+8 <= len(v); i += 8 {
-		if unplain(binary.LittleEndian.Uint64([]byte(v[i : i+8]))) {
-			return false
-		}
-	}
-	for ; i < len(v); i++ {
-		if c := v[i]; c < 0x20 || c >= utf8.RuneSelf || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			return false
-		}
-	}
-	return true
-}
-
-// unplain reports whether any of the eight bytes of w is one plain
-// refuses (by the bit tricks of "Bit Twiddling Hacks": a byte is zero in
-// x-0x01.. & ^x & 0x80.. exactly where x has a zero byte, and below n in
-// x-n.. & ^x & 0x80.. for n <= 0x80).
-func unplain(w uint64) bool {
-	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	zero := func(x uint64) uint64 { return (x - ones) &^ x }
-	return ((w-ones*0x20)&^w|zero(w^(ones*'"'))|zero(w^(ones*'\\'))|zero(w^(ones*'<'))|zero(w^(ones*'>'))|zero(w^(ones*'&'))|w)&highs != 0
-}
-
-// appendTime appends v as time.Time's MarshalJSON does (RFC 3339 with
-// nanoseconds), for the years it writes; otherwise it leaves ok false.
-func appendTime(b []byte, v time.Time, ok bool) ([]byte, bool) {
-	if v.Location() == time.UTC {
-		// The years MarshalJSON writes, without working out the date
-		// twice: sessions' times are in UTC.
-		if u := v.Unix(); u < firstJSONSecond || u > lastJSONSecond {
-			return b, false
-		}
-	} else {
-		if y := v.Year(); y < 0 || y > 9999 {
-			return b, false
-		}
-		if _, off := v.Zone(); off%60 != 0 {
-			return b, false // MarshalJSON refuses an offset with seconds
-		}
-	}
-	b = append(b, '"')
-	b = v.AppendFormat(b, time.RFC3339Nano)
-	return append(b, '"'), ok
-}
-
-// The first and last seconds of the years 0-9999 in UTC, as Unix times.
-const (
-	firstJSONSecond = -62167219200 // 0000-01-01T00:00:00Z
-	lastJSONSecond  = 253402300799 // 9999-12-31T23:59:59Z
-)
 
 // sessionRowValue is a row of `status --json`'s sessions: it marshals as
 // SessionRowJSON, and lays itself out indented in one pass

@@ -96,28 +96,3 @@ func TestSessionRow_WrittenDirectlyAsEncodingJSONWritesIt(t *testing.T) {
 		t.Errorf("only %d of 3000 rows took the direct path", fast)
 	}
 }
-
-// plain finds what encoding/json would write otherwise wherever it is.
-func TestPlain_IsByteByByte(t *testing.T) {
-	rng := rand.New(rand.NewPCG(7, 8))
-	byByte := func(v string) bool {
-		for i := 0; i < len(v); i++ {
-			if c := v[i]; c < 0x20 || c >= 0x80 || strings.IndexByte(`"\<>&`, c) >= 0 {
-				return false
-			}
-		}
-		return true
-	}
-	for range 200000 {
-		b := make([]byte, rng.IntN(20))
-		for i := range b {
-			b[i] = byte(0x20 + rng.IntN(0x5f))
-			if rng.IntN(16) == 0 {
-				b[i] = byte(rng.IntN(256))
-			}
-		}
-		if got, want := plain(string(b)), byByte(string(b)); got != want {
-			t.Fatalf("plain(%q) = %v, want %v", b, got, want)
-		}
-	}
-}

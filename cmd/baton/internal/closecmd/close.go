@@ -83,7 +83,7 @@ func closeRun(ctx context.Context, o *Options) error {
 	case errors.As(err, &lost) && lost.How == session.LostTaken:
 		return err
 	case errors.Is(err, session.ErrNotFound), errors.Is(err, session.ErrLost):
-		m.RemoveTrace(o.Slot, 0)
+		m.RemovePIDFile(o.Slot, 0)
 		if o.Strict {
 			return cmdutil.Exit(cmdutil.ExitNotFound, fmt.Errorf("%w: %s: nothing to close", session.ErrNotFound, noSession(o.Slot, err)))
 		}

@@ -4,7 +4,20 @@ import (
 	"encoding/json"
 	"testing"
 	"time"
+
+	"github.com/batonhq/baton/internal/jsonrec/jsonrectest"
 )
+
+// The codecs written from the records' fields write and read every one
+// of them as encoding/json does.
+func TestRecord_Codec(t *testing.T) {
+	jsonrectest.CheckCodec(t, jsonrectest.Codec[Record]{
+		Encode: (*Record).encodeFast,
+		Decode: func(r *Record, b []byte) bool { return r.decodeFast(b, 0) },
+		Known:  recordKnown,
+	})
+	jsonrectest.CheckCodec(t, jsonrectest.Codec[pidRecord]{Encode: (*pidRecord).encodeFast, Known: pidRecordKnown})
+}
 
 // checkAppendJSON fails t unless r's member-by-member writing, where it
 // writes r at all, is byte for byte encoding/json's; it reports whether it
@@ -17,7 +30,7 @@ func checkAppendJSON(t *testing.T, r Record) bool {
 	if r.Meta == nil {
 		r.Meta = map[string]string{}
 	}
-	fast, ok := r.appendJSON()
+	fast, ok := r.encodeFast()
 	if !ok {
 		return false
 	}
@@ -48,7 +61,7 @@ func TestRecordAppendJSON_AsEncodingJSON(t *testing.T) {
 		{Slot: "s", StartedAt: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)},
 		{Slot: "s", RenewedAt: time.Date(2026, 1, 1, 0, 0, 0, 0, time.FixedZone("odd", 61))},
 	} {
-		if _, ok := r.appendJSON(); ok {
+		if _, ok := r.encodeFast(); ok {
 			t.Errorf("%+v is written member by member; only encoding/json should", r)
 		}
 		got, gerr := r.MarshalJSON()

@@ -9,11 +9,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/batonhq/baton/internal/jsonappend"
 	"github.com/batonhq/baton/kv"
 )
 
-// trace is the host-local pid file a join leaves under
+// pidRecord is what the host-local pid file holds: the file a join leaves under
 // <state-dir>/pids/<prefix>/slot-SLOT.pid until the session is closed. It
 // lets this host say "your session was lost" rather than "not found" after
 // the server has forgotten the slot, and lets doctor find sessions whose
@@ -24,7 +23,9 @@ import (
 // revision is still the slot's last, the record stored is that one, so
 // CommitSlot and CloseSlot write on it with one compare-and-set and no
 // read; once it is not, the compare-and-set is refused and they read.
-type trace struct {
+//
+//jsonrec:codec encode
+type pidRecord struct {
 	Slot     string    `json:"slot"`
 	Fence    uint64    `json:"fence"`
 	Host     string    `json:"host"`
@@ -40,56 +41,23 @@ type trace struct {
 }
 
 // MarshalJSON writes t as encoding/json would write its fields, without
-// its reflection (a test compares the two).
-func (t trace) MarshalJSON() ([]byte, error) {
-	if len(t.Record) > 0 && !json.Valid(t.Record) {
-		return nil, errors.New("session: trace record is not JSON")
+// its reflection.
+func (t pidRecord) MarshalJSON() ([]byte, error) {
+	if b, ok := t.encodeFast(); ok {
+		return b, nil
 	}
-	w := jsonappend.New(256 + len(t.Record))
-	w.Raw(`{"slot":`)
-	w.Str(t.Slot)
-	w.Raw(`,"fence":`)
-	w.Uint(t.Fence)
-	w.Raw(`,"host":`)
-	w.Str(t.Host)
-	w.Raw(`,"instance":`)
-	w.Str(t.Instance)
-	w.Raw(`,"pid":`)
-	w.Int(int64(t.PID))
-	if t.PIDStart != "" {
-		w.Raw(`,"pid_start":`)
-		w.Str(t.PIDStart)
-	}
-	w.Raw(`,"joined":`)
-	w.Time(t.Joined)
-	if t.Revision != 0 {
-		w.Raw(`,"revision":`)
-		w.Uint(t.Revision)
-	}
-	if t.TTLSeconds != 0 {
-		w.Raw(`,"ttl_seconds":`)
-		w.Int(t.TTLSeconds)
-	}
-	if len(t.Record) > 0 {
-		w.Raw(`,"record":`)
-		w.B = append(w.B, t.Record...) // compact: encodeRecord's
-	}
-	w.Raw(`}`)
-	if !w.OK {
-		type fields trace // without this method
-		return json.Marshal(fields(t))
-	}
-	return w.B, nil
+	type fields pidRecord // without this method
+	return json.Marshal(fields(t))
 }
 
-// writeTrace records s on this host, with joined the time of its join. A
+// writePIDFile records s on this host, with joined the time of its join. A
 // failure costs only diagnostics (and the next CommitSlot a read), so it is
 // not an error of the write it follows.
-func (m *Manager) writeTrace(s *Session, joined time.Time) {
-	if !m.traces {
+func (m *Manager) writePIDFile(s *Session, joined time.Time) {
+	if !m.pidFiles {
 		return
 	}
-	t := trace{
+	t := pidRecord{
 		Slot: s.Slot, Fence: s.Fence, Host: s.Host, Instance: s.Instance,
 		PID: s.PID, PIDStart: s.PIDStart, Joined: joined,
 	}
@@ -99,10 +67,10 @@ func (m *Manager) writeTrace(s *Session, joined time.Time) {
 	_ = m.state.WritePIDFile(m.prefix, gateName(s.Slot), t)
 }
 
-// traced is this host's session of slot as its trace last wrote it, when
-// the trace holds that write and names the session with fence (0: any).
-func (m *Manager) traced(slot string, fence uint64) (*Session, trace, bool) {
-	t, ok := m.readTrace(slot)
+// fromPIDFile is this host's session of slot as its pid file last wrote it, when
+// the file holds that write and names the session with fence (0: any).
+func (m *Manager) fromPIDFile(slot string, fence uint64) (*Session, pidRecord, bool) {
+	t, ok := m.readPIDFile(slot)
 	if !ok || t.Revision == 0 || len(t.Record) == 0 || t.Slot != slot || (fence != 0 && t.Fence != fence) {
 		return nil, t, false
 	}
@@ -116,26 +84,26 @@ func (m *Manager) traced(slot string, fence uint64) (*Session, trace, bool) {
 	return &Session{Record: r, Revision: t.Revision, TTL: time.Duration(t.TTLSeconds) * time.Second}, t, true
 }
 
-// readTrace returns this host's trace of slot, if there is one.
-func (m *Manager) readTrace(slot string) (trace, bool) {
-	var t trace
-	if !m.traces {
+// readPIDFile returns this host's pid file of slot, if there is one.
+func (m *Manager) readPIDFile(slot string) (pidRecord, bool) {
+	var t pidRecord
+	if !m.pidFiles {
 		return t, false
 	}
 	err := m.state.ReadPIDFile(m.prefix, gateName(slot), &t)
 	return t, err == nil
 }
 
-// removeTrace removes the trace of slot if it belongs to the session with
+// removePIDFile removes the pid file of slot if it belongs to the session with
 // fence (0: whatever session it belongs to).
-func (m *Manager) removeTrace(slot string, fence uint64) {
-	if t, ok := m.readTrace(slot); ok && (fence == 0 || t.Fence == fence) {
+func (m *Manager) removePIDFile(slot string, fence uint64) {
+	if t, ok := m.readPIDFile(slot); ok && (fence == 0 || t.Fence == fence) {
 		_ = m.state.RemovePIDFile(m.prefix, gateName(slot))
 	}
 }
 
-// Trace is a host-local pid file left by a join, as doctor reads it.
-type Trace struct {
+// PIDFile is a host-local pid file left by a join, as doctor reads it.
+type PIDFile struct {
 	// Name is the pid file's name (slot-SLOT).
 	Name     string
 	Slot     string
@@ -147,40 +115,40 @@ type Trace struct {
 	Unreadable bool
 }
 
-// Traces lists the pid files of this host's sessions.
-func (m *Manager) Traces() ([]Trace, error) {
+// PIDFiles lists the pid files of this host's sessions.
+func (m *Manager) PIDFiles() ([]PIDFile, error) {
 	names, err := m.state.PIDFiles(m.prefix)
 	if err != nil {
 		return nil, err
 	}
-	var out []Trace
+	var out []PIDFile
 	for _, n := range names {
-		var t trace
+		var t pidRecord
 		if err := m.state.ReadPIDFile(m.prefix, n, &t); err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				continue
 			}
-			out = append(out, Trace{Name: n, Slot: strings.TrimPrefix(n, "slot-"), Unreadable: true})
+			out = append(out, PIDFile{Name: n, Slot: strings.TrimPrefix(n, "slot-"), Unreadable: true})
 			continue
 		}
-		out = append(out, Trace{Name: n, Slot: t.Slot, Fence: t.Fence, PID: t.PID, PIDStart: t.PIDStart, Joined: t.Joined})
+		out = append(out, PIDFile{Name: n, Slot: t.Slot, Fence: t.Fence, PID: t.PID, PIDStart: t.PIDStart, Joined: t.Joined})
 	}
 	return out, nil
 }
 
-// RemoveTrace removes this host's pid file of slot if it belongs to the
+// RemovePIDFile removes this host's pid file of slot if it belongs to the
 // session with fence (0: whichever), whether or not this manager writes pid
 // files.
-func (m *Manager) RemoveTrace(slot string, fence uint64) {
-	var t trace
+func (m *Manager) RemovePIDFile(slot string, fence uint64) {
+	var t pidRecord
 	if err := m.state.ReadPIDFile(m.prefix, gateName(slot), &t); err == nil && (fence == 0 || t.Fence == fence) {
 		_ = m.state.RemovePIDFile(m.prefix, gateName(slot))
 	}
 }
 
-// RemoveOrphanTrace removes a pid file that Traces listed, unless its
+// RemoveOrphanPIDFile removes a pid file that PIDFiles listed, unless its
 // session turns out to be live now (a join that landed after the check).
-func (m *Manager) RemoveOrphanTrace(ctx context.Context, t Trace) error {
+func (m *Manager) RemoveOrphanPIDFile(ctx context.Context, t PIDFile) error {
 	if !t.Unreadable {
 		s, err := m.Get(ctx, t.Slot)
 		switch {
@@ -189,7 +157,7 @@ func (m *Manager) RemoveOrphanTrace(ctx context.Context, t Trace) error {
 		case err != nil && !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrUndecodable):
 			return err
 		}
-		var now trace
+		var now pidRecord
 		if err := m.state.ReadPIDFile(m.prefix, t.Name, &now); err == nil && now.Fence != t.Fence {
 			return fmt.Errorf("rewritten by a newer join (fence %d); left alone", now.Fence)
 		}
