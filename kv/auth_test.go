@@ -371,3 +371,27 @@ func TestWithInboxPrefix_RefusesWildcardsAndEmpty(t *testing.T) {
 		}
 	}
 }
+
+func TestConnect_NeverEchoesAPassword(t *testing.T) {
+	ctx := context.Background()
+	for _, u := range []string{
+		"nats://bob:s3cretpw@bad host:4222",
+		"nats://a:4222,nats://bob:s3cret%zz@b:4222",
+		"nats://bob:s3cretpw@127.0.0.1:1",
+	} {
+		_, err := kv.Connect(ctx, kv.WithURL(u), kv.WithTimeout(time.Second))
+		if err == nil || strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("connect %q: %v (must fail without the password)", "***", err)
+		}
+	}
+	s := kvtest.StartServer(t, kvserver.WithServerOptions(func(o *server.Options) { o.Username, o.Password = "alice", "right-one" }))
+	_, err := kv.Connect(ctx, kv.WithURL(s.ClientURL()), kv.WithUserPassword("alice", "wrong-one"))
+	if !errors.Is(err, kv.ErrPermission) || strings.Contains(err.Error(), "wrong-one") {
+		t.Errorf("wrong password: %v, want ErrPermission without the password", err)
+	}
+	c, err := kv.Connect(ctx, kv.WithURL(s.ClientURL()), kv.WithUserPassword("alice", "right-one"))
+	if err != nil {
+		t.Fatalf("right password: %v", err)
+	}
+	c.Close()
+}

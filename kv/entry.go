@@ -184,6 +184,34 @@ func ValidateTTL(d time.Duration) error {
 	return nil
 }
 
+// entryOfMsg is the entry a watch's consumer delivered in m, and how many
+// messages the consumer had left to deliver after it. ok is false for a
+// message that is not a consumer's delivery.
+//
+// A listing passes the TTL it read last (see ttlFromHeader).
+func (b *Bucket) entryOfMsg(m *nats.Msg, ttls *lastTTL) (e Entry, pending uint64, ok bool) {
+	seq, ts, pending, ok := ackFields(m.Reply)
+	if !ok {
+		meta, err := m.Metadata()
+		if err != nil {
+			return Entry{}, 0, false
+		}
+		seq, ts, pending = meta.Sequence.Stream, meta.Timestamp.UnixNano(), meta.NumPending
+	}
+	return b.entryOf(m.Subject, seq, time.Unix(0, ts), m.Header, m.Data, ttls), pending, true
+}
+
+func (b *Bucket) entryOf(subject string, seq uint64, t time.Time, h nats.Header, data []byte, ttls *lastTTL) Entry {
+	return Entry{
+		Key:      subject[min(len(b.prefix), len(subject)):],
+		Value:    data,
+		Revision: seq,
+		Created:  t.UTC(),
+		Op:       opFromHeader(h),
+		TTL:      ttlFromHeader(h, ttls),
+	}
+}
+
 // ackFields reads a consumer delivery's stream sequence, timestamp (Unix
 // nanoseconds) and pending count from its reply subject, as nats.go's
 // Msg.Metadata does but without building the metadata (a listing reads one

@@ -2,11 +2,13 @@ package kv_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -119,5 +121,105 @@ func TestSortByKey_KeepsEachEntryWithItsResult(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+func TestList_LiveEntriesInOneWatch(t *testing.T) {
+	ctx := context.Background()
+	c, b := testBucket(t)
+	const n = 300
+	var gone uint64
+	for i := range n {
+		rev, err := b.Create(ctx, fmt.Sprintf("k%03d", i), []byte("v"), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 7 {
+			gone = rev
+		}
+	}
+	if err := b.Delete(ctx, "k007", gone, nil); err != nil {
+		t.Fatal(err)
+	}
+	before := outMsgs(c)
+	es, err := b.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sent := outMsgs(c) - before; sent > 10 {
+		t.Errorf("list sent %d messages for %d keys; want a handful (one watch)", sent, n)
+	}
+	if len(es) != n-1 {
+		t.Fatalf("list has %d entries, want %d", len(es), n-1)
+	}
+	for i := 1; i < len(es); i++ {
+		if es[i-1].Key >= es[i].Key {
+			t.Fatalf("not sorted at %d: %s >= %s", i, es[i-1].Key, es[i].Key)
+		}
+		if es[i].Key == "k007" {
+			t.Fatal("deleted key listed")
+		}
+	}
+}
+
+// ListDecoded decodes every live entry once, on several goroutines while
+// the listing arrives, keeps each entry's own error, skips tombstones and
+// returns the whole in key order; a listing whose context ends fails.
+func TestListDecoded_EveryLiveEntryOnceInKeyOrder(t *testing.T) {
+	ctx := context.Background()
+	_, b := testBucket(t)
+	const n = 1000 // several batches
+	keys := rand.Perm(n)
+	var gone uint64
+	for _, i := range keys {
+		rev, err := b.Create(ctx, fmt.Sprintf("k%04d", i), []byte(strconv.Itoa(i)), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 7 {
+			gone = rev
+		}
+	}
+	if err := b.Delete(ctx, "k0007", gone, nil); err != nil {
+		t.Fatal(err)
+	}
+	var calls atomic.Int64
+	bad := errors.New("a multiple of 100")
+	ds, err := kv.ListDecoded(ctx, b, "", func(e kv.Entry) (int, error) {
+		calls.Add(1)
+		v, err := strconv.Atoi(string(e.Value))
+		if err == nil && v%100 == 0 {
+			return 0, bad
+		}
+		return v, err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ds) != n-1 || calls.Load() != n-1 {
+		t.Fatalf("%d results from %d decodes, want %d of each", len(ds), calls.Load(), n-1)
+	}
+	for i, d := range ds {
+		if i > 0 && ds[i-1].Entry.Key >= d.Entry.Key {
+			t.Fatalf("not in key order at %d: %s >= %s", i, ds[i-1].Entry.Key, d.Entry.Key)
+		}
+		if d.Entry.Value != nil {
+			t.Fatalf("%s: the listing kept the record's bytes beside what decode made of them", d.Entry.Key)
+		}
+		want, _ := strconv.Atoi(strings.TrimPrefix(d.Entry.Key, "k"))
+		switch {
+		case want == 7:
+			t.Fatal("a deleted key was listed")
+		case want%100 == 0 && !errors.Is(d.Err, bad):
+			t.Errorf("%s: error %v, want its decode's", d.Entry.Key, d.Err)
+		case want%100 != 0 && (d.Err != nil || d.Out != want):
+			t.Errorf("%s decoded to %d, %v; want %d", d.Entry.Key, d.Out, d.Err, want)
+		}
+	}
+
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := kv.ListDecoded(done, b, "", func(kv.Entry) (int, error) { return 0, nil }); err == nil {
+		t.Error("a listing with its context done succeeded")
 	}
 }

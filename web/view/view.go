@@ -66,9 +66,8 @@ func SessionRow(s *session.Session, now time.Time, staleAfter time.Duration) (ma
 // SessionRowJSON is SessionRow as compact JSON, written as encoding/json
 // writes SessionRow's map (keys sorted, values as they marshal) without
 // building the map: the record is marshalled once and its members are
-// copied as they are. `status --json` of 100k sessions writes them at the
-// listing's pace this way, where the map (a marshal, an unmarshal into
-// interfaces and a marshal again) cost several times the listing.
+// copied as they are, where the map cost a marshal, an unmarshal into
+// interfaces and a marshal again per row (adr/0029 has what that cost).
 // Top-level numbers keep every digit (the map's float64 kept 53 bits).
 func SessionRowJSON(s *session.Session, now time.Time, staleAfter time.Duration) (json.RawMessage, error) {
 	t := s.Timing(now, staleAfter)
