@@ -52,7 +52,7 @@ func TestReference_CredsAndNKey(t *testing.T) {
 	seedFile := writeFile(t, dir, "u.nk", u.seed(t))
 	t.Setenv("BATON_TEST_CREDS", string(u.creds(t)))
 	t.Setenv("BATON_TEST_SEED", string(u.seed(t)))
-	for _, arg := range []string{"file://" + credsFile, "env://BATON_TEST_CREDS", "op://vault/item/creds"} {
+	for _, arg := range []string{"file://" + credsFile, "env://BATON_TEST_CREDS", "op://vault/item/creds", "OP://vault/item/creds"} {
 		fakeCommand(t, "op", `[ "$1 $2" = "read op://vault/item/creds" ] && exec cat '`+credsFile+`'; echo "unexpected: $*" >&2; exit 1`)
 		checkJWTAuth(t, options(t, saved(t, "--creds", arg)), u, true)
 	}

@@ -134,8 +134,11 @@ func dataRef(ref string) ([]byte, error) {
 }
 
 // opRef runs `op read REF` (1Password's CLI) and returns what it prints.
+// The scheme is written in lower case, as op expects it.
 func opRef(ctx context.Context, ref string) ([]byte, error) {
-	ref = "op://" + trimScheme(ref, "op://")
+	if rest := trimScheme(ref, "op://"); rest != ref {
+		ref = "op://" + rest
+	}
 	out, err := exec.CommandContext(ctx, "op", "read", ref).Output()
 	if err != nil {
 		return nil, fmt.Errorf("op read: %w", err)
