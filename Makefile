@@ -23,9 +23,11 @@ test: test-tools
 	$(if $(LINUX),cd e2e/bench && $(GO) test -race -count=1 ./...)
 	$(if $(LINUX),cd e2e/fault && $(GO) test -race -count=1 ./...)
 
-# Chromium for the dashboard's browser tests (Debian's, if missing).
+# Chromium for the dashboard's browser tests (Debian's, if missing); the
+# nats CLI the context tests save contexts with (built into .tools/).
 test-tools:
 	$(if $(LINUX),./scripts/install-chromium.sh)
+	GO=$(GO) ./scripts/install-natscli.sh >/dev/null
 
 ## screenshots: the dashboard's browser test, leaving its screenshots in docs/img (the README shows them)
 screenshots: test-tools

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"io"
 	"net"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonhq/baton/internal/natsctx/natsclitest"
 	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/kv/kvserver"
 	"github.com/batonhq/baton/kv/kvtest"
@@ -289,13 +289,7 @@ func TestCommit_AfterAnotherHostTookTheExpiredSlotIsExit3(t *testing.T) {
 func TestConnect_NatsContextNamesTheServer(t *testing.T) {
 	w := newWorld(t)
 	h := w.host("host-a")
-	dir := filepath.Join(h.state, ".config", "nats", "context")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "dev.json"), []byte(`{"url": "`+w.url+`"}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	natsclitest.Save(t, filepath.Join(h.state, ".config"), "dev", "--server", w.url)
 	// No BATON_URL: the context alone says where the server is. (Like the
 	// nats CLI, contexts live under $XDG_CONFIG_HOME/nats, else under the
 	// user's home directory from the passwd database.)

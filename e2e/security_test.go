@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 
+	"github.com/batonhq/baton/internal/natsctx/natsclitest"
 	"github.com/batonhq/baton/kv/kvtest"
 )
 
@@ -181,11 +182,7 @@ func TestSecurity_PrefixUsersCannotTouchEachOthersBuckets(t *testing.T) {
 
 	// alice's credentials and inbox prefix are in a nats context; bob passes
 	// flags, and his inbox prefix in BATON_INBOX_PREFIX.
-	ctxDir := filepath.Join(dir, "nats", "context")
-	if err := os.MkdirAll(ctxDir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	writeFile(t, ctxDir, "alice.json", `{"user": "alice", "password": "alice-pw", "inbox_prefix": "_INBOX_alice"}`)
+	natsclitest.Save(t, dir, "alice", "--user", "alice", "--password", "alice-pw", "--inbox-prefix", "_INBOX_alice")
 	alice := up.user(t, "XDG_CONFIG_HOME="+dir, "NATS_CONTEXT=alice")
 	bob := up.user(t, "BATON_INBOX_PREFIX=_INBOX_bob")
 	asBob := func(args ...string) []string {

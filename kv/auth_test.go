@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
+	"github.com/batonhq/baton/internal/natsctx/natsclitest"
 	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/kv/kvserver"
 	"github.com/batonhq/baton/kv/kvtest"
@@ -137,16 +138,8 @@ func TestConnect_ContextCarriesCredentials(t *testing.T) {
 	s := kvtest.StartServer(t, kvserver.WithServerOptions(func(o *server.Options) { o.Username, o.Password = "alice", "ctx-pw" }))
 	home := t.TempDir()
 	t.Setenv("XDG_CONFIG_HOME", home)
-	dir := filepath.Join(home, "nats", "context")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	for name, password := range map[string]string{"good": "ctx-pw", "bad": "other"} {
-		doc := fmt.Sprintf(`{"url": %q, "user": "alice", "password": %q}`, s.ClientURL(), password)
-		if err := os.WriteFile(filepath.Join(dir, name+".json"), []byte(doc), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	natsclitest.Save(t, home, "good", "--server", s.ClientURL(), "--user", "alice", "--password", "ctx-pw")
+	natsclitest.Save(t, home, "bad", "--server", s.ClientURL(), "--user", "alice", "--password", "other")
 	c, err := kv.Connect(ctx, kv.WithContext("good"))
 	if err != nil {
 		t.Fatalf("connect with the context: %v", err)
@@ -162,6 +155,36 @@ func TestConnect_ContextCarriesCredentials(t *testing.T) {
 		t.Fatalf("the context's password overridden: %v", err)
 	}
 	c.Close()
+}
+
+// TestConnect_ContextErrorsAreInvalidConfig: a context that is missing,
+// does not decode, names JetStream in another domain or account, or holds
+// a credential that cannot be read is a configuration error, before any
+// connection is tried.
+func TestConnect_ContextErrorsAreInvalidConfig(t *testing.T) {
+	ctx := context.Background()
+	home := t.TempDir()
+	t.Setenv("XDG_CONFIG_HOME", home)
+	natsclitest.Save(t, home, "domain", "--server", "nats://127.0.0.1:1", "--js-domain", "hub")
+	natsclitest.Save(t, home, "prefix", "--server", "nats://127.0.0.1:1", "--js-api-prefix", "acct.API")
+	natsclitest.Save(t, home, "unset", "--server", "nats://127.0.0.1:1", "--user", "env://BATON_TEST_UNSET")
+	malformed := natsclitest.Save(t, home, "malformed")
+	if err := os.WriteFile(malformed, []byte(`{"url": `), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for name, says := range map[string]string{
+		"domain":    "JetStream domain or API prefix",
+		"prefix":    "JetStream domain or API prefix",
+		"unset":     "BATON_TEST_UNSET is not set",
+		"malformed": "malformed.json",
+		"missing":   "nats context save missing",
+		"a/b":       "must not contain",
+	} {
+		_, err := kv.Connect(ctx, kv.WithContext(name))
+		if !errors.Is(err, kv.ErrInvalidConfig) || !strings.Contains(err.Error(), fmt.Sprintf("nats context %q", name)) || !strings.Contains(err.Error(), says) {
+			t.Errorf("context %s: %v; want ErrInvalidConfig naming it and saying %q", name, err, says)
+		}
+	}
 }
 
 // bucketPermissions are the permissions a user needs to use the buckets

@@ -13,7 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/batonhq/baton/internal/natscontext"
+	"github.com/batonhq/baton/internal/natsctx"
 )
 
 // DefaultURL is where Connect goes when no URL or context names a server.
@@ -94,8 +94,10 @@ func WithURL(u string) Option {
 }
 
 // WithContext loads a nats CLI context by name (from
-// ~/.config/nats/context/NAME.json) for the URL and credentials; options
-// given alongside it take precedence. Default: none.
+// $XDG_CONFIG_HOME/nats/context/NAME.json, else ~/.config/nats/context) for
+// the URL, credentials, TLS, SOCKS proxy and inbox prefix; options given
+// alongside it take precedence. A context that sets a JetStream domain or
+// API prefix is refused (ErrInvalidConfig). Default: none.
 func WithContext(name string) Option {
 	return func(c *config) error { c.contextName = name; return nil }
 }
@@ -193,14 +195,14 @@ func Connect(ctx context.Context, opts ...Option) (*Client, error) {
 	var nopts []nats.Option
 	serverURL := cfg.url
 	if cfg.contextName != "" {
-		nctx, err := natscontext.New(cfg.contextName, true)
+		nctx, err := natsctx.Load(ctx, cfg.contextName)
 		if err != nil {
 			return nil, fmt.Errorf("%w: nats context %q: %w", ErrInvalidConfig, cfg.contextName, err)
 		}
-		if nctx.JSDomain() != "" || nctx.JSAPIPrefix() != "" {
+		if nctx.JSDomain != "" || nctx.JSAPIPrefix != "" {
 			return nil, fmt.Errorf("%w: nats context %q sets a JetStream domain or API prefix, which baton does not support; use a context without them, or --server", ErrInvalidConfig, cfg.contextName)
 		}
-		copts, err := nctx.NATSOptions()
+		copts, err := nctx.NATSOptions(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("%w: nats context %q: %w", ErrInvalidConfig, cfg.contextName, err)
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/batonhq/baton/hostlocal"
+	"github.com/batonhq/baton/internal/natsctx"
 	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/session"
 )
@@ -62,6 +63,11 @@ func TestMessage_IsOneLineWithWhatToDo(t *testing.T) {
 	// Package prefixes go, words that merely look like them stay.
 	got = Message("close", fmt.Errorf("%w: slot s has no session: nothing", session.ErrNotFound))
 	if got != "baton: close: no such session: slot s has no session: nothing; join it first: baton join SLOT --task ID" {
+		t.Errorf("Message = %q", got)
+	}
+	// So does natsctx's, inside kv's (a context that cannot be read).
+	got = Message("join", fmt.Errorf("%w: nats context %q: %w: /h/dev.json does not exist", kv.ErrInvalidConfig, "dev", natsctx.ErrNotFound))
+	if got != `baton: join: invalid configuration: nats context "dev": no such context: /h/dev.json does not exist; see --help` {
 		t.Errorf("Message = %q", got)
 	}
 }

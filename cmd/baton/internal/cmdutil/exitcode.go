@@ -211,7 +211,7 @@ func Text(err error) string { return trimPrefixes(err.Error()) }
 // ("kv: ", "session: "), at the start of the message or of a wrapped part.
 // It is compiled at the first error, not at start-up.
 var packagePrefix = sync.OnceValue(func() *regexp.Regexp {
-	return regexp.MustCompile(`(^|: )(?:kv|session|lease|queue|hostlocal|bad input): `)
+	return regexp.MustCompile(`(^|: )(?:kv|session|lease|queue|hostlocal|natsctx|bad input): `)
 })
 
 // trimPrefixes drops the package prefixes, which mean nothing to a user.
