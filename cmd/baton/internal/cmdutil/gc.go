@@ -8,10 +8,9 @@ const listingGCPercent = 400
 
 // ListingGC makes the garbage collector run less often while a verb reads
 // and prints a whole listing, unless GOGC is set, and returns what sets it
-// back. A listing's heap only grows until it is printed (100k sessions hold
-// about 60 MB), so at the default GOGC the collector marks it again and
-// again as it grows, for nothing: a fifth of `baton status`'s CPU at 100k
-// sessions, against a third more peak memory at 400.
+// back. A listing's heap only grows until it is printed, so at the
+// default GOGC the collector marks it again and again as it grows, for
+// nothing; ADR 0029 has what it cost and what 400 costs in memory.
 func (f *Factory) ListingGC() (restore func()) {
 	if f.Getenv != nil && f.Getenv("GOGC") != "" {
 		return func() {}

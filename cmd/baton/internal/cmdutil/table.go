@@ -14,9 +14,9 @@ import (
 // row ending in a cell): each column but the last as wide as its widest
 // cell, counted in runes, plus two spaces. It keeps the cells' bytes one
 // after another and their widths only, where tabwriter works through each
-// cell's bytes, text and padding again as it writes: for 100k sessions
-// that was most of `baton status`'s own time, and a string per cell was
-// much of its memory.
+// cell's bytes, text and padding again as it writes (ADR 0029: that was
+// most of `baton status`'s own time), and a string per cell would be much
+// of its memory.
 type Table struct {
 	cols  int
 	width []int
@@ -102,9 +102,8 @@ func (t *Table) end() {
 	t.ends = append(t.ends, int32(len(t.text)))
 }
 
-// runes counts the runes of b, as utf8.RuneCount does, its loop over ASCII
-// here: a table calls it twice a cell, and calling utf8.RuneCount instead
-// made `baton status` of 100k sessions 1.2x slower.
+// runes counts the runes of b, as utf8.RuneCount does; a cell of ASCII,
+// as most are, is counted by its length.
 func runes(b []byte) int {
 	for _, c := range b {
 		if c >= utf8.RuneSelf {
