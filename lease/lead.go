@@ -69,28 +69,29 @@ func OnHandOver(fn func(to string, err error)) LeadOption {
 }
 
 // Lead campaigns for the key and runs fn while this instance leads, term
-// after term, until ctx is done or fn returns on its own. It is the loop a
-// program embeds to act only while it leads, as client-go's
+// after term, until ctx is done or fn finishes. It is the loop a program
+// embeds to act only while it leads, as client-go's
 // leaderelection.RunOrDie is.
 //
 // Each term, fn runs with the Term (its Fence is the leader's fence) and a
 // context that ends when the term does. context.Cause says why:
 //   - the term was lost (expired, deleted, taken, or not renewed by the
 //     local deadline, which falls before the server could give leadership
-//     to another, earlier by the election's Grace): a *LostError. Lead
-//     waits for fn to return and campaigns again at once.
+//     to another, earlier by the election's Grace): a *LostError.
 //   - the leader is to hand over (a transfer request, or a candidate
 //     preferred by score once the minimum term passed): a *YieldError.
-//     Lead waits for fn to return, hands over with no moment without a
-//     leader (resigns if that fails), tells OnHandOver, and campaigns again.
-//   - ctx is done: ctx's cause. Lead waits for fn to return, gives
-//     leadership up (Resign: to the best other candidate, else released)
-//     and returns ctx.Err().
+//     Once fn has stopped, Lead hands over with no moment without a leader
+//     (resigns if that fails) and tells OnHandOver.
+//   - ctx is done: ctx's cause.
 //
-// What fn returns after its context ended is ignored. When fn returns
-// before that, its work is done: Lead gives leadership up and returns fn's
-// error, or, if that is nil, the error of giving up (a term lost meanwhile
-// has nothing to give up, and is no error).
+// What fn returns says what comes next. Its context's error (ctx.Err(),
+// context.Cause(ctx), or any error wrapping ErrLost or ErrYield) means the
+// work stopped because its context ended: Lead campaigns again, or returns
+// ctx.Err() once ctx is done. nil means the work is finished: Lead gives
+// leadership up (Resign: to the best other candidate, else released) and
+// returns nil, or the error of giving up (a term already lost has nothing
+// to give up). Any other error: Lead gives leadership up and returns it. A
+// term fn stopped for while it still holds is given up before Lead goes on.
 //
 // A campaign that fails because the server is away or not ready
 // (kv.ErrUnavailable, kv.ErrJetStreamDisabled, kv.ErrBucketNotFound,
@@ -167,7 +168,7 @@ func (e *Election) Lead(ctx context.Context, fn func(ctx context.Context, t *Ter
 	}
 }
 
-// errWorkReturned ends a term's context when its work returned on its own.
+// errWorkReturned ends a term's context when its work returned first.
 var errWorkReturned = errors.New("lease: the work returned")
 
 // leadTerm runs fn for the term t and ends the term. done says Lead
@@ -187,20 +188,17 @@ func (e *Election) leadTerm(ctx context.Context, t *Term, fn func(context.Contex
 		}
 	}()
 	ferr := fn(tctx, t)
-	cancel(errWorkReturned) // the first cause stands: this one only if nothing ended the term first
+	cancel(errWorkReturned) // the first cause stands: this one only if nothing ended the term before
 	<-watched
 	defer t.stopAll()
 
 	cause := context.Cause(tctx)
+	stopped := ferr != nil && (errors.Is(ferr, context.Canceled) || errors.Is(ferr, context.DeadlineExceeded) ||
+		errors.Is(ferr, ErrLost) || errors.Is(ferr, ErrYield) || cause != errWorkReturned && errors.Is(ferr, cause))
 	var y *YieldError
+	var gerr error
 	switch {
-	case errors.Is(cause, errWorkReturned):
-		gerr := e.giveUp(ctx, t)
-		if ferr != nil {
-			return true, ferr
-		}
-		return true, gerr
-	case errors.As(cause, &y):
+	case stopped && errors.As(cause, &y):
 		rctx, cancel := e.bounded(ctx)
 		herr := t.HandOver(rctx, y.To)
 		if herr != nil {
@@ -210,22 +208,29 @@ func (e *Election) leadTerm(ctx context.Context, t *Term, fn func(context.Contex
 		if cfg.onHandOver != nil {
 			cfg.onHandOver(y.To, herr)
 		}
-	case t.Err() != nil && ctx.Err() == nil:
-		// Lost: nothing to give up.
+	case t.Err() != nil:
+		// Lost (or ended by fn itself): nothing to give up.
 	default:
-		e.giveUp(ctx, t)
+		gerr = e.giveUp(ctx, t)
 	}
-	return false, nil // Lead's loop returns ctx.Err() if ctx is done
+	switch {
+	case stopped:
+		return false, nil // Lead's loop returns ctx.Err() if ctx is done
+	case ferr != nil:
+		return true, ferr
+	default:
+		return true, gerr
+	}
 }
 
 // giveUp resigns the term t, bounded by the client's timeout even when ctx
-// is done. A term already lost is not an error.
+// is done. A term that already ended is not an error.
 func (e *Election) giveUp(ctx context.Context, t *Term) error {
 	rctx, cancel := e.bounded(ctx)
 	defer cancel()
 	err := t.Resign(rctx)
 	t.stopAll()
-	if errors.Is(err, ErrLost) {
+	if errors.Is(err, ErrLost) || errors.Is(err, ErrReleased) {
 		return nil
 	}
 	return err

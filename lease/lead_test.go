@@ -13,7 +13,8 @@ import (
 
 // leading is an Election.Lead running in the background. Its work sends
 // each term on terms as it starts, then waits: for the test to end it
-// (ret), or for its context to end, whose cause it sends on ended.
+// (ret), or for its context to end, whose cause it sends on ended and
+// returns (it stopped: Lead goes on).
 type leading struct {
 	terms  chan *lease.Term
 	ended  chan error
@@ -37,7 +38,7 @@ func startLead(t *testing.T, el *lease.Election, opts ...lease.LeadOption) *lead
 			return err
 		case <-ctx.Done():
 			r.ended <- context.Cause(ctx)
-			return nil
+			return context.Cause(ctx)
 		}
 	}
 	go func() {
@@ -97,6 +98,26 @@ func candidateNames(t *testing.T, el *lease.Election) []string {
 	return out
 }
 
+// reapLeader deletes the leader's lease of el from another process, as
+// `baton doctor --fix` would a stale one.
+func reapLeader(ctx context.Context, t *testing.T, e *env, el *lease.Election) {
+	t.Helper()
+	ops := e.leases("operator", "h9")
+	for {
+		in, err := el.Leader(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = ops.Reap(ctx, lease.LeaderKey(el.Key()), in.Revision)
+		if !errors.Is(err, kv.ErrConflict) { // renewed meanwhile: read again
+			if err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+	}
+}
+
 func TestLead_RunsTheWorkWhileLeadingAndGivesUpWhenItReturns(t *testing.T) {
 	ctx := ctxT(t)
 	e := newEnv(t)
@@ -139,22 +160,7 @@ func TestLead_ALostTermStopsTheWorkAndCampaignsAgain(t *testing.T) {
 	ra := startLead(t, a)
 	t1 := recv(t, ra.terms, "first term")
 
-	// Someone else deletes the leader's lease (as `baton doctor --fix`
-	// would a stale one).
-	ops := e.leases("operator", "h9")
-	for {
-		in, err := a.Leader(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		err = ops.Reap(ctx, lease.LeaderKey("agent"), in.Revision)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, kv.ErrConflict) {
-			t.Fatal(err)
-		}
-	}
+	reapLeader(ctx, t, e, a)
 	var lost *lease.LostError
 	if cause := recv(t, ra.ended, "end of the first term"); !errors.As(cause, &lost) || lost.How != lease.LostReleased {
 		t.Fatalf("the work's context ended with %v, want the term's *LostError (released)", cause)
@@ -166,6 +172,32 @@ func TestLead_ALostTermStopsTheWorkAndCampaignsAgain(t *testing.T) {
 	ra.cancel()
 	if err := ra.result(t); !errors.Is(err, context.Canceled) {
 		t.Errorf("Lead returned %v, want context.Canceled", err)
+	}
+}
+
+func TestLead_WorkThatFinishesAsItsTermIsLostEndsLead(t *testing.T) {
+	ctx := ctxT(t)
+	e := newEnv(t)
+	a := election(t, e, "inst-a", "h1")
+	terms := make(chan *lease.Term, 2)
+	done := make(chan error, 1)
+	go func() {
+		done <- a.Lead(ctx, func(ctx context.Context, term *lease.Term) error {
+			terms <- term
+			<-ctx.Done()
+			return nil // finished, whatever ended the term
+		})
+	}()
+	recv(t, terms, "term")
+	reapLeader(ctx, t, e, a)
+	if err := recv(t, done, "Lead's return"); err != nil {
+		t.Errorf("Lead returned %v after its work finished, want nil", err)
+	}
+	if len(terms) != 0 {
+		t.Error("Lead campaigned again after its work finished")
+	}
+	if got := candidateNames(t, a); len(got) != 0 {
+		t.Errorf("candidates %v after Lead returned, want none", got)
 	}
 }
 
