@@ -85,9 +85,9 @@ func OnHandOver(fn func(to string, err error)) LeadOption {
 //   - ctx is done: ctx's cause.
 //
 // What fn returns says what comes next. Its context's error (ctx.Err(),
-// context.Cause(ctx), or any error wrapping ErrLost or ErrYield) means the
-// work stopped because its context ended: Lead campaigns again, or returns
-// ctx.Err() once ctx is done. nil means the work is finished: Lead gives
+// context.Cause(ctx), or any error wrapping ErrLost or ErrYield), once that
+// context ended, means the work stopped for it: Lead campaigns again, or
+// returns ctx.Err() once ctx is done. nil means the work is finished: Lead gives
 // leadership up (Resign: to the best other candidate, else released) and
 // returns nil, or the error of giving up (a term already lost has nothing
 // to give up). Any other error: Lead gives leadership up and returns it. A
@@ -192,9 +192,13 @@ func (e *Election) leadTerm(ctx context.Context, t *Term, fn func(context.Contex
 	<-watched
 	defer t.stopAll()
 
+	// The work stopped for its term if it returned its context's error once
+	// that ended (or once the term was lost, which it may learn first);
+	// such an error before that is a failure of its own.
 	cause := context.Cause(tctx)
-	stopped := ferr != nil && (errors.Is(ferr, context.Canceled) || errors.Is(ferr, context.DeadlineExceeded) ||
-		errors.Is(ferr, ErrLost) || errors.Is(ferr, ErrYield) || cause != errWorkReturned && errors.Is(ferr, cause))
+	ended := cause != errWorkReturned || t.Err() != nil
+	stopped := ferr != nil && ended && (errors.Is(ferr, context.Canceled) || errors.Is(ferr, context.DeadlineExceeded) ||
+		errors.Is(ferr, ErrLost) || errors.Is(ferr, ErrYield) || errors.Is(ferr, cause))
 	var y *YieldError
 	var gerr error
 	switch {

@@ -201,6 +201,27 @@ func TestLead_WorkThatFinishesAsItsTermIsLostEndsLead(t *testing.T) {
 	}
 }
 
+// A context error the work met on its own, its term still held, is a
+// failure: Lead gives up and returns it rather than lead again at once.
+func TestLead_AContextErrorOfTheWorksOwnEndsLead(t *testing.T) {
+	ctx := ctxT(t)
+	e := newEnv(t)
+	a := election(t, e, "inst-a", "h1")
+	terms := 0
+	err := a.Lead(ctx, func(context.Context, *lease.Term) error {
+		terms++
+		sub, cancel := context.WithCancel(ctx)
+		cancel()
+		return sub.Err()
+	})
+	if !errors.Is(err, context.Canceled) || terms != 1 {
+		t.Errorf("Lead returned %v after %d terms, want context.Canceled after 1", err, terms)
+	}
+	if _, err := a.Leader(ctx); !errors.Is(err, lease.ErrNoLeader) {
+		t.Errorf("leader after Lead returned: %v, want ErrNoLeader", err)
+	}
+}
+
 func TestLead_ATransferHandsOverWithNoMomentWithoutALeader(t *testing.T) {
 	ctx := ctxT(t)
 	e := newEnv(t)
