@@ -33,7 +33,9 @@ func ExampleElection_Lead() {
 		// that the store refuses a former leader's late ones.
 		fmt.Printf("leading with fence %d\n", t.Fence())
 		<-ctx.Done()
-		return nil
+		// Stopped because the term ended: Lead campaigns again. (nil would
+		// say the work is finished: Lead would give leadership up and return.)
+		return context.Cause(ctx)
 	}, lease.OnCampaignRetry(func(err error, wait time.Duration) {
 		log.Printf("%v; campaigning again in %s", err, wait)
 	}))
