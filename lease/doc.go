@@ -26,5 +26,7 @@
 // of its own), the leader holds the lease leader.<agent-key>, followers are
 // woken when it goes, a same-host follower takes over at once when the
 // leader's processes are dead, and leadership can be handed to a named
-// instance with no moment without a leader.
+// instance with no moment without a leader. Election.Lead is the loop a
+// program embeds: it runs the work while this instance leads, stops it when
+// the term ends, hands over when asked and campaigns again.
 package lease

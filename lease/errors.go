@@ -37,6 +37,12 @@ var (
 	// ErrNoLeader means the election has no leader now.
 	ErrNoLeader = errors.New("lease: no leader")
 
+	// ErrYield means the leader is to hand leadership over: a transfer
+	// request named another candidate, or one preferred by score is
+	// present. Lead ends its work's context with it, wrapped in a
+	// *YieldError, before it hands over.
+	ErrYield = errors.New("lease: leadership to be handed over")
+
 	// ErrNoCandidate means a transfer named an instance that is not a live,
 	// eligible candidate.
 	ErrNoCandidate = errors.New("lease: no such candidate")
@@ -94,3 +100,16 @@ func (e *LostError) Error() string {
 
 // Unwrap lets errors.Is match ErrLost.
 func (e *LostError) Unwrap() error { return ErrLost }
+
+// YieldError names the candidate a leader is to hand over to.
+type YieldError struct {
+	Key string // the agent key
+	To  string // the instance to lead next
+}
+
+func (e *YieldError) Error() string {
+	return fmt.Sprintf("leadership of %s is to be handed over to %s", e.Key, e.To)
+}
+
+// Unwrap lets errors.Is match ErrYield.
+func (e *YieldError) Unwrap() error { return ErrYield }

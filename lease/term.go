@@ -45,7 +45,7 @@ func (e *Election) newTerm(l *Lease) *Term {
 // transfer request named, or a present candidate whose score is higher by
 // the election's margin once the minimum term has passed. The leader stops
 // its work, then calls HandOver with it. The newest target wins when
-// several come.
+// several come. Election.Lead receives from it while its work runs.
 func (t *Term) Yield() <-chan string { return t.yield }
 
 // HandOver gives leadership to the candidate to, which must be live and
@@ -188,6 +188,14 @@ func (t *Term) knownCandidate(instance string) (Candidate, *Info, bool) {
 func (t *Term) stopBackground() {
 	t.stop()
 	t.bg.Wait() // the successor watch has dropped its copy of the candidates
+}
+
+// stopAll stops and waits for everything the term runs in the background:
+// the successor watch, and its lease's keepalive and watch. For a term that
+// ended or was given up; a lease still held then lapses at its TTL.
+func (t *Term) stopAll() {
+	t.stopBackground()
+	t.Lease.stopBackground()
 }
 
 // watchForSuccessors offers a successor on Yield: a transfer request's

@@ -7,7 +7,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/batonhq/baton/cmd/baton/internal/cmdutil"
-	"github.com/batonhq/baton/cmd/baton/internal/joincmd"
 	"github.com/batonhq/baton/session"
 )
 
@@ -60,5 +59,5 @@ func commitRun(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
-	return joincmd.Print(o.F, "committed", s)
+	return cmdutil.PrintSession(o.F, "committed", s)
 }

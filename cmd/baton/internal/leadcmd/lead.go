@@ -136,73 +136,75 @@ func leadRun(ctx context.Context, o *Options) error {
 	}
 	sigs, ctx := cmdutil.NotifySignals(ctx)
 	defer sigs.Stop()
-	defer func() {
-		wctx, cancel := context.WithTimeout(context.Background(), o.F.Config.Timeout)
-		defer cancel()
-		_ = el.Withdraw(wctx)
-	}()
 	go announce(ctx, o, el, ls.Instance())
 
-	backoff := 250 * time.Millisecond
-	for {
-		term, err := el.Campaign(ctx)
-		switch {
-		case err == nil && ctx.Err() != nil:
-			// Interrupted just as it won: give the term straight back.
-			rctx, cancel := context.WithTimeout(context.Background(), o.F.Config.Timeout)
-			_ = term.Resign(rctx)
-			cancel()
-			return interrupted(sigs)
-		case err == nil:
-			backoff = 250 * time.Millisecond
-		case errors.Is(err, lease.ErrNotEligible):
-			cmdutil.Fprintf(o.F.IO.ErrOut, "%s\n", cmdutil.Message("lead", err))
-			<-ctx.Done() // follow until interrupted
-			return interrupted(sigs)
-		case ctx.Err() != nil:
-			return interrupted(sigs)
-		case errors.Is(err, kv.ErrPermission):
-			return err // refused, not away: waiting changes nothing
-		case cmdutil.Code(err) == cmdutil.ExitUnavailable:
-			// The server is away (restarting, electing a leader): campaign
-			// again once it answers.
-			cmdutil.Fprintf(o.F.IO.ErrOut, "%s\n", cmdutil.Message("lead", fmt.Errorf("%w; campaigning again in %s", err, backoff)))
-			select {
-			case <-ctx.Done():
-				return interrupted(sigs)
-			case <-time.After(backoff):
+	w := &work{o: o, command: command, sigs: sigs, pm: pm}
+	say := func(err error) { cmdutil.Fprintf(o.F.IO.ErrOut, "%s\n", cmdutil.Message("lead", err)) }
+	err = el.Lead(ctx, w.lead,
+		lease.OnCampaignRetry(func(err error, wait time.Duration) {
+			// The server is away (restarting, electing a leader).
+			say(fmt.Errorf("%w; campaigning again in %s", err, wait))
+		}),
+		lease.OnNotEligible(say), // then follow until interrupted
+		lease.OnHandOver(func(to string, err error) {
+			if err != nil {
+				say(fmt.Errorf("handing over to %s: %w", to, err))
+				return
 			}
-			backoff = min(2*backoff, 5*time.Second)
-			continue
-		default:
-			return err
+			cmdutil.Fprintf(o.F.IO.ErrOut, "baton: lead: handed %s over to %s (the command stopped, exit %d)\n", o.Key, to, w.code)
+		}))
+	switch {
+	case w.exited:
+		// The command ended and Lead gave leadership up: err is how that went.
+		pm.Lost(o.Key, procmetrics.LostExit)
+		if err != nil {
+			say(fmt.Errorf("the command ended but handing leadership over failed: %w", err))
 		}
-		code, done, err := lead(ctx, o, command, term, sigs, pm)
-		if done || err != nil {
-			if err == nil && code != 0 {
-				err = cmdutil.Exit(cmdutil.ExitCode(code), nil)
-			}
-			return err
+		if w.code != 0 {
+			return cmdutil.Exit(cmdutil.ExitCode(w.code), nil)
 		}
+		return nil
+	case w.notStarted:
+		pm.Lost(o.Key, procmetrics.LostExit)
+		return err
+	case ctx.Err() != nil:
+		return interrupted(sigs)
+	default:
+		return err
 	}
 }
 
-// lead runs the command for one term. It returns done when baton should
-// exit (the command exited: its code), or not done when the term ended
-// and baton should campaign again.
-func lead(ctx context.Context, o *Options, command *cmdutil.Command, term *lease.Term, sigs *cmdutil.Signals, pm cmdutil.ProcessMetrics) (int, bool, error) {
+// work runs the command for each term Lead gives it.
+type work struct {
+	o       *Options
+	command *cmdutil.Command
+	sigs    *cmdutil.Signals
+	pm      cmdutil.ProcessMetrics
+
+	// Of the last term, for once it ended.
+	exited     bool // the command ended on its own: baton exits with code
+	notStarted bool // the command could not be started
+	code       int  // its exit code, or the code it was stopped with
+}
+
+// lead runs the command while the term lasts. It returns nil when the
+// command ended on its own (Lead gives leadership up and returns), and its
+// context's cause when the term ended and the command was stopped (Lead
+// hands over if asked, and campaigns again).
+func (w *work) lead(ctx context.Context, term *lease.Term) error {
+	o, sigs := w.o, w.sigs
+	w.exited, w.notStarted, w.code = false, false, 0
 	inst := term.Record().Holder
-	pm.Gained(o.Key)
+	w.pm.Gained(o.Key)
 	cmdutil.Fprintf(o.F.IO.ErrOut, "baton: lead: leading %s as %s (fence %d)\n", o.Key, inst, term.Fence())
-	child, err := command.Start(
+	child, err := w.command.Start(
 		"BATON_FENCE="+strconv.FormatUint(term.Fence(), 10),
 		"BATON_LEADER=1",
 		"BATON_INSTANCE="+inst,
 		"BATON_KEY="+o.Key)
 	if err != nil {
-		_ = term.Resign(context.Background())
-		pm.Lost(o.Key, procmetrics.LostExit)
-		return 0, true, err
+		w.notStarted = true
+		return err
 	}
 	sigs.Running(true)
 	// A signal passed to the command is a request to stop: if the term
@@ -222,52 +224,38 @@ func lead(ctx context.Context, o *Options, command *cmdutil.Command, term *lease
 	if p, err := hostlocal.LookupProcess(child.PID()); err == nil {
 		_ = term.SetChild(ctx, p) // lets a follower on this host see it die
 	}
-	bounded := func() (context.Context, context.CancelFunc) {
-		return context.WithTimeout(context.Background(), o.F.Config.Timeout)
-	}
 	for {
 		select {
 		case <-child.Done():
-			code, _ := child.Wait()
+			w.code, _ = child.Wait()
 			_, _ = child.Stop(o.Grace.D) // whatever it left running
-			rctx, cancel := bounded()
-			err := term.Resign(rctx)
-			cancel()
-			pm.Lost(o.Key, procmetrics.LostExit)
-			if err != nil && !errors.Is(err, lease.ErrLost) {
-				cmdutil.Fprintf(o.F.IO.ErrOut, "%s\n", cmdutil.Message("lead", fmt.Errorf("the command ended but handing leadership over failed: %w", err)))
+			w.exited = true
+			return nil
+		case <-ctx.Done():
+			cause := context.Cause(ctx)
+			switch {
+			case errors.Is(cause, lease.ErrYield):
+				w.code, _ = child.Stop(o.Grace.D)
+				w.pm.Lost(o.Key, procmetrics.LostHandover)
+			case term.Err() != nil:
+				grace := o.Grace.D
+				var lost *lease.LostError
+				if errors.As(term.Err(), &lost) && lost.How == lease.LostUnrenewed {
+					grace = min(grace, o.TTL.D/4) // dead before the server could give the lease away
+				}
+				w.code, _ = child.Stop(grace)
+				w.pm.Lost(o.Key, procmetrics.LostExpired)
+				next := "campaign again"
+				if forwarded != nil {
+					next = "stop, as the signal passed to it (" + forwarded.String() + ") asked"
+				}
+				cmdutil.Fprintf(o.F.IO.ErrOut, "%s\n", cmdutil.Message("lead",
+					fmt.Errorf("%s; stopped the command (exit %d) and %s", cmdutil.Text(term.Err()), w.code, next)))
+			default: // baton is stopping (signals reach the command while it runs, so not by one of those)
+				w.code, _ = child.Stop(o.Grace.D)
+				w.pm.Lost(o.Key, procmetrics.LostExit)
 			}
-			return code, true, nil
-		case <-term.Done():
-			grace := o.Grace.D
-			var lost *lease.LostError
-			if errors.As(term.Err(), &lost) && lost.How == lease.LostUnrenewed {
-				grace = min(grace, o.TTL.D/4) // dead before the server could give the lease away
-			}
-			code, _ := child.Stop(grace)
-			pm.Lost(o.Key, procmetrics.LostExpired)
-			next := "campaign again"
-			if forwarded != nil {
-				next = "stop, as the signal passed to it (" + forwarded.String() + ") asked"
-			}
-			cmdutil.Fprintf(o.F.IO.ErrOut, "%s\n", cmdutil.Message("lead",
-				fmt.Errorf("%s; stopped the command (exit %d) and %s", cmdutil.Text(term.Err()), code, next)))
-			return 0, false, nil
-		case to := <-term.Yield():
-			code, _ := child.Stop(o.Grace.D)
-			pm.Lost(o.Key, procmetrics.LostHandover)
-			rctx, cancel := bounded()
-			err := term.HandOver(rctx, to)
-			if err != nil {
-				err = term.Resign(rctx)
-			}
-			cancel()
-			if err != nil {
-				cmdutil.Fprintf(o.F.IO.ErrOut, "%s\n", cmdutil.Message("lead", fmt.Errorf("handing over to %s: %w", to, err)))
-			} else {
-				cmdutil.Fprintf(o.F.IO.ErrOut, "baton: lead: handed %s over to %s (the command stopped, exit %d)\n", o.Key, to, code)
-			}
-			return 0, false, nil
+			return cause
 		case sig := <-sigs.Forward():
 			if ss, ok := sig.(syscall.Signal); ok {
 				_ = child.Signal(ss)

@@ -288,7 +288,7 @@ func checkParsed(t *testing.T, args []string, r *stubbedRoot) {
 			}
 		}
 	}
-	joinFlags := func(fl *joincmd.Flags) {
+	joinFlags := func(fl *cmdutil.JoinFlags) {
 		durations(fl.TTL, fl.Wait)
 		if _, err := fl.JoinOptions(); err != nil {
 			if cmdutil.Code(err) != cmdutil.ExitUsage {

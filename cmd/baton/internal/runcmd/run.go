@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/batonhq/baton/cmd/baton/internal/cmdutil"
-	"github.com/batonhq/baton/cmd/baton/internal/joincmd"
 	"github.com/batonhq/baton/cmd/baton/internal/procmetrics"
 	"github.com/batonhq/baton/hostlocal"
 	"github.com/batonhq/baton/session"
@@ -21,7 +20,7 @@ type Options struct {
 	F       *cmdutil.Factory
 	Slot    string
 	Command []string
-	Flags   *joincmd.Flags
+	Flags   *cmdutil.JoinFlags
 	Grace   *cmdutil.DurationFlag
 	Metrics string
 }
@@ -75,7 +74,7 @@ failures for Prometheus while CMD runs.`,
 			return runRun(cmd.Context(), o)
 		},
 	}
-	o.Flags = joincmd.AddFlags(cmd, session.DefaultRunTTL)
+	o.Flags = cmdutil.AddJoinFlags(cmd, session.DefaultRunTTL)
 	cmd.Flags().Var(o.Grace, "grace", "time between SIGTERM and SIGKILL when CMD must stop")
 	cmd.Flags().Lookup("pid").Hidden = true // run records its own pid
 	procmetrics.AddFlag(cmd.Flags(), &o.Metrics)

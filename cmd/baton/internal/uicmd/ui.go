@@ -1,33 +1,22 @@
-// Package uicmd is `baton ui`, and the dashboard `baton up --ui` serves.
+// Package uicmd is `baton ui`; the dashboard it serves, which `baton up --ui`
+// serves too, is package dashboard.
 package uicmd
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"log/slog"
-	"net"
-	"net/http"
-	"net/url"
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/batonhq/baton/cmd/baton/internal/cmdutil"
-	"github.com/batonhq/baton/lease"
+	"github.com/batonhq/baton/cmd/baton/internal/cmdutil/dashboard"
 	"github.com/batonhq/baton/queue"
-	"github.com/batonhq/baton/session"
-	"github.com/batonhq/baton/web"
 )
 
 // DefaultListen is where the dashboard listens unless told otherwise.
 const DefaultListen = "127.0.0.1:7070"
-
-// TokenEnv is the environment variable that gives the dashboard's token.
-const TokenEnv = "BATON_UI_TOKEN"
 
 // Options are ui's inputs.
 type Options struct {
@@ -68,9 +57,9 @@ them. Actions are POST only, refused from other sites, and logged on stderr.
 		Args: cmdutil.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !cmd.Flags().Changed("ui-token") {
-				o.Token = f.Getenv(TokenEnv)
+				o.Token = f.Getenv(dashboard.TokenEnv)
 			}
-			if err := CheckListen("--listen", o.Listen, o.Token, o.ReadOnly, "--ui-token", "--read-only"); err != nil {
+			if err := dashboard.CheckListen("--listen", o.Listen, o.Token, o.ReadOnly, "--ui-token", "--read-only"); err != nil {
 				return err
 			}
 			if runF != nil {
@@ -81,7 +70,7 @@ them. Actions are POST only, refused from other sites, and logged on stderr.
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&o.Listen, "listen", DefaultListen, "address HOST:PORT to serve the dashboard on")
-	fs.StringVar(&o.Token, "ui-token", "", "token every request must carry (env "+TokenEnv+"); needed to listen beyond loopback unless --read-only")
+	fs.StringVar(&o.Token, "ui-token", "", "token every request must carry (env "+dashboard.TokenEnv+"); needed to listen beyond loopback unless --read-only")
 	fs.BoolVar(&o.ReadOnly, "read-only", false, "show, never act: no buttons, and the API refuses actions (403)")
 	fs.Var(o.StaleAfter, "stale-after", "call a session stale when not renewed for this long (default: half its TTL)")
 	return cmd
@@ -103,84 +92,5 @@ func uiRun(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
-	return Serve(ctx, o.F, Config{Listen: o.Listen, Token: o.Token, ReadOnly: o.ReadOnly, StaleAfter: o.StaleAfter.D}, m, ls, qs)
-}
-
-// Config is how to serve the dashboard.
-type Config struct {
-	Listen     string
-	Token      string
-	ReadOnly   bool
-	StaleAfter time.Duration
-}
-
-// Serve serves the dashboard of m, ls and qs on cfg.Listen until ctx is
-// done, printing its address (with the token, to open once) on stdout and
-// its log on stderr.
-func Serve(ctx context.Context, f *cmdutil.Factory, cfg Config, m *session.Manager, ls *lease.Leases, qs *queue.Queues) error {
-	if err := web.CheckListen(cfg.Listen, cfg.Token, cfg.ReadOnly); err != nil {
-		return cmdutil.Usagef("%v", err)
-	}
-	logger := slog.New(slog.NewTextHandler(f.IO.ErrOut, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	srv, err := web.New(m, ls, qs, web.WithReadOnly(cfg.ReadOnly), web.WithToken(cfg.Token), web.WithLogger(logger),
-		web.WithStaleAfter(cfg.StaleAfter), web.WithVersion(cmdutil.Version()))
-	if err != nil {
-		return err
-	}
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return cmdutil.Exit(cmdutil.ExitConflict, fmt.Errorf("cannot listen on %s: %w; pick another --listen address", cfg.Listen, err))
-	}
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = srv.Run(runCtx)
-	}()
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- hs.Serve(ln) }()
-
-	addr := "http://" + ln.Addr().String() + "/"
-	shown := addr
-	if cfg.Token != "" {
-		shown += "?token=" + url.QueryEscape(cfg.Token)
-	}
-	mode := ""
-	if cfg.ReadOnly {
-		mode = " (read-only)"
-	}
-	if f.Config.JSON {
-		_ = cmdutil.PrintJSON(f.IO.Out, map[string]any{"url": addr, "open": shown, "read_only": cfg.ReadOnly})
-	} else {
-		cmdutil.Fprintf(f.IO.Out, "baton ui: serving the dashboard of %s at %s%s; Ctrl-C to stop\n", m.Bucket().Client().URL(), shown, mode)
-	}
-	var err2 error
-	select {
-	case <-ctx.Done():
-	case err2 = <-serveErr:
-	}
-	// Close, not Shutdown: event streams never go idle, so a graceful
-	// shutdown would only wait for them.
-	_ = hs.Close()
-	cancel()
-	<-done
-	if err2 != nil && !errors.Is(err2, http.ErrServerClosed) {
-		return err2
-	}
-	return nil
-}
-
-// CheckListen refuses a dashboard address beyond loopback with neither a
-// token nor read-only mode, naming the flags that allow it (exit 2).
-func CheckListen(flag, addr, token string, readOnly bool, tokenFlag, readOnlyFlag string) error {
-	err := web.CheckListen(addr, token, readOnly)
-	if errors.Is(err, web.ErrUnsafeListen) {
-		return cmdutil.Usagef("%s %s: anyone who can reach it could act on the cluster; pass %s TOKEN (or %s), or %s, or listen on 127.0.0.1", flag, addr, tokenFlag, TokenEnv, readOnlyFlag)
-	}
-	if err != nil {
-		return cmdutil.Usagef("%s: %v", flag, err)
-	}
-	return nil
+	return dashboard.Serve(ctx, o.F, dashboard.Config{Listen: o.Listen, Token: o.Token, ReadOnly: o.ReadOnly, StaleAfter: o.StaleAfter.D}, m, ls, qs)
 }

@@ -17,7 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/batonhq/baton/cmd/baton/internal/cmdutil"
-	"github.com/batonhq/baton/cmd/baton/internal/uicmd"
+	"github.com/batonhq/baton/cmd/baton/internal/cmdutil/dashboard"
 	"github.com/batonhq/baton/hostlocal"
 	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/kv/kvserver"
@@ -109,7 +109,7 @@ buckets it still led then wait seconds for an election.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.ListenSet = cmd.Flags().Changed("listen")
 			if !cmd.Flags().Changed("ui-token") {
-				o.UIToken = f.Getenv(uicmd.TokenEnv)
+				o.UIToken = f.Getenv(dashboard.TokenEnv)
 			}
 			if runF != nil {
 				return runF(o)
@@ -130,7 +130,7 @@ buckets it still led then wait seconds for an election.`,
 	fs.StringVar(&o.Sync, "sync", "", "fsync policy: always (before every acknowledgement) or an interval like 2m (the default)")
 	fs.BoolVar(&o.Verbose, "verbose", false, "log the server's notices, not only its warnings and errors")
 	fs.StringVar(&o.UI, "ui", "", "also serve the web dashboard (baton ui) on HOST:PORT, e.g. 127.0.0.1:7070")
-	fs.StringVar(&o.UIToken, "ui-token", "", "the dashboard's token (env "+uicmd.TokenEnv+"); needed for --ui beyond loopback unless --ui-read-only")
+	fs.StringVar(&o.UIToken, "ui-token", "", "the dashboard's token (env "+dashboard.TokenEnv+"); needed for --ui beyond loopback unless --ui-read-only")
 	fs.BoolVar(&o.UIReadOnly, "ui-read-only", false, "the dashboard shows, never acts")
 	fs.DurationVar(&o.HandoffTimeout, "handoff-timeout", 5*time.Second, "in a cluster, how long to wait on stop for other servers to take over this one's buckets (0: stop at once)")
 	return cmd
@@ -221,7 +221,7 @@ func upRun(ctx context.Context, o *Options) error {
 		return err
 	}
 	if o.UI != "" {
-		if err := uicmd.CheckListen("--ui", o.UI, o.UIToken, o.UIReadOnly, "--ui-token", "--ui-read-only"); err != nil {
+		if err := dashboard.CheckListen("--ui", o.UI, o.UIToken, o.UIReadOnly, "--ui-token", "--ui-read-only"); err != nil {
 			return err
 		}
 	}
@@ -331,7 +331,7 @@ func serveUI(ctx context.Context, o *Options, client *kv.Client) error {
 	if err != nil {
 		return err
 	}
-	return uicmd.Serve(ctx, o.F, uicmd.Config{Listen: o.UI, Token: o.UIToken, ReadOnly: o.UIReadOnly}, m, ls, qs)
+	return dashboard.Serve(ctx, o.F, dashboard.Config{Listen: o.UI, Token: o.UIToken, ReadOnly: o.UIReadOnly}, m, ls, qs)
 }
 
 // ensureBuckets creates baton's buckets, waiting while JetStream is not
