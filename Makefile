@@ -11,8 +11,8 @@ all: build
 ## build: the baton file in bin/: the client program with the full program packed after it (ADR 0030); static: no cgo, no dynamic loader at start-up (ADR 0028)
 build:
 	CGO_ENABLED=0 $(GO) build -buildvcs=auto -o $(BIN)/.baton-full ./cmd/baton
-	CGO_ENABLED=0 $(GO) build -buildvcs=auto -o $(BIN)/.baton-client ./cmd/baton/internal/client
-	$(GO) run ./cmd/baton/internal/pack -o $(BIN)/baton $(BIN)/.baton-client $(BIN)/.baton-full
+	CGO_ENABLED=0 $(GO) build -buildvcs=auto -tags baton_client -o $(BIN)/.baton-client ./cmd/baton
+	$(GO) run ./cmd/baton-pack -o $(BIN)/baton $(BIN)/.baton-client $(BIN)/.baton-full
 
 ## test: unit, integration (real nats-servers, a 3-node cluster) and e2e (the built binary), with -race; every fuzz target's seeds run as tests (make fuzz fuzzes them, and make fault does first)
 # The benchmark (e2e/bench, a module of its own) runs on Linux only.
@@ -56,10 +56,12 @@ fault: build
 ## lint: go vet, gofmt and staticcheck (installed into .tools/)
 lint: $(TOOLS)/staticcheck
 	$(GO) vet ./...
+	$(GO) vet -tags baton_client ./cmd/baton
 	$(if $(LINUX),cd e2e/bench && $(GO) vet ./...)
 	$(if $(LINUX),cd e2e/fault && $(GO) vet ./...)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt -l:"; echo "$$out"; exit 1; fi
 	$(TOOLS)/staticcheck ./...
+	$(TOOLS)/staticcheck -tags baton_client ./cmd/baton
 	$(if $(LINUX),cd e2e/bench && $(TOOLS)/staticcheck ./...)
 	$(if $(LINUX),cd e2e/fault && $(TOOLS)/staticcheck ./...)
 

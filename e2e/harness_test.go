@@ -43,15 +43,15 @@ func TestMain(m *testing.M) {
 	// baton as `make build` makes it: the client program with the full
 	// program packed after it (ADR 0030).
 	batonBin = filepath.Join(dir, "baton")
-	for _, prog := range []struct{ out, pkg string }{
-		{filepath.Join(dir, "baton-full"), "github.com/batonhq/baton/cmd/baton"},
-		{filepath.Join(dir, "baton-client"), "github.com/batonhq/baton/cmd/baton/internal/client"},
+	for _, prog := range []struct{ out, tags string }{
+		{filepath.Join(dir, "baton-full"), ""},
+		{filepath.Join(dir, "baton-client"), "baton_client"},
 	} {
-		args := []string{"build", "-o", prog.out}
+		args := []string{"build", "-o", prog.out, "-tags", prog.tags}
 		if raceEnabled {
 			args = append(args, "-race")
 		}
-		build := exec.Command("go", append(args, prog.pkg)...)
+		build := exec.Command("go", append(args, "github.com/batonhq/baton/cmd/baton")...)
 		build.Stdout, build.Stderr = os.Stderr, os.Stderr
 		if err := build.Run(); err != nil {
 			fmt.Fprintln(os.Stderr, "build baton:", err)

@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/batonhq/baton/queue"
-	"github.com/batonhq/baton/web/view"
+	"github.com/batonhq/baton/view"
 )
 
 // maxBody bounds an action's request body.

@@ -3,7 +3,7 @@ package web
 import (
 	"errors"
 
-	"github.com/batonhq/baton/web/view"
+	"github.com/batonhq/baton/view"
 )
 
 // Sentinel errors. The API answers each with its HTTP status (statusOf).

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/batonhq/baton/web/view"
+	"github.com/batonhq/baton/view"
 )
 
 // EventChange is one entry of the event stream: the current document of

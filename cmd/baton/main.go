@@ -1,11 +1,14 @@
 // Command baton keeps fleets of coding agents from stepping on each other:
-// one holder per slot, one spawn at a time per host, across hosts. See
-// `baton --help`.
+// one holder per slot, one actor per shared identity, one spawn at a time
+// per host, across hosts. See `baton --help`.
 //
-// This is the full program: every verb in one process. `make build` packs
-// it behind the client program (cmd/baton/internal/client), which starts
-// faster and hands it only the verbs that need what it links (ADR 0030);
-// built alone, as `go install` does, it is a complete baton.
+// This is the program users run. Built as it is (go build, go install) it
+// is a complete baton: every verb in one process. `make build` builds it a
+// second time with the baton_client tag, as the client program: every verb
+// but up, ui, mcp and --metrics, which link the NATS server, the
+// dashboard, the MCP SDK and client_golang; it starts faster, and hands
+// those four to the complete program, which cmd/baton-pack packs after it
+// in the same file (ADR 0030).
 package main
 
 import (
@@ -13,12 +16,10 @@ import (
 	"os"
 
 	"github.com/batonhq/baton/cmd/baton/internal/cmdutil"
-	"github.com/batonhq/baton/cmd/baton/internal/full"
 	"github.com/batonhq/baton/cmd/baton/internal/root"
 )
 
 func main() {
 	f := &cmdutil.Factory{IO: cmdutil.System(), Getenv: os.Getenv}
-	full.Setup(f)
-	os.Exit(int(root.Main(context.Background(), f, os.Args[1:], full.Verbs())))
+	os.Exit(int(root.Main(context.Background(), f, os.Args[1:], program(f))))
 }

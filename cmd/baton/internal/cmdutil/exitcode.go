@@ -20,7 +20,7 @@ import (
 	"github.com/batonhq/baton/lease"
 	"github.com/batonhq/baton/queue"
 	"github.com/batonhq/baton/session"
-	"github.com/batonhq/baton/web/view"
+	"github.com/batonhq/baton/view"
 )
 
 // ExitCode is a process exit code of the contract.

@@ -11,7 +11,7 @@ import (
 
 	"github.com/batonhq/baton/hostlocal"
 	"github.com/batonhq/baton/session"
-	"github.com/batonhq/baton/web/view"
+	"github.com/batonhq/baton/view"
 )
 
 // JoinFlags are the flags join shares with run.

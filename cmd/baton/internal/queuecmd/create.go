@@ -9,7 +9,7 @@ import (
 	"github.com/batonhq/baton/cmd/baton/internal/cmdutil"
 	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/queue"
-	"github.com/batonhq/baton/web/view"
+	"github.com/batonhq/baton/view"
 )
 
 // CreateOptions are create's and config's inputs.

@@ -1,7 +1,7 @@
-// Command pack writes the baton file that `make build` makes: the client
+// Command baton-pack writes the baton file that `make build` makes: the client
 // program followed by the full program (internal/carry, ADR 0030).
 //
-//	go run ./cmd/baton/internal/pack -o bin/baton CLIENT FULL
+//	go run ./cmd/baton-pack -o bin/baton CLIENT FULL
 package main
 
 import (
