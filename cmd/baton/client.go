@@ -11,7 +11,7 @@ import (
 )
 
 // program makes f the client program's: the verbs it does not link go to
-// the complete program packed after it (internal/carry). Built alone, the
+// the full program packed after it (internal/carry). Built alone, the
 // client runs every other verb, and says how to build the file for those.
 func program(f *cmdutil.Factory) []root.FullVerb {
 	f.Full = func() error { return carry.Exec(os.Args, os.Environ()) }

@@ -7,7 +7,7 @@
 // second time with the baton_client tag, as the client program: every verb
 // but up, ui, mcp and --metrics, which link the NATS server, the
 // dashboard, the MCP SDK and client_golang; it starts faster, and hands
-// those four to the complete program, which cmd/baton-pack packs after it
+// those four to the full program, which cmd/baton-pack packs after it
 // in the same file (ADR 0030).
 package main
 

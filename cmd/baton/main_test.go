@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// heavy are the packages only the complete program links (ADR 0030).
+// heavy are the packages only the full program links (ADR 0030).
 var heavy = []string{
 	"github.com/nats-io/nats-server/v2/server",
 	"github.com/prometheus/client_golang/prometheus",
@@ -25,7 +25,7 @@ func deps(t *testing.T, tags string) []string {
 	return strings.Fields(string(out))
 }
 
-// The client program links none of what makes the complete program slow
+// The client program links none of what makes the full program slow
 // to start; built as go install builds it, baton links all of it.
 func TestPrograms_WhatEachLinks(t *testing.T) {
 	client, complete := deps(t, "baton_client"), deps(t, "")

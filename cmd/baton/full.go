@@ -8,7 +8,7 @@ import (
 	"github.com/batonhq/baton/cmd/baton/internal/root"
 )
 
-// program makes f the complete program's, and returns the verbs it links
+// program makes f the full program's, and returns the verbs it links
 // beyond the client's.
 func program(f *cmdutil.Factory) []root.FullVerb {
 	full.Setup(f)
