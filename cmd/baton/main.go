@@ -3,10 +3,10 @@
 // per host, across hosts. See `baton --help`.
 //
 // This is the program users run. Built as it is (go build, go install) it
-// is a complete baton: every verb in one process. `make build` builds it a
+// is the full program, a complete baton: every verb in one process. `make build` builds it a
 // second time with the baton_client tag, as the client program: every verb
 // but up, ui, mcp and --metrics, which link the NATS server, the
-// dashboard, the MCP SDK and client_golang; it starts faster, and hands
+// dashboard, the MCP SDK and client_golang; it starts faster, and passes
 // those four to the full program, which cmd/baton-pack packs after it
 // in the same file (ADR 0030).
 package main

@@ -40,7 +40,7 @@ type Factory struct {
 	// and queue work start (its hidden verb __supervise): empty for this
 	// program's own file.
 	Supervisor string
-	// Full, in the client program, hands this process's command line to
+	// Full, in the client program, passes this process's command line to
 	// the full program for what the client does not link (the server, the
 	// dashboard, --metrics, MCP): it replaces the process, keeping its pid
 	// and streams, and returns only an error. Nil in the full program,

@@ -2,7 +2,7 @@
 // program's verbs: `baton up` (the NATS server), `baton ui` (the dashboard
 // and client_golang), `baton mcp` (the MCP SDK) and the --metrics of lead,
 // run and queue work. The client program, which is what the kernel starts
-// for every baton command, links none of it and hands those command lines
+// for every baton command, links none of it and passes those command lines
 // to the full program it carries (ADR 0030).
 package full
 

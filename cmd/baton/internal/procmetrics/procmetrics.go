@@ -15,7 +15,7 @@
 //
 // This package is what the verbs share: the flag, its check, the label
 // values and Start. The metrics themselves (client_golang) are package
-// prom, which only the full program links; the client program hands a
+// prom, which only the full program links; the client program passes a
 // command line with --metrics to the full program (ADR 0030).
 package procmetrics
 
@@ -51,7 +51,7 @@ const (
 // sessions, leases and queues f makes next, labelled by kind(key), one of
 // kinds. Without addr it returns metrics that record nothing and a stop
 // that does nothing. In the client program, which has no f.ServeMetrics,
-// an addr hands the whole command line to the full program (f.Full):
+// an addr passes the whole command line to the full program (f.Full):
 // call Start before anything else the verb does.
 func Start(ctx context.Context, f *cmdutil.Factory, verb, addr string, kind func(key string) string, kinds ...string) (cmdutil.ProcessMetrics, func(), error) {
 	if addr == "" {

@@ -50,9 +50,9 @@ func TestStart_WithoutAnAddressRecordsNothing(t *testing.T) {
 	stop()
 }
 
-// With an address, the full program serves; the client program hands the
-// command line over, and Start returns only the handover's failure.
-func TestStart_WithAnAddressServesOrHandsOver(t *testing.T) {
+// With an address, the full program serves; the client program passes the
+// command line on, and Start returns only the failure to pass it.
+func TestStart_WithAnAddressServesOrPassesOn(t *testing.T) {
 	f := factory()
 	var got string
 	f.ServeMetrics = func(_ context.Context, _ *cmdutil.Factory, verb, addr string, _ func(string) string, _ ...string) (cmdutil.ProcessMetrics, func(), error) {
@@ -64,10 +64,10 @@ func TestStart_WithAnAddressServesOrHandsOver(t *testing.T) {
 	}
 	f = factory()
 	failed := errors.New("no full program")
-	handed := 0
-	f.Full = func() error { handed++; return failed }
-	if _, _, err := Start(t.Context(), f, "lead", "127.0.0.1:0", Kind(KindLeader)); !errors.Is(err, failed) || handed != 1 {
-		t.Errorf("client program: err %v after %d handovers, want the handover's failure after 1", err, handed)
+	passed := 0
+	f.Full = func() error { passed++; return failed }
+	if _, _, err := Start(t.Context(), f, "lead", "127.0.0.1:0", Kind(KindLeader)); !errors.Is(err, failed) || passed != 1 {
+		t.Errorf("client program: err %v after %d handovers, want the handover's failure after 1", err, passed)
 	}
 	if _, _, err := Start(t.Context(), factory(), "lead", "127.0.0.1:0", Kind(KindLeader)); err == nil {
 		t.Error("a program with neither: no error")

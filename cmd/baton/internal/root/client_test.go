@@ -11,25 +11,25 @@ import (
 	"github.com/batonhq/baton/cmd/baton/internal/root"
 )
 
-// clientFactory is the client program's factory, its handover to the full
-// program counted and failing with errHandedOver.
-func clientFactory(handed *int) (*cmdutil.Factory, *bytes.Buffer, *bytes.Buffer) {
+// clientFactory is the client program's factory, its passing to the full
+// program counted and failing with errPassedOn.
+func clientFactory(passed *int) (*cmdutil.Factory, *bytes.Buffer, *bytes.Buffer) {
 	out, errOut := &bytes.Buffer{}, &bytes.Buffer{}
 	f := &cmdutil.Factory{
 		IO:     &cmdutil.IOStreams{In: strings.NewReader(""), Out: out, ErrOut: errOut},
 		Getenv: func(string) string { return "" },
 	}
-	f.Full = func() error { *handed++; return errHandedOver }
+	f.Full = func() error { *passed++; return errPassedOn }
 	return f, out, errOut
 }
 
-var errHandedOver = errors.New("handed over")
+var errPassedOn = errors.New("passed on")
 
 // In the client program, a command line of the full program's verbs goes
 // to the full program as it is, whatever it holds: flags, help, completion
 // and bad input alike. Nothing of the verb runs in the client, not even the
 // resolution of the global flags.
-func TestClient_FullProgramVerbsHandTheirCommandLinesOver(t *testing.T) {
+func TestClient_FullProgramVerbsPassTheirCommandLinesOn(t *testing.T) {
 	for _, line := range []string{
 		"up",
 		"up --listen 127.0.0.1:4222 --ui 127.0.0.1:7070",
@@ -44,13 +44,13 @@ func TestClient_FullProgramVerbsHandTheirCommandLinesOver(t *testing.T) {
 		"run lint --task T --metrics 127.0.0.1:0 -- true",
 		"queue work agents --metrics 127.0.0.1:0 -- true",
 	} {
-		handed := 0
-		f, out, errOut := clientFactory(&handed)
+		passed := 0
+		f, out, errOut := clientFactory(&passed)
 		root.Main(t.Context(), f, strings.Fields(line), nil)
-		if handed != 1 {
-			t.Errorf("baton %s: handed over %d times, want once (stdout %q, stderr %q)", line, handed, out, errOut)
+		if passed != 1 {
+			t.Errorf("baton %s: passed on %d times, want once (stdout %q, stderr %q)", line, passed, out, errOut)
 		}
-		if !strings.Contains(errOut.String(), errHandedOver.Error()) {
+		if !strings.Contains(errOut.String(), errPassedOn.Error()) {
 			t.Errorf("baton %s: the handover's failure is not reported: stderr %q", line, errOut)
 		}
 	}
@@ -59,15 +59,15 @@ func TestClient_FullProgramVerbsHandTheirCommandLinesOver(t *testing.T) {
 // The client program's own verbs, and its help, never hand over.
 func TestClient_ItsOwnVerbsRunInIt(t *testing.T) {
 	for _, line := range []string{"--help", "help", "--version", "join --help", "completion bash", "join s", "lead k --metrics nonsense -- true", "frobnicate"} {
-		handed := 0
-		f, _, errOut := clientFactory(&handed)
+		passed := 0
+		f, _, errOut := clientFactory(&passed)
 		root.Main(t.Context(), f, strings.Fields(line), nil)
-		if handed != 0 {
-			t.Errorf("baton %s: handed over to the full program (stderr %q)", line, errOut)
+		if passed != 0 {
+			t.Errorf("baton %s: passed on to the full program (stderr %q)", line, errOut)
 		}
 	}
-	handed := 0
-	f, out, _ := clientFactory(&handed)
+	passed := 0
+	f, out, _ := clientFactory(&passed)
 	root.Main(t.Context(), f, []string{"--help"}, nil)
 	for name, short := range root.FullVerbShorts() {
 		if !strings.Contains(out.String(), short) {

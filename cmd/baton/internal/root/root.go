@@ -44,7 +44,7 @@ func Stubbed[O any](stub RunStub, verb string) func(O) error {
 // FullVerb is a verb that links what the client program does not (the
 // server, the dashboard, the MCP SDK): the full program passes its
 // constructor to Main; the client program lists the verb (fullVerbs) and
-// hands its command lines to the full program (ADR 0030).
+// passes its command lines to the full program (ADR 0030).
 type FullVerb struct {
 	Name string
 	// New builds the verb, its run replaced by stub unless stub is nil.
@@ -59,11 +59,11 @@ var fullVerbs = []struct{ name, short string }{
 	{"mcp", "Serve baton's tools to a coding agent over MCP (stdio)"},
 }
 
-// handOff is a full-program verb in the client program: whatever its
+// passToFull is a full-program verb in the client program: whatever its
 // arguments (help and completion included), the command line goes to the
 // full program as it was given (f.Full), which parses it, checks it and
 // runs it.
-func handOff(f *cmdutil.Factory, name, short string) *cobra.Command {
+func passToFull(f *cmdutil.Factory, name, short string) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:                name,
 		Short:              short,
@@ -83,7 +83,7 @@ func handOff(f *cmdutil.Factory, name, short string) *cobra.Command {
 	return cmd
 }
 
-// full hands the command line to the full program: it returns only an
+// full passes the command line to the full program: it returns only an
 // error.
 func full(f *cmdutil.Factory) error {
 	if f.Full == nil {
@@ -96,7 +96,7 @@ func full(f *cmdutil.Factory) error {
 // stub is nil. With only naming a verb, that verb is the only one built:
 // a process runs one verb, and building every other's flags is time and
 // memory each process pays (help, completion and unknown verbs need them
-// all, and get them). A verb of fullVerbs that full does not build hands
+// all, and get them). A verb of fullVerbs that full does not build passes
 // its command lines to the full program.
 func newCmdRoot(f *cmdutil.Factory, stub RunStub, only string, full []FullVerb) *cobra.Command {
 	root := &cobra.Command{
@@ -158,7 +158,7 @@ gate busy, lost), 4 refused: another host's session, 5 not found,
 		{cmdutil.SuperviseVerb, func() *cobra.Command { return supervise }},
 	}
 	for _, fv := range fullVerbs {
-		build := func() *cobra.Command { return handOff(f, fv.name, fv.short) }
+		build := func() *cobra.Command { return passToFull(f, fv.name, fv.short) }
 		for _, v := range full {
 			if v.Name == fv.name {
 				build = func() *cobra.Command { return v.New(f, stub) }
@@ -264,7 +264,7 @@ func slotCompletion(f *cmdutil.Factory) cobra.CompletionFunc {
 
 // Main runs the command line args and returns the exit code. Errors are
 // printed as one line on f.IO.ErrOut. full are the verbs of the full
-// program; the client program passes none, and hands them to f.Full.
+// program; the client program passes none, and passes them to f.Full.
 func Main(ctx context.Context, f *cmdutil.Factory, args []string, full []FullVerb) cmdutil.ExitCode {
 	defer f.Close()
 	only := ""
