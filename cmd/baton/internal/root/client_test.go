@@ -51,12 +51,12 @@ func TestClient_FullProgramVerbsPassTheirCommandLinesOn(t *testing.T) {
 			t.Errorf("baton %s: passed on %d times, want once (stdout %q, stderr %q)", line, passed, out, errOut)
 		}
 		if !strings.Contains(errOut.String(), errPassedOn.Error()) {
-			t.Errorf("baton %s: the handover's failure is not reported: stderr %q", line, errOut)
+			t.Errorf("baton %s: the failure to pass it on is not reported: stderr %q", line, errOut)
 		}
 	}
 }
 
-// The client program's own verbs, and its help, never hand over.
+// The client program's own verbs, and its help, are never passed on.
 func TestClient_ItsOwnVerbsRunInIt(t *testing.T) {
 	for _, line := range []string{"--help", "help", "--version", "join --help", "completion bash", "join s", "lead k --metrics nonsense -- true", "frobnicate"} {
 		passed := 0
