@@ -4,7 +4,6 @@ import (
 	"slices"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"github.com/batonhq/baton/internal/jsonappend"
 	"github.com/batonhq/baton/session"
@@ -41,8 +40,9 @@ func appendSessionRowIndent(b []byte, s *session.Session, t session.Timing, age,
 	// (U+FFFD itself, where jsonappend writes its escape): it takes it.
 	str := func(m member, v string) {
 		b = append(b, lay.lead[m]...)
-		b = jsonappend.String(b, v)
-		ok = ok && utf8.ValidString(v)
+		var valid bool
+		b, valid = jsonappend.StringValid(b, v)
+		ok = ok && valid
 	}
 	tm := func(m member, v time.Time) {
 		b = append(b, lay.lead[m]...)
@@ -78,10 +78,11 @@ func appendSessionRowIndent(b []byte, s *session.Session, t session.Timing, age,
 				b = append(b, ',')
 			}
 			b = append(b, lay.metaLead...)
-			b = jsonappend.String(b, k)
+			var kv, vv bool
+			b, kv = jsonappend.StringValid(b, k)
 			b = append(b, lay.sep[1:]...) // the name's closing quote is String's
-			b = jsonappend.String(b, s.Meta[k])
-			ok = ok && utf8.ValidString(k) && utf8.ValidString(s.Meta[k])
+			b, vv = jsonappend.StringValid(b, s.Meta[k])
+			ok = ok && kv && vv
 		}
 		b = append(b, lay.metaClose...)
 	}

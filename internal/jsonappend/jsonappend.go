@@ -169,13 +169,22 @@ func (w *Writer) StringMap(m map[string]string) {
 // <, > and & escaped, invalid UTF-8 as U+FFFD, U+2028 and U+2029
 // escaped.
 func String(dst []byte, s string) []byte {
-	const hex = "0123456789abcdef"
+	dst, _ = StringValid(dst, s)
+	return dst
+}
+
+// StringValid is String, and reports whether s was valid UTF-8 (false
+// when it wrote U+FFFD in s's place somewhere).
+func StringValid(dst []byte, s string) ([]byte, bool) {
+	i := plainPrefix(s)
 	dst = append(dst, '"')
-	start := 0
-	i := 0
-	// Eight bytes at a time while none needs a look (most strings).
-	for ; i+8 <= len(s) && !special(binary.LittleEndian.Uint64([]byte(s[i:i+8]))); i += 8 {
+	if i == len(s) { // most strings: copied as they are
+		dst = append(dst, s...)
+		return append(dst, '"'), true
 	}
+	const hex = "0123456789abcdef"
+	valid := true
+	start := 0
 	for i < len(s) {
 		if b := s[i]; b < utf8.RuneSelf {
 			if b >= 0x20 && b != '"' && b != '\\' && b != '<' && b != '>' && b != '&' {
@@ -207,6 +216,7 @@ func String(dst []byte, s string) []byte {
 		if c == utf8.RuneError && size == 1 {
 			dst = append(dst, s[start:i]...)
 			dst = append(dst, `\ufffd`...)
+			valid = false
 			i += size
 			start = i
 			continue
@@ -221,7 +231,22 @@ func String(dst []byte, s string) []byte {
 		i += size
 	}
 	dst = append(dst, s[start:]...)
-	return append(dst, '"')
+	return append(dst, '"'), valid
+}
+
+// plainPrefix is the length of the longest prefix of s that String copies
+// as it is: eight bytes at a time while none needs a look, then byte by
+// byte.
+func plainPrefix(s string) int {
+	i := 0
+	for ; i+8 <= len(s) && !special(binary.LittleEndian.Uint64([]byte(s[i:i+8]))); i += 8 {
+	}
+	for ; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= utf8.RuneSelf || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			break
+		}
+	}
+	return i
 }
 
 // special reports whether any of the eight bytes of w is one String may
@@ -231,6 +256,6 @@ func String(dst []byte, s string) []byte {
 // 0x80.. for n <= 0x80).
 func special(w uint64) bool {
 	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	zero := func(x uint64) uint64 { return (x - ones) &^ x }
-	return ((w-ones*0x20)&^w|zero(w^(ones*'"'))|zero(w^(ones*'\\'))|zero(w^(ones*'<'))|zero(w^(ones*'>'))|zero(w^(ones*'&'))|w)&highs != 0
+	q, bs, lt, gt, amp := w^(ones*'"'), w^(ones*'\\'), w^(ones*'<'), w^(ones*'>'), w^(ones*'&')
+	return ((w-ones*0x20)&^w|(q-ones)&^q|(bs-ones)&^bs|(lt-ones)&^lt|(gt-ones)&^gt|(amp-ones)&^amp|w)&highs != 0
 }
