@@ -8,6 +8,23 @@ import (
 	"github.com/batonhq/baton/internal/jsonrec"
 )
 
+// priorityValues are the Priority constants, which the decoders read without a copy.
+var priorityValues = []string{
+	"high",
+	"normal",
+	"low",
+}
+
+// stateValues are the State constants, which the decoders read without a copy.
+var stateValues = []string{
+	"pending",
+	"active",
+	"done",
+	"failed",
+	"dead",
+	"cancelled",
+}
+
 // The fields of Config, for the skip of scanJSON.
 const (
 	configFieldQueue jsonrec.Fields = 1 << iota
@@ -237,7 +254,7 @@ func (v *Task) scanJSON(s *jsonrec.Scanner, skip jsonrec.Fields) bool {
 	if !s.Lit(`,"key":`) || !(skip&taskFieldKey == 0 && s.Str(&v.Key) || skip&taskFieldKey != 0 && s.SkipStr()) {
 		return false
 	}
-	if !s.Lit(`,"priority":`) || !(skip&taskFieldPriority == 0 && s.Str((*string)(&v.Priority)) || skip&taskFieldPriority != 0 && s.SkipStr()) {
+	if !s.Lit(`,"priority":`) || !(skip&taskFieldPriority == 0 && s.Enum((*string)(&v.Priority), priorityValues) || skip&taskFieldPriority != 0 && s.SkipStr()) {
 		return false
 	}
 	if !s.Lit(`,"labels":`) || !(skip&taskFieldLabels == 0 && s.StringMap(&v.Labels, true) || skip&taskFieldLabels != 0 && s.SkipStringMap(true)) {
@@ -246,7 +263,7 @@ func (v *Task) scanJSON(s *jsonrec.Scanner, skip jsonrec.Fields) bool {
 	if !s.Lit(`,"payload":`) || !(skip&taskFieldPayload == 0 && s.Bytes(&v.Payload) || skip&taskFieldPayload != 0 && s.SkipBytes()) {
 		return false
 	}
-	if !s.Lit(`,"state":`) || !(skip&taskFieldState == 0 && s.Str((*string)(&v.State)) || skip&taskFieldState != 0 && s.SkipStr()) {
+	if !s.Lit(`,"state":`) || !(skip&taskFieldState == 0 && s.Enum((*string)(&v.State), stateValues) || skip&taskFieldState != 0 && s.SkipStr()) {
 		return false
 	}
 	if !s.Lit(`,"attempts":`) || !(skip&taskFieldAttempts == 0 && s.Int(&v.Attempts) || skip&taskFieldAttempts != 0 && s.SkipInt()) {
@@ -620,7 +637,7 @@ func (v *token) scanJSON(s *jsonrec.Scanner, skip jsonrec.Fields) bool {
 func (v *indexFields) decodeFast(data []byte) bool {
 	*v = indexFields{}
 	s := jsonrec.NewScanner(data)
-	var refs [5]jsonrec.Ref
+	var refs [3]jsonrec.Ref
 	if !s.Lit(`{"id":`) || !s.StrRef(&refs[0]) {
 		return false
 	}
@@ -630,7 +647,7 @@ func (v *indexFields) decodeFast(data []byte) bool {
 	if !s.Lit(`,"key":`) || !s.StrRef(&refs[2]) {
 		return false
 	}
-	if !s.Lit(`,"priority":`) || !s.StrRef(&refs[3]) {
+	if !s.Lit(`,"priority":`) || !s.Enum((*string)(&v.Priority), priorityValues) {
 		return false
 	}
 	if !s.Lit(`,"labels":`) || !s.SkipStringMap(true) {
@@ -639,7 +656,7 @@ func (v *indexFields) decodeFast(data []byte) bool {
 	if !s.Lit(`,"payload":`) || !s.SkipBytes() {
 		return false
 	}
-	if !s.Lit(`,"state":`) || !s.StrRef(&refs[4]) {
+	if !s.Lit(`,"state":`) || !s.Enum((*string)(&v.State), stateValues) {
 		return false
 	}
 	if !s.Lit(`,"attempts":`) || !s.Int(&v.Attempts) {
@@ -672,8 +689,6 @@ func (v *indexFields) decodeFast(data []byte) bool {
 	v.ID = s.String(refs[0])
 	v.Queue = s.String(refs[1])
 	v.Key = s.String(refs[2])
-	v.Priority = Priority(s.String(refs[3]))
-	v.State = State(s.String(refs[4]))
 	return true
 }
 
@@ -700,7 +715,7 @@ func (v *indexFields) from(t *Task) {
 func (v *statusFields) decodeFast(data []byte) bool {
 	*v = statusFields{}
 	s := jsonrec.NewScanner(data)
-	var refs [5]jsonrec.Ref
+	var refs [3]jsonrec.Ref
 	if !s.Lit(`{"id":`) || !s.StrRef(&refs[0]) {
 		return false
 	}
@@ -710,7 +725,7 @@ func (v *statusFields) decodeFast(data []byte) bool {
 	if !s.Lit(`,"key":`) || !s.StrRef(&refs[2]) {
 		return false
 	}
-	if !s.Lit(`,"priority":`) || !s.StrRef(&refs[3]) {
+	if !s.Lit(`,"priority":`) || !s.Enum((*string)(&v.Priority), priorityValues) {
 		return false
 	}
 	if !s.Lit(`,"labels":`) || !s.SkipStringMap(true) {
@@ -719,7 +734,7 @@ func (v *statusFields) decodeFast(data []byte) bool {
 	if !s.Lit(`,"payload":`) || !s.SkipBytes() {
 		return false
 	}
-	if !s.Lit(`,"state":`) || !s.StrRef(&refs[4]) {
+	if !s.Lit(`,"state":`) || !s.Enum((*string)(&v.State), stateValues) {
 		return false
 	}
 	if !s.Lit(`,"attempts":`) || !s.SkipInt() {
@@ -752,8 +767,6 @@ func (v *statusFields) decodeFast(data []byte) bool {
 	v.ID = s.String(refs[0])
 	v.Queue = s.String(refs[1])
 	v.Key = s.String(refs[2])
-	v.Priority = Priority(s.String(refs[3]))
-	v.State = State(s.String(refs[4]))
 	return true
 }
 

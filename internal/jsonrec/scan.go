@@ -523,3 +523,21 @@ func (s *Scanner) SkipDuration() bool {
 	var d Duration
 	return s.Duration(&d)
 }
+
+// Enum reads a string into dst: one of vals (a type's constants) without a
+// copy, anything else as a string of its own. Unlike Str it keeps no
+// pointer to dst.
+func (s *Scanner) Enum(dst *string, vals []string) bool {
+	v, ok := s.raw()
+	if !ok {
+		return false
+	}
+	for _, c := range vals {
+		if string(v) == c {
+			*dst = c
+			return true
+		}
+	}
+	*dst = string(v)
+	return true
+}

@@ -34,6 +34,7 @@ func Generate(dir string) ([]byte, error) {
 		e.line("%q", jsonrecPath)
 	}
 	e.line(")")
+	e.enums(p)
 	for _, rec := range p.records {
 		e.record(rec)
 	}
@@ -298,6 +299,9 @@ func reads(f field) (keep, skip string) {
 	if f.kind == kStringMap {
 		return "s.StringMap(" + dst + ", true)", "s.SkipStringMap(true)"
 	}
+	if len(f.enum) > 0 {
+		return "s.Enum(" + dst + ", " + enumVar(f) + ")", "s.SkipStr()"
+	}
 	return "s." + c.read + "(" + dst + ")", "s." + c.skip + "()"
 }
 
@@ -344,7 +348,7 @@ func (e *emitter) view(v *view) {
 	rec := v.of
 	refs := 0
 	for _, f := range rec.fields {
-		if v.keep[f.goName] && f.kind == kString {
+		if v.keep[f.goName] && f.kind == kString && len(f.enum) == 0 {
 			refs++
 		}
 	}
@@ -366,7 +370,7 @@ func (e *emitter) view(v *view) {
 		read := skip
 		if v.keep[f.goName] {
 			read = keep
-			if f.kind == kString {
+			if f.kind == kString && len(f.enum) == 0 {
 				read = fmt.Sprintf("s.StrRef(&refs[%d])", ref)
 				str := fmt.Sprintf("s.String(refs[%d])", ref)
 				if f.named {
@@ -410,4 +414,28 @@ func paren(x string) string {
 		return "(" + x + ")"
 	}
 	return x
+}
+
+// enumVar names the values of f's type, read without a copy.
+func enumVar(f field) string { return lowerFirst(f.typ) + "Values" }
+
+// enums writes the values of every type with constants that a record's
+// decoder reads.
+func (e *emitter) enums(p *pkg) {
+	seen := map[string]bool{}
+	for _, rec := range p.records {
+		for _, f := range rec.fields {
+			if len(f.enum) == 0 || rec.encodeOnly || seen[f.typ] {
+				continue
+			}
+			seen[f.typ] = true
+			e.line("")
+			e.line("// %s are the %s constants, which the decoders read without a copy.", enumVar(f), f.typ)
+			e.line("var %s = []string{", enumVar(f))
+			for _, v := range f.enum {
+				e.line("%q,", v)
+			}
+			e.line("}")
+		}
+	}
 }

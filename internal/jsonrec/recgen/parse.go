@@ -57,8 +57,9 @@ type field struct {
 	name    string // JSON name
 	typ     string // the Go type, as written
 	kind    kind
-	named   bool   // a defined type over kString, kInt, kInt64, kUint64: converted
-	elem    string // kStructPtr: the struct's type name
+	named   bool     // a defined type over kString, kInt, kInt64, kUint64: converted
+	enum    []string // kString of a defined type with constants: their values
+	elem    string   // kStructPtr: the struct's type name
 	omitEmp bool
 	omitZer bool
 }
@@ -106,6 +107,7 @@ func load(dir string) (*pkg, error) {
 	}
 	p := &pkg{}
 	decls := map[string]*typeDecl{}
+	consts := map[string][]string{}
 	var order []string
 	for _, e := range entries {
 		n := e.Name()
@@ -130,6 +132,9 @@ func load(dir string) (*pkg, error) {
 		}
 		for _, d := range f.Decls {
 			gd, ok := d.(*ast.GenDecl)
+			if ok && gd.Tok == token.CONST {
+				collectConsts(gd, consts)
+			}
 			if !ok || gd.Tok != token.TYPE {
 				continue
 			}
@@ -149,7 +154,7 @@ func load(dir string) (*pkg, error) {
 			}
 		}
 	}
-	r := &resolver{decls: decls, records: map[string]*record{}}
+	r := &resolver{decls: decls, records: map[string]*record{}, consts: consts}
 	for _, name := range order {
 		td := decls[name]
 		if td.mark == "" {
@@ -245,6 +250,7 @@ type resolver struct {
 	decls   map[string]*typeDecl
 	records map[string]*record
 	decoded map[string]bool
+	consts  map[string][]string // a defined type's string constants, in order
 }
 
 func (r *resolver) needDecode(rec *record) {
@@ -343,7 +349,32 @@ func (r *resolver) field(td *typeDecl, goName, tag string, typ ast.Expr) (field,
 		return f, err
 	}
 	f.kind, f.named, f.elem = k, named, elem
+	if id, ok := typ.(*ast.Ident); ok && k == kString && named {
+		f.enum = r.consts[id.Name]
+	}
 	return f, nil
+}
+
+// collectConsts records the string constants of gd declared with a type
+// of the package (High Priority = "high"), by type, in order.
+func collectConsts(gd *ast.GenDecl, consts map[string][]string) {
+	for _, sp := range gd.Specs {
+		vs, ok := sp.(*ast.ValueSpec)
+		if !ok || vs.Type == nil || len(vs.Names) != len(vs.Values) {
+			continue
+		}
+		typ, ok := vs.Type.(*ast.Ident)
+		if !ok {
+			continue
+		}
+		for _, v := range vs.Values {
+			if lit, ok := v.(*ast.BasicLit); ok && lit.Kind == token.STRING {
+				if val, err := strconv.Unquote(lit.Value); err == nil {
+					consts[typ.Name] = append(consts[typ.Name], val)
+				}
+			}
+		}
+	}
 }
 
 // plainName reports whether a member name is written as it is.
