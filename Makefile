@@ -91,7 +91,7 @@ bench-quick: bench-tools
 # etcd and etcdctl (Debian's, if missing), baton, the harness and its floor client
 bench-tools: build
 	./e2e/bench/install-etcd.sh
-	cd e2e/bench && $(GO) build -o $(BIN)/batonbench . && CGO_ENABLED=0 $(GO) build -o $(BIN)/ ./cmd/kvfloor ./cmd/kvlist ./cmd/peakrss ./cmd/stamp
+	cd e2e/bench && $(GO) build -o $(BIN)/batonbench . && CGO_ENABLED=0 $(GO) build -o $(BIN)/ ./cmd/kvfloor ./cmd/kvlist ./cmd/peakrss ./cmd/stamp ./cmd/qworker
 
 ## bench-go: the library's Go benchmarks against the raw KV op (benchstat-friendly)
 bench-go:

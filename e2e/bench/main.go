@@ -80,6 +80,7 @@ type bench struct {
 	peakrss string // runs a command and reports its peak memory
 	stamp   string // prints when it started: the command of queue dispatches
 	kvlist  string // the floor of a listing verb: lists a bucket, decodes nothing
+	qworker string // a queue worker process (cmd/qworker)
 	etcdctl string
 	self    string // this binary, for the etcd campaign helper
 	work    string // scratch: server stores (on disk) and logs
@@ -109,6 +110,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&b.peakrss, "peakrss", "", "peakrss binary (required): reports a command's peak memory")
 	fs.StringVar(&b.stamp, "stamp", "", "stamp binary: prints when it started (default: beside kvfloor)")
 	fs.StringVar(&b.kvlist, "kvlist", "", "kvlist binary: the floor of a listing verb (default: beside kvfloor)")
+	fs.StringVar(&b.qworker, "qworker", "", "qworker binary: a queue worker process (default: beside kvfloor)")
 	fs.BoolVar(&b.quick, "quick", false, "a smaller run (under 2 minutes) for a smoke test")
 	out := fs.String("out", "", "also write the table, versions and machine to this file (RESULTS.md)")
 	timeout := fs.Duration("timeout", 30*time.Minute, "give up after this long")
@@ -126,6 +128,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if b.kvlist == "" {
 		b.kvlist = filepath.Join(filepath.Dir(b.kvfloor), "kvlist")
+	}
+	if b.qworker == "" {
+		b.qworker = filepath.Join(filepath.Dir(b.kvfloor), "qworker")
 	}
 	b.sizes = fullSizes
 	if b.quick {

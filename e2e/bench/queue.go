@@ -101,7 +101,8 @@ func taskRecord(q, id, key string, payload []byte) []byte {
 
 // queueRows measures the work queue: add beside a raw publish, dispatch to
 // a handler and to a command, throughput beside the raw writes a task
-// needs, dispatch beside 100k waiting tasks, and the status of 100k.
+// needs, throughput and CPU as worker processes are added, dispatch beside
+// 100k waiting tasks, and the status of 100k.
 func (b *bench) queueRows(ctx context.Context) ([]row, error) {
 	e, err := b.queueEnv(ctx, "main")
 	if err != nil {
@@ -125,6 +126,7 @@ func (b *bench) queueRows(ctx context.Context) ([]row, error) {
 		{"queue dispatch", b.queueDispatchRows},
 		{"queue dispatch through baton queue work", b.queueCLIDispatchRows},
 		{"queue throughput", b.queueThroughputRows},
+		{"queue throughput vs workers", b.queueWorkerRows},
 		{"queue at " + kilo(b.pending) + " tasks", b.queueScaleRows},
 	} {
 		b.progress("  %s", part.name)

@@ -51,10 +51,11 @@ func toEtcdAtMost(x float64) cond  { return cond{of: ofBatonToEtcd, op: "≤", l
 func toFloorAtMostPlus(x, plus float64) cond {
 	return cond{of: ofBatonVsFloor, op: "≤", limit: x, plus: plus, unit: unitDuration}
 }
-func toEtcdAtLeast(x float64) cond       { return cond{of: ofBatonToEtcd, op: "≥", limit: x} }
-func toFloorAtLeast(x float64) cond      { return cond{of: ofBatonToFloor, op: "≥", limit: x} }
-func batonAtMost(x float64, u unit) cond { return cond{of: ofBaton, op: "≤", limit: x, unit: u} }
-func batonIs(x float64, u unit) cond     { return cond{of: ofBaton, op: "=", limit: x, unit: u} }
+func toEtcdAtLeast(x float64) cond        { return cond{of: ofBatonToEtcd, op: "≥", limit: x} }
+func toFloorAtLeast(x float64) cond       { return cond{of: ofBatonToFloor, op: "≥", limit: x} }
+func batonAtMost(x float64, u unit) cond  { return cond{of: ofBaton, op: "≤", limit: x, unit: u} }
+func batonAtLeast(x float64, u unit) cond { return cond{of: ofBaton, op: "≥", limit: x, unit: u} }
+func batonIs(x float64, u unit) cond      { return cond{of: ofBaton, op: "=", limit: x, unit: u} }
 
 func (c cond) String() string {
 	limit := fmt.Sprintf("%g", c.limit)

@@ -1,0 +1,90 @@
+// Command qworker runs one library worker of a queue, with a handler that
+// does nothing, as a process of its own: the benchmark starts 1 to 64 of
+// them to measure what a task costs as workers are added. It prints
+// "S <unix ns>" when a task's handler starts and "E" when it ends, a line
+// each, and drains and exits on SIGTERM.
+package main
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/batonhq/baton/hostlocal"
+	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/queue"
+	"github.com/batonhq/baton/session"
+)
+
+func main() {
+	server := flag.String("server", "", "the NATS server's URL")
+	prefix := flag.String("prefix", "bq", "baton's bucket prefix")
+	q := flag.String("queue", "", "the queue to work")
+	state := flag.String("state", "", "the worker's state directory")
+	host := flag.String("host", "bench-host", "the worker's host id")
+	concurrency := flag.Int("concurrency", 4, "tasks run at once")
+	flag.Parse()
+	if *server == "" || *q == "" || *state == "" {
+		fmt.Fprintln(os.Stderr, "usage: qworker -server URL -queue Q -state DIR [-host ID] [-concurrency N]")
+		os.Exit(2)
+	}
+	if err := run(*server, *prefix, *q, *state, *host, *concurrency); err != nil {
+		fmt.Fprintln(os.Stderr, "qworker:", err)
+		os.Exit(1)
+	}
+}
+
+func run(server, prefix, q, state, host string, concurrency int) error {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	c, err := kv.Connect(ctx, kv.WithURL(server), kv.WithName("qworker"))
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	sd, err := hostlocal.OpenStateDir(state)
+	if err != nil {
+		return err
+	}
+	m, err := session.NewManager(c, session.WithPrefix(prefix), session.WithHostID(host), session.WithStateDir(sd))
+	if err != nil {
+		return err
+	}
+	qs, err := queue.New(m)
+	if err != nil {
+		return err
+	}
+	var mu sync.Mutex
+	out := bufio.NewWriter(os.Stdout)
+	say := func(line string) {
+		mu.Lock()
+		defer mu.Unlock()
+		_, _ = out.WriteString(line)
+		_ = out.Flush()
+	}
+	h := queue.HandlerFunc(func(context.Context, *queue.Task) error {
+		say("S " + strconv.FormatInt(time.Now().UnixNano(), 10) + "\n")
+		return nil
+	})
+	ev := func(e queue.Event) {
+		if e.Kind == queue.EventEnded {
+			say("E\n")
+		}
+	}
+	w, err := qs.NewWorker(q, h, queue.WithConcurrency(concurrency), queue.WithEvents(ev))
+	if err != nil {
+		return err
+	}
+	say("R\n")
+	if err := w.Run(ctx); err != nil && ctx.Err() == nil {
+		return err
+	}
+	return nil
+}

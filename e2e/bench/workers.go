@@ -1,0 +1,382 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/batonhq/baton/queue"
+)
+
+// workerCounts are the numbers of worker processes the throughput rows
+// compare.
+var workerCounts = []int{1, 4, 16, 64}
+
+// workerConcurrency is how many tasks each worker process runs at once.
+const workerConcurrency = 4
+
+// qworkers are worker processes of one queue (cmd/qworker), their output
+// read as it comes: ended counts the tasks they ended, started gets the
+// time each handler started.
+type qworkers struct {
+	procs   []*proc
+	ready   chan struct{}
+	nReady  atomic.Int64
+	ended   atomic.Int64
+	started chan int64
+}
+
+// startQworkers starts n worker processes of queue q, each with its own
+// connection and state directory, on host (the same host id for all unless
+// hosts says otherwise).
+func (b *bench) startQworkers(ctx context.Context, q string, n int, host func(i int) string) (*qworkers, error) {
+	ws := &qworkers{ready: make(chan struct{}), started: make(chan int64, 1024)}
+	for i := range n {
+		cmd := exec.CommandContext(ctx, b.qworker, "-server", b.nats.url, "-prefix", queuePrefix, "-queue", q,
+			"-state", mkdir(b.shm, fmt.Sprintf("qw-%s-%d", q, i)), "-host", host(i),
+			"-concurrency", strconv.Itoa(workerConcurrency))
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			ws.stop()
+			return nil, err
+		}
+		p, err := startLogged("qworker", cmd, mkdir(b.work, "qworkers")+fmt.Sprintf("/%s-%d.log", q, i))
+		if err != nil {
+			ws.stop()
+			return nil, err
+		}
+		ws.procs = append(ws.procs, p)
+		go ws.read(out, n)
+	}
+	select {
+	case <-ws.ready:
+		return ws, nil
+	case <-time.After(time.Minute):
+		ws.stop()
+		return nil, fmt.Errorf("%d of %d workers of %s ready within 1m", ws.nReady.Load(), n, q)
+	case <-ctx.Done():
+		ws.stop()
+		return nil, ctx.Err()
+	}
+}
+
+func (ws *qworkers) read(out interface{ Read([]byte) (int, error) }, n int) {
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "E":
+			ws.ended.Add(1)
+		case line == "R":
+			if ws.nReady.Add(1) == int64(n) {
+				close(ws.ready)
+			}
+		case strings.HasPrefix(line, "S "):
+			if ns, err := strconv.ParseInt(line[2:], 10, 64); err == nil {
+				select {
+				case ws.started <- ns:
+				default: // nobody times starts now
+				}
+			}
+		}
+	}
+}
+
+// cpu is the CPU time the worker processes have used so far.
+func (ws *qworkers) cpu() time.Duration {
+	var sum time.Duration
+	for _, p := range ws.procs {
+		if d, err := procCPU(p.pid()); err == nil {
+			sum += d
+		}
+	}
+	return sum
+}
+
+func (ws *qworkers) stop() {
+	for _, p := range ws.procs {
+		_ = p.cmd.Process.Signal(os.Interrupt)
+	}
+	for _, p := range ws.procs {
+		p.stop()
+	}
+}
+
+// procCPU is the user and system CPU time process pid has used, from
+// /proc/PID/stat (fields 14 and 15, in clock ticks of 1/100 s).
+func procCPU(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
+	}
+	f := strings.Fields(s[i+1:]) // from field 3
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
+	}
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: utime %q, stime %q", pid, f[11], f[12])
+	}
+	return time.Duration(ut+st) * 10 * time.Millisecond, nil
+}
+
+// workerRun is what a throughput run of n workers measured.
+type workerRun struct {
+	n         int
+	rate      float64       // tasks per second
+	cpuPer1k  time.Duration // CPU of the workers and the server per 1000 tasks
+	completed int64
+}
+
+// workerWindow is how long each throughput run is timed, after warmUp
+// tasks have ended.
+func (b *bench) workerWindow() (window time.Duration, warmUp int64, tasks int) {
+	if b.quick {
+		return 3 * time.Second, 300, 12000
+	}
+	return 10 * time.Second, 1000, 40000
+}
+
+// workerThroughput runs n worker processes on a queue of no-op tasks, all
+// waiting at the start on 1000 keys, max_active 16, and times them over
+// the window once warmUp tasks have ended: tasks per second, and CPU
+// seconds per 1000 tasks of the workers and the server together.
+func (b *bench) workerThroughput(ctx context.Context, e *queueEnv, n int) (workerRun, error) {
+	q := fmt.Sprintf("tw%d", n)
+	window, warmUp, tasks := b.workerWindow()
+	cfg := queue.DefaultConfig(q)
+	cfg.MaxActive = 16
+	if _, _, err := e.qs.Create(ctx, cfg); err != nil {
+		return workerRun{}, err
+	}
+	if err := storeTasks(ctx, e.c.Conn(), e.qb, q, 0, tasks, 1000); err != nil {
+		return workerRun{}, err
+	}
+	ws, err := b.startQworkers(ctx, q, n, func(int) string { return "bench-host" })
+	if err != nil {
+		return workerRun{}, err
+	}
+	defer ws.stop()
+	// Workers that have not warmed up within two minutes are timed as
+	// they are: what they do is the measurement.
+	if err := waitFor(ctx, 2*time.Minute, func() (bool, error) { return ws.ended.Load() >= warmUp, nil }); err != nil && ctx.Err() != nil {
+		return workerRun{}, err
+	}
+	server0, _ := procCPU(b.nats.pid())
+	cpu0, ended0, t0 := ws.cpu(), ws.ended.Load(), time.Now()
+	select {
+	case <-time.After(window):
+	case <-ctx.Done():
+		return workerRun{}, ctx.Err()
+	}
+	server1, _ := procCPU(b.nats.pid())
+	cpu1, ended1, t1 := ws.cpu(), ws.ended.Load(), time.Now()
+	done := ended1 - ended0
+	if ended1 >= int64(tasks) {
+		return workerRun{}, fmt.Errorf("%d workers ended every task within the window: store more", n)
+	}
+	if done == 0 {
+		return workerRun{}, fmt.Errorf("%d workers ended no task in %s", n, window)
+	}
+	cpu := (cpu1 - cpu0) + (server1 - server0)
+	return workerRun{n: n, rate: float64(done) / t1.Sub(t0).Seconds(), completed: done,
+		cpuPer1k: cpu * 1000 / time.Duration(done)}, nil
+}
+
+// workerFloor is the raw writes of a task's life (lock, token, task
+// active, task done, lock gone, token gone), 16 at once, timed over the
+// window: tasks per second, and CPU per 1000 tasks of this process and the
+// server.
+func (b *bench) workerFloor(ctx context.Context, e *queueEnv) (workerRun, error) {
+	window, _, _ := b.workerWindow()
+	rec := taskRecord("twf", "x", "k", nil)
+	var next atomic.Int64
+	deadline := time.Now().Add(window)
+	server0, _ := procCPU(b.nats.pid())
+	self0, _ := procCPU(os.Getpid())
+	t0 := time.Now()
+	err := parallel(ctx, 16, 16, func(ctx context.Context, _ int) error {
+		for time.Now().Before(deadline) {
+			p := fmt.Sprintf("twf.%d", next.Add(1))
+			trev, err := e.floor.Create(ctx, p+".task", rec)
+			if err != nil {
+				return err
+			}
+			lrev, err := e.floor.Create(ctx, p+".lock", rec, jetstream.KeyTTL(30*time.Second))
+			if err != nil {
+				return err
+			}
+			crev, err := e.floor.Create(ctx, p+".cap", rec, jetstream.KeyTTL(30*time.Second))
+			if err != nil {
+				return err
+			}
+			if trev, err = e.floor.Update(ctx, p+".task", rec, trev); err != nil {
+				return err
+			}
+			if _, err = e.floor.Update(ctx, p+".task", rec, trev); err != nil {
+				return err
+			}
+			if err := e.floor.Delete(ctx, p+".lock", jetstream.LastRevision(lrev)); err != nil {
+				return err
+			}
+			if err := e.floor.Delete(ctx, p+".cap", jetstream.LastRevision(crev)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return workerRun{}, fmt.Errorf("floor: %w", err)
+	}
+	took := time.Since(t0)
+	server1, _ := procCPU(b.nats.pid())
+	self1, _ := procCPU(os.Getpid())
+	done := next.Load() - 16 // each goroutine's last number was not written
+	if done <= 0 {
+		return workerRun{}, fmt.Errorf("floor: no task in %s", window)
+	}
+	cpu := (self1 - self0) + (server1 - server0)
+	return workerRun{rate: float64(done) / took.Seconds(), completed: done, cpuPer1k: cpu * 1000 / time.Duration(done)}, nil
+}
+
+// workerDispatch times, for idle worker processes of a queue, an Add to
+// the start of a handler (in whichever process), n at a time.
+func (b *bench) workerDispatch(ctx context.Context, e *queueEnv, q string, ws *qworkers, i int) (time.Duration, error) {
+	for len(ws.started) > 0 {
+		<-ws.started // a start left over from an earlier task
+	}
+	t0 := time.Now()
+	if _, _, err := e.qs.Add(ctx, q, fmt.Sprintf("k%d", i%100), nil, queue.WithID(fmt.Sprintf("d%06d", i))); err != nil {
+		return 0, err
+	}
+	select {
+	case ns := <-ws.started:
+		return time.Unix(0, ns).Sub(t0), nil
+	case <-time.After(30 * time.Second):
+		return 0, fmt.Errorf("the task added to %s did not start within 30s", q)
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+}
+
+// queueWorkerRows measures what a task costs as worker processes are
+// added: throughput and CPU per 1000 tasks at 1, 4, 16 and 64 workers
+// beside the floor, and dispatch to 64 idle workers beside dispatch to one.
+func (b *bench) queueWorkerRows(ctx context.Context, e *queueEnv) ([]row, error) {
+	floor, err := b.workerFloor(ctx, e)
+	if err != nil {
+		return nil, err
+	}
+	runs := map[int]workerRun{}
+	for _, n := range workerCounts {
+		b.progress("queue workers: %d worker processes", n)
+		r, err := b.workerThroughput(ctx, e, n)
+		if err != nil {
+			return nil, err
+		}
+		b.progress("queue workers: %d: %.0f tasks/s, %s of CPU per 1000 tasks (floor %.0f tasks/s, %s)", n, r.rate, r.cpuPer1k.Round(time.Millisecond),
+			floor.rate, floor.cpuPer1k.Round(time.Millisecond))
+		runs[n] = r
+	}
+	var rows []row
+	for _, n := range workerCounts {
+		r := rows
+		var goal []cond
+		if n >= 16 {
+			goal = []cond{toFloorAtLeast(0.6)}
+		}
+		rows = append(r, row{
+			metric: fmt.Sprintf("queue throughput, %d worker process%s × %d (no-op tasks, 1000 keys, max_active 16; floor: a task's writes, 16 at once)",
+				n, plural(n), workerConcurrency),
+			unit: unitRate, baton: val(runs[n].rate), floor: val(floor.rate), etcd: missing("—"), goal: goal,
+		})
+	}
+	for _, n := range []int{16, 64} {
+		rows = append(rows, row{
+			metric: fmt.Sprintf("queue throughput at %d workers / at 4", n), unit: unitRatio, noRatios: true,
+			baton: val(runs[n].rate / runs[4].rate), floor: missing("—"), etcd: missing("—"),
+			goal: []cond{batonAtLeast(0.9, unitRatio)},
+		})
+	}
+	for _, n := range workerCounts {
+		rows = append(rows, row{
+			metric: fmt.Sprintf("queue CPU per 1000 tasks, %d worker process%s (the workers and the server; floor: its client and the server)", n, plural(n)),
+			unit:   unitDuration, baton: dur(runs[n].cpuPer1k), floor: dur(floor.cpuPer1k), etcd: missing("—"),
+		})
+	}
+	rows = append(rows, row{
+		metric: "queue CPU per 1000 tasks at 64 workers / at 4", unit: unitRatio, noRatios: true,
+		baton: val(float64(runs[64].cpuPer1k) / float64(runs[4].cpuPer1k)), floor: missing("—"), etcd: missing("—"),
+		goal: []cond{batonAtMost(1.5, unitRatio)},
+	})
+
+	lat, err := b.idleDispatchRows(ctx, e)
+	if err != nil {
+		return nil, err
+	}
+	return append(rows, lat...), nil
+}
+
+// idleDispatchRows: Add to a handler's start with 1 idle worker process
+// and with 64, alternating.
+func (b *bench) idleDispatchRows(ctx context.Context, e *queueEnv) ([]row, error) {
+	counts := []int{1, 64}
+	var sets [2]*qworkers
+	for i, n := range counts {
+		q := fmt.Sprintf("td%d", n)
+		cfg := queue.DefaultConfig(q)
+		cfg.MaxActive = 16
+		if _, _, err := e.qs.Create(ctx, cfg); err != nil {
+			return nil, err
+		}
+		ws, err := b.startQworkers(ctx, q, n, func(int) string { return "bench-host" })
+		if err != nil {
+			return nil, err
+		}
+		defer ws.stop()
+		sets[i] = ws
+	}
+	var lat [2]samples
+	reps := b.dispatches / 3
+	for i := -5; i < reps; i++ {
+		for _, s := range order(max(i, 0), 2) {
+			d, err := b.workerDispatch(ctx, e, fmt.Sprintf("td%d", counts[s]), sets[s], i+5)
+			if err != nil {
+				return nil, err
+			}
+			if i >= 0 {
+				lat[s] = append(lat[s], d)
+			}
+		}
+	}
+	return []row{
+		{metric: "queue dispatch to 64 idle worker processes median", unit: unitDuration, baton: dur(lat[1].median()),
+			floor: missing("—"), etcd: missing("—")},
+		{metric: "queue dispatch to 1 idle worker process median", unit: unitDuration, baton: dur(lat[0].median()),
+			floor: missing("—"), etcd: missing("—")},
+		{metric: "queue dispatch to 64 idle workers / to 1 (medians)", unit: unitRatio, noRatios: true,
+			baton: val(float64(lat[1].median()) / float64(lat[0].median())), floor: missing("—"), etcd: missing("—"),
+			goal: []cond{batonAtMost(1.2, unitRatio)}},
+	}, nil
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "es"
+}
