@@ -58,7 +58,7 @@ func BenchmarkView_WatchEntries(b *testing.B) {
 	for range b.N {
 		b.StopTimer()
 		x := newIndex("q", cfg)
-		x.myHost, x.myPID, x.myInstance = "here", 1, "me"
+		x.myHost, x.myPID = "here", 1
 		x.markSynced(0)
 		b.StartTimer()
 		for _, e := range entries {

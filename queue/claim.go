@@ -49,7 +49,7 @@ func (e *claimError) Unwrap() error { return e.err }
 //     lock expires: every worker then puts it back to pending).
 //
 // A step that loses undoes the ones before it.
-func (qs *Queues) claim(ctx context.Context, cfg Config, pk pick, started time.Time) (*claimed, error) {
+func (qs *Queues) claim(ctx context.Context, cfg Config, pk pick, worker string, started time.Time) (*claimed, error) {
 	t, err := qs.pickedTask(ctx, cfg.Queue, pk)
 	if err != nil {
 		return nil, err
@@ -111,7 +111,7 @@ func (qs *Queues) claim(ctx context.Context, cfg Config, pk pick, started time.T
 	tokIdx := pk.token
 	n.Run = &Run{
 		Attempt: attempt, Slot: pk.slot, Lane: pk.lane, Fence: s.Fence, Token: tokIdx,
-		Host: qs.m.Host(), PID: qs.proc.PID, PIDStart: qs.proc.Start, Instance: qs.m.Instance(),
+		Host: qs.m.Host(), PID: qs.proc.PID, PIDStart: qs.proc.Start, Instance: qs.m.Instance(), Worker: worker,
 		StartedAt: started,
 	}
 	out, err := qs.write(ctx, cfg, n)

@@ -304,6 +304,7 @@ const (
 	runFieldPID
 	runFieldPIDStart
 	runFieldInstance
+	runFieldWorker
 	runFieldClaimed
 	runFieldStartedAt
 )
@@ -330,6 +331,10 @@ func (v *Run) appendJSON(w *jsonappend.Writer) {
 	}
 	w.Raw(`,"instance":`)
 	w.Str(v.Instance)
+	if v.Worker != "" {
+		w.Raw(`,"worker":`)
+		w.Str(v.Worker)
+	}
 	w.Raw(`,"claimed":`)
 	w.Uint(v.Claimed)
 	w.Raw(`,"started_at":`)
@@ -367,6 +372,9 @@ func (v *Run) scanJSON(s *jsonrec.Scanner, skip jsonrec.Fields) bool {
 		return false
 	}
 	if !s.Lit(`,"instance":`) || !(skip&runFieldInstance == 0 && s.Str(&v.Instance) || skip&runFieldInstance != 0 && s.SkipStr()) {
+		return false
+	}
+	if s.Lit(`,"worker":`) && !(skip&runFieldWorker == 0 && s.Str(&v.Worker) || skip&runFieldWorker != 0 && s.SkipStr()) {
 		return false
 	}
 	if !s.Lit(`,"claimed":`) || !(skip&runFieldClaimed == 0 && s.Uint(&v.Claimed) || skip&runFieldClaimed != 0 && s.SkipUint()) {

@@ -157,23 +157,3 @@ func (s *intSet) remove(i int) {
 // random is a member chosen at random, so that workers taking tokens at
 // once rarely pick the same one.
 func (s *intSet) random() int { return s.items[rand.IntN(len(s.items))] }
-
-// prefer is a member i with i%n == rank if there is one (looking at a few
-// at random), else a random one: n workers taking tokens at once then
-// rarely pick the same.
-func (s *intSet) prefer(rank, n int) int {
-	if len(s.items) <= 64 {
-		for _, i := range s.items {
-			if i%n == rank {
-				return i
-			}
-		}
-		return s.random()
-	}
-	for range 8 {
-		if i := s.random(); i%n == rank {
-			return i
-		}
-	}
-	return s.random()
-}

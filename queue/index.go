@@ -71,15 +71,9 @@ type index struct {
 	sameHost map[string]holder
 	// This worker's host and process: holders elsewhere on this host are
 	// checked for liveness.
-	myHost     string
-	myPID      int
-	myStart    string
-	myInstance string
-
-	// claimers are the other workers (instances) seen claiming, with when:
-	// while there are some, picks spread over the first keys, so that
-	// workers picking at once rarely pick the same.
-	claimers map[string]time.Time
+	myHost  string
+	myPID   int
+	myStart string
 
 	bodyBytes int // bytes of task records kept for claiming without a read
 	// undecodable task records (never run).
@@ -109,11 +103,14 @@ type itask struct {
 	attempts int
 	run      *Run
 	cancel   bool
-	body     []byte // the record at rev, when kept
-	due      time.Time
-	queued   bool // in its key's FIFO (gen says which entry)
-	gen      int
-	claiming bool
+	// endFence and endReason are the last ended attempt's fence and why.
+	endFence  uint64
+	endReason string
+	body      []byte // the record at rev, when kept
+	due       time.Time
+	queued    bool // in its key's FIFO (gen says which entry)
+	gen       int
+	claiming  bool
 }
 
 type ikey struct {
@@ -134,7 +131,7 @@ func newIndex(q string, cfg Config) *index {
 		tasks: map[string]*itask{}, keys: map[string]*ikey{}, active: map[string][]*itask{}, ahead: map[string]uint64{},
 		slots: map[string]*session.Session{}, tokens: map[int]*token{}, reserved: map[int]bool{},
 		suspects: map[string]*itask{}, sameHost: map[string]holder{}, undecodable: map[string]uint64{},
-		claimers: map[string]time.Time{}, slotGone: map[string]uint64{}, tokenGone: map[int]uint64{},
+		slotGone: map[string]uint64{}, tokenGone: map[int]uint64{},
 		endings: map[string]ending{},
 	}
 	for p := range x.ready {
@@ -224,13 +221,16 @@ func (x *index) applyTask(e kv.Entry, now time.Time) {
 // its queue, and a Task on the heap for each was most of what it
 // allocated.
 type taskVersion struct {
-	id, key    string
-	priority   Priority
-	state      State
-	attempts   int
-	seq        uint64
-	run        *Run   // the attempt in progress (active)
-	claimed    uint64 // the revision that started the current or last attempt (claimedRev)
+	id, key  string
+	priority Priority
+	state    State
+	attempts int
+	seq      uint64
+	run      *Run   // the attempt in progress (active)
+	claimed  uint64 // the revision that started the current or last attempt (claimedRev)
+	// ended is the fence of the last attempt that ended, and why.
+	endFence   uint64
+	endReason  string
 	cancel     bool
 	retryAfter Duration
 	rev        uint64
@@ -239,8 +239,12 @@ type taskVersion struct {
 
 // versionOf is t as the view takes it.
 func versionOf(t *Task) taskVersion {
-	return taskVersion{id: t.ID, key: t.Key, priority: t.Priority, state: t.State, attempts: t.Attempts, seq: t.Seq,
+	v := taskVersion{id: t.ID, key: t.Key, priority: t.Priority, state: t.State, attempts: t.Attempts, seq: t.Seq,
 		run: t.Run, claimed: t.claimedRev(), cancel: t.CancelRequested, retryAfter: t.RetryAfter, rev: t.Revision, written: t.Written}
+	if t.Result != nil {
+		v.endFence, v.endReason = t.Result.Fence, t.Result.Reason
+	}
+	return v
 }
 
 // applyRecord takes a version of a task at d.rev (written at d.written,
@@ -271,12 +275,10 @@ func (x *index) applyRecord(d *taskVersion, value []byte, now time.Time) {
 	}
 	x.setBody(t, nil)
 	t.rev, t.state, t.attempts, t.cancel, t.seq = d.rev, d.state, d.attempts, d.cancel, d.seq
+	t.endFence, t.endReason = d.endFence, d.endReason
 	switch d.state {
 	case StateActive:
 		x.dequeue(t)
-		if d.run.Instance != x.myInstance && d.run.Claimed == d.rev {
-			x.claimers[d.run.Instance] = now
-		}
 		if t.run == nil {
 			x.active[d.run.Slot] = append(x.active[d.run.Slot], t)
 			x.nActive++
@@ -423,11 +425,23 @@ func (k *ikey) peek(p int) *itask {
 // worker is not claiming, or -1.
 func (x *index) freeLane(k *ikey) int {
 	for l := range x.cfg.PerKey {
-		if !k.claiming[l] && x.slots[x.cfg.Slot(k.name, l)] == nil {
+		if slot := x.cfg.Slot(k.name, l); !k.claiming[l] && x.slots[slot] == nil && !x.runsUnder(slot) {
 			return l
 		}
 	}
 	return -1
+}
+
+// runsUnder reports whether an active task runs under slot whose lock is
+// not provably gone: a claim whose lock the sessions watch has not
+// delivered yet holds its lane all the same.
+func (x *index) runsUnder(slot string) bool {
+	for _, t := range x.active[slot] {
+		if t.run != nil && x.sessSeq < t.run.Fence {
+			return true
+		}
+	}
+	return false
 }
 
 // refresh puts k in the ready heap of each level where it has a task

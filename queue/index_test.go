@@ -22,7 +22,7 @@ type view struct {
 
 func newView(t *testing.T, cfg Config) *view {
 	v := &view{t: t, x: newIndex(cfg.Queue, cfg), now: time.Unix(1_000_000, 0)}
-	v.x.myHost, v.x.myPID, v.x.myInstance = "here", 1, "me"
+	v.x.myHost, v.x.myPID = "here", 1
 	v.x.markSynced(0)
 	return v
 }
@@ -342,58 +342,16 @@ func TestIndex_AnEndedAttemptIsNoOrphanWhileItsEndIsOnItsWay(t *testing.T) {
 	}
 }
 
-func TestIndex_ContendedWorkersSpreadLoneWorkerKeepsTheOrder(t *testing.T) {
+// The dispatcher picks in the order alone: the first key in it.
+func TestIndex_PicksInTheOrder(t *testing.T) {
 	v := newView(t, DefaultConfig("q"))
 	for i := range 20 {
 		v.add(fmt.Sprintf("t%02d", i), fmt.Sprintf("k%02d", i), Normal)
 	}
-	if pk, _ := v.x.next(); pk.id != "t00" {
-		t.Fatalf("alone: picked %s, want the first in order", pk.id)
-	}
-	// Three others seen claiming: picks fall to this worker's share of the
-	// first keys, by hash.
-	for _, other := range []string{"a", "b", "z"} {
-		v.x.claimers[other] = time.Now()
-	}
-	rank, n := v.x.contenders(time.Now())
-	if n != 4 || rank != 2 {
-		t.Fatalf("rank %d of %d, want 2 of 4 (me after a, b; before z)", rank, n)
-	}
-	pk, _ := v.x.next()
-	if int(hashOf(pk.key.name)%4) != 2 {
-		t.Fatalf("picked key %s, not of this worker's share", pk.key.name)
-	}
-}
-
-// A worker that finds none of its own share among the first few keys takes
-// the last of them, not the first, which the worker whose share it is takes
-// at the same moment.
-func TestIndex_AWorkerAheadTakesTheLastOfTheFewNotTheFirst(t *testing.T) {
-	v := newView(t, DefaultConfig("q"))
-	for _, other := range []string{"a", "b", "z"} {
-		v.x.claimers[other] = time.Now()
-	}
-	rank, n := v.x.contenders(time.Now())
-	// The first 4n keys in the order, none of them this worker's share,
-	// then one of its share.
-	var keys []string
-	for i := 0; len(keys) < 4*n; i++ {
-		if k := fmt.Sprintf("k%03d", i); int(hashOf(k)%uint32(n)) != rank {
-			keys = append(keys, k)
+	for i := range 3 {
+		if pk, _ := v.x.next(); pk.id != fmt.Sprintf("t%02d", i) {
+			t.Fatalf("pick %d: %s, want the next in order", i, pk.id)
 		}
-	}
-	for i, k := range keys {
-		v.add(fmt.Sprintf("t%02d", i), k, Normal)
-	}
-	for i := 0; ; i++ {
-		if k := fmt.Sprintf("m%03d", i); int(hashOf(k)%uint32(n)) == rank {
-			v.add("mine", k, Normal)
-			break
-		}
-	}
-	pk, ok := v.x.next()
-	if !ok || pk.key.name != keys[len(keys)-1] {
-		t.Fatalf("picked key %s, want %s, the last of the first %d (none of them its share)", pk.key.name, keys[len(keys)-1], 4*n)
 	}
 }
 

@@ -1,7 +1,9 @@
 package queue
 
-// The worker's loop: one goroutine that owns the index, applies both
-// watches to it, dispatches what can run, and recovers orphans.
+// The worker's loop: one goroutine that runs the worker's tasks (the ones
+// the dispatcher offers it) and, while the worker holds the queue's
+// dispatcher term, keeps the index of the queue and the key locks,
+// dispatches to every worker and recovers orphans (adr/0034).
 
 import (
 	"context"
@@ -17,13 +19,23 @@ import (
 // loop is a running worker's state, owned by the goroutine of run.
 type loop struct {
 	w       *Worker
-	x       *index
-	qw, sw  *kv.Watcher
-	head    uint64
+	id      string // this worker's id: its presence and inbox keys
+	cfg     Config
+	offset  time.Duration // the server's clock minus this host's
 	results chan func()
 
-	qSynced, sSynced bool
-	syncedAt         time.Time
+	// What this worker runs, and what it was offered.
+	iw, cw   *kv.Watcher // its inbox, and the queue's config
+	pres     *presence   // as last written
+	renewAt  time.Time   // when the presence is renewed next
+	presBusy bool        // a write of the presence is in flight
+	offers   []offer     // offered, not yet claimed
+	taken    map[string]uint64
+	// ready says a dispatcher with the whole queue in view has offered this
+	// worker what there was (readyAt: when): the idle timeout counts from
+	// there.
+	ready   bool
+	readyAt time.Time
 
 	running    map[string]*runState // by task id
 	bySlot     map[string]*runState
@@ -40,6 +52,20 @@ type loop struct {
 	fatal       error
 	pause       time.Duration // after a claim failed unexpectedly
 	paused      time.Time
+
+	// The dispatcher, while this worker holds the term (nil otherwise).
+	d     *dispatcher
+	terms chan term
+	// resign is closed once the worker stops taking tasks: a term it holds
+	// or is given is handed on.
+	resign chan struct{}
+}
+
+// term is a dispatcher term the election gave this worker; the loop closes
+// done once it no longer dispatches under it.
+type term struct {
+	ctx  context.Context
+	done chan struct{}
 }
 
 func (l *loop) run(ctx context.Context) error {
@@ -52,11 +78,19 @@ func (l *loop) run(ctx context.Context) error {
 	defer poll.Stop()
 	defer l.bg.Wait()
 	defer close(l.quit)
+	defer l.endTerm()
 	for {
 		now := time.Now()
-		l.x.advance(now)
-		l.recover()
+		if l.d != nil {
+			l.d.x.advance(now)
+			l.recover()
+			l.d.expireOffers(l, now)
+		}
 		l.dispatch(now)
+		if l.d != nil {
+			l.d.flush(l)
+		}
+		l.renewPresence(now)
 		if err, over := l.over(now); over {
 			l.stopAll(ErrDraining, 0)
 			l.waitIdle()
@@ -64,20 +98,41 @@ func (l *loop) run(ctx context.Context) error {
 		}
 		timer.Reset(l.wake(now))
 		var pollC <-chan time.Time
-		if len(l.x.sameHost) > 0 && l.x.synced {
-			pollC = poll.C
+		var qC, sC <-chan *kv.Entry
+		var termC <-chan struct{}
+		if d := l.d; d != nil {
+			qC, sC, termC = d.qw.Updates(), d.sw.Updates(), d.term.ctx.Done()
+			if len(d.x.sameHost) > 0 && d.x.synced {
+				pollC = poll.C
+			}
 		}
 		select {
-		case e, ok := <-l.qw.Updates():
+		case e, ok := <-qC:
 			if !ok {
-				return l.lost(fmt.Errorf("%w: the watch of queue %s ended", kv.ErrUnavailable, l.w.q))
+				l.endTerm() // another worker takes over
+				break
 			}
 			l.onQueue(e)
-		case e, ok := <-l.sw.Updates():
+		case e, ok := <-sC:
 			if !ok {
-				return l.lost(fmt.Errorf("%w: the watch of the key locks ended", kv.ErrUnavailable))
+				l.endTerm()
+				break
 			}
 			l.onSession(e)
+		case <-termC:
+			l.endTerm()
+		case t := <-l.terms:
+			l.startTerm(t)
+		case e, ok := <-l.iw.Updates():
+			if !ok {
+				return l.lost(fmt.Errorf("%w: the watch of this worker's inbox in queue %s ended", kv.ErrUnavailable, l.w.q))
+			}
+			l.onInbox(e)
+		case e, ok := <-l.cw.Updates():
+			if !ok {
+				return l.lost(fmt.Errorf("%w: the watch of queue %s's config ended", kv.ErrUnavailable, l.w.q))
+			}
+			l.onConfig(e)
 		case f := <-l.results:
 			f()
 		case <-timer.C:
@@ -85,7 +140,7 @@ func (l *loop) run(ctx context.Context) error {
 			l.checkSameHost()
 		case <-done:
 			done = nil
-			l.draining = true
+			l.beginDrain()
 			if l.interrupted {
 				l.stopAll(ErrDraining, min(l.w.grace, time.Second))
 			} else if len(l.running) > 0 {
@@ -103,15 +158,28 @@ func (l *loop) run(ctx context.Context) error {
 	}
 }
 
+// beginDrain stops taking tasks: the presence says so, a dispatcher term
+// is handed on, offers are left to expire.
+func (l *loop) beginDrain() {
+	if l.draining {
+		return
+	}
+	l.draining = true
+	l.offers = nil
+	close(l.resign)
+	l.endTerm()
+	l.renewAt = time.Time{} // rewrite the presence now, draining
+}
+
 // over says whether the loop is done, and with what.
 func (l *loop) over(now time.Time) (error, bool) {
-	busy := len(l.running) > 0 || l.claims > 0 || len(l.recovering) > 0
+	busy := len(l.running) > 0 || l.claims > 0 || len(l.recovering) > 0 || l.presBusy
 	switch {
 	case (l.draining || l.fatal != nil) && !busy:
 		return l.fatal, true
 	case l.w.maxTasks > 0 && l.started >= l.w.maxTasks && !busy:
 		return nil, true
-	case l.w.maxTasks > 0 && l.started == 0 && !busy && l.w.idle >= 0 && !l.syncedAt.IsZero() && !now.Before(l.syncedAt.Add(l.w.idle)):
+	case l.w.maxTasks > 0 && l.started == 0 && !busy && l.w.idle >= 0 && l.ready && !now.Before(l.readyAt.Add(l.w.idle)):
 		return ErrNoTask, true
 	}
 	return nil, false
@@ -120,25 +188,41 @@ func (l *loop) over(now time.Time) (error, bool) {
 // wake is how long the loop may sleep when nothing arrives.
 func (l *loop) wake(now time.Time) time.Duration {
 	d := time.Hour
-	if at := l.x.nextDue(); !at.IsZero() {
-		d = min(d, at.Sub(now))
+	if x := l.x(); x != nil {
+		if at := x.nextDue(); !at.IsZero() {
+			d = min(d, at.Sub(now))
+		}
+		if at := x.nextEnding(); !at.IsZero() {
+			d = min(d, at.Sub(now))
+		}
+		if at := l.d.nextExpiry(); !at.IsZero() {
+			d = min(d, at.Sub(now))
+		}
 	}
 	if l.paused.After(now) {
 		d = min(d, l.paused.Sub(now))
 	}
-	if at := l.x.nextEnding(); !at.IsZero() {
-		d = min(d, at.Sub(now))
+	if !l.renewAt.IsZero() {
+		d = min(d, l.renewAt.Sub(now))
 	}
-	if at := l.syncedAt.Add(l.w.idle); l.w.maxTasks > 0 && l.w.idle >= 0 && l.started == 0 && !l.syncedAt.IsZero() && at.After(now) {
+	if at := l.readyAt.Add(l.w.idle); l.w.maxTasks > 0 && l.w.idle >= 0 && l.started == 0 && l.ready && at.After(now) {
 		d = min(d, at.Sub(now))
 	}
 	return max(d, time.Millisecond)
 }
 
+// x is the index while this worker dispatches (nil otherwise).
+func (l *loop) x() *index {
+	if l.d == nil {
+		return nil
+	}
+	return l.d.x
+}
+
 // lost ends the loop when a watch ended: running tasks are stopped, their
 // locks left to expire if the server cannot be reached.
 func (l *loop) lost(err error) error {
-	l.draining = true // a claim that lands now is given back, not started
+	l.beginDrain() // a claim that lands now is given back, not started
 	l.stopAll(ErrLockLost, l.w.grace)
 	l.waitIdle()
 	return err
@@ -146,19 +230,21 @@ func (l *loop) lost(err error) error {
 
 // waitIdle runs the results of goroutines until none is left.
 func (l *loop) waitIdle() {
-	for len(l.running) > 0 || l.claims > 0 || len(l.recovering) > 0 {
+	for len(l.running) > 0 || l.claims > 0 || len(l.recovering) > 0 || l.presBusy {
 		f := <-l.results
 		f()
 	}
 }
 
+// onQueue takes one entry of the dispatcher's watch of the queue.
 func (l *loop) onQueue(e *kv.Entry) {
+	d := l.d
 	if e == nil {
-		l.qSynced = true
-		l.maybeSynced()
+		d.qSynced = true
+		d.maybeSynced(l)
 		return
 	}
-	l.x.applyQueue(*e, time.Now())
+	d.applyQueue(l, *e)
 	if r := l.byToken[tokenIndexOf(l.w.q, e.Key)]; r != nil && !isTaskKey(l.w.q, e.Key) && e.Revision > r.tokenRev() {
 		if tok, err := decodeToken(*e); !e.Live() || err != nil || tok.Task != r.id || tok.Fence != r.fence {
 			r.stop(ErrLockLost, l.w.grace)
@@ -171,49 +257,131 @@ func (l *loop) onQueue(e *kv.Entry) {
 	}
 }
 
+// onSession takes one entry of the dispatcher's watch of the key locks.
 func (l *loop) onSession(e *kv.Entry) {
+	d := l.d
 	if e == nil {
-		l.sSynced = true
-		l.maybeSynced()
+		d.sSynced = true
+		d.maybeSynced(l)
 		return
 	}
-	l.x.applySession(*e, time.Now())
+	d.applySession(l, *e)
 	if r := l.bySlot[e.Key]; r != nil && e.Revision > r.fence {
 		if !e.Live() {
 			r.stop(ErrLockLost, l.w.grace)
-		} else if s := l.x.slots[e.Key]; s == nil || s.Fence != r.fence {
+		} else if s := d.x.slots[e.Key]; s == nil || s.Fence != r.fence {
 			r.stop(ErrLockLost, l.w.grace)
 		}
 	}
 }
 
-func (l *loop) maybeSynced() {
-	if l.qSynced && l.sSynced && !l.x.synced {
-		l.x.markSynced(l.head)
-		l.syncedAt = time.Now()
+// onInbox takes a version of this worker's inbox: new offers wait to be
+// claimed, stop notes stop what they name.
+func (l *loop) onInbox(e *kv.Entry) {
+	if e == nil || !e.Live() {
+		return
+	}
+	in, err := decodeInbox(l.w.q, l.id, *e)
+	if err != nil {
+		l.w.emit(Event{Kind: EventError, Err: fmt.Errorf("inbox of worker %s: %w", l.id, err)})
+		return
+	}
+	// A dispatcher with the whole queue in view has written: what it
+	// offers is all there is for now.
+	l.markReady()
+	for _, s := range in.Stops {
+		if r := l.running[s.Task]; r != nil && r.fence == s.Fence {
+			cause := ErrLockLost
+			if s.Cancel {
+				cause = ErrCancelled
+			}
+			r.stop(cause, l.w.grace)
+		}
+	}
+	if l.draining {
+		return
+	}
+	seen := make(map[string]bool, len(in.Offers))
+	for _, o := range in.Offers {
+		seen[o.Task] = true
+		if rev, ok := l.taken[o.Task]; ok && rev >= o.Rev || l.running[o.Task] != nil || l.offered(o.Task) {
+			continue
+		}
+		l.offers = append(l.offers, o)
+	}
+	for id := range l.taken {
+		if !seen[id] {
+			delete(l.taken, id) // the dispatcher knows it was taken
+		}
 	}
 }
 
-// dispatch starts claims while this worker has room, the queue capacity
-// and a task can run.
+func (l *loop) offered(id string) bool {
+	for _, o := range l.offers {
+		if o.Task == id {
+			return true
+		}
+	}
+	return false
+}
+
+// onConfig takes a version of the queue's config.
+func (l *loop) onConfig(e *kv.Entry) {
+	if e == nil || !e.Live() {
+		return
+	}
+	c, err := decodeConfig(*e)
+	if err != nil {
+		return // a config that does not decode is left for doctor; the last good one stays
+	}
+	l.cfg = c
+	if x := l.x(); x != nil {
+		x.setConfig(c)
+	}
+}
+
+func (l *loop) markReady() {
+	if !l.ready {
+		l.ready, l.readyAt = true, time.Now()
+	}
+}
+
+// dispatch starts claims while this worker has room: of the tasks offered
+// to it, or, while it dispatches, of the tasks it picks for itself; then,
+// while it dispatches, offers the other workers what they have room for.
 func (l *loop) dispatch(now time.Time) {
+	if l.d != nil {
+		defer l.d.offerAll(l, now)
+	}
 	if l.draining || l.fatal != nil || now.Before(l.paused) {
 		return
 	}
 	for len(l.running)+l.claims < l.w.concurrency && (l.w.maxTasks == 0 || l.started < l.w.maxTasks) {
-		pk, ok := l.x.next()
-		if !ok {
+		var pk pick
+		switch {
+		case len(l.offers) > 0:
+			o := l.offers[0]
+			l.offers = l.offers[1:]
+			l.taken[o.Task] = o.Rev
+			pk = o.pickOf(l.cfg)
+		case l.d != nil:
+			var ok bool
+			if pk, ok = l.d.x.next(); !ok {
+				return
+			}
+			pk.from = l.d
+		default:
 			return
 		}
 		l.claims++
 		l.started++
-		cfg := l.x.cfg
+		cfg := l.cfg
 		l.bg.Add(1)
 		go func() {
 			defer l.bg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), 2*l.w.qs.bucket.Client().Timeout())
 			defer cancel()
-			c, err := l.w.qs.claim(ctx, cfg, pk, l.stampNow())
+			c, err := l.w.qs.claim(ctx, cfg, pk, l.id, l.stampNow())
 			l.results <- func() { l.claimed(pk, cfg, c, err) }
 		}()
 	}
@@ -221,26 +389,37 @@ func (l *loop) dispatch(now time.Time) {
 
 // stampNow is this host's clock corrected by the offset measured at start:
 // an estimate of the server's time, for the times written into records.
-func (l *loop) stampNow() time.Time { return time.Now().Add(l.x.offset).UTC() }
+func (l *loop) stampNow() time.Time { return time.Now().Add(l.offset).UTC() }
 
 func (l *loop) claimed(pk pick, cfg Config, c *claimed, err error) {
 	l.claims--
 	now := time.Now()
-	l.x.release(pk, c, now)
+	// A pick of this worker's own term tells the index how it went; one of
+	// an earlier term, or an offer, is left to the watches.
+	var x *index
+	if pk.from != nil && pk.from == l.d {
+		x = l.d.x
+		x.release(pk, c, now)
+	}
 	if err != nil {
 		l.started--
 		var ce *claimError
 		switch {
 		case errors.Is(err, errTaskGarbage):
-			l.x.garbage(pk.id, pk.rev)
+			if x != nil {
+				x.garbage(pk.id, pk.rev)
+			}
 			l.w.emit(Event{Kind: EventError, Err: fmt.Errorf("task %s is never run: %w", pk.id, err)})
 		case errors.As(err, &ce):
-			if ce.sess != nil && ce.sess.Revision > l.x.sessSeq {
-				l.x.setSlot(pk.slot, ce.sess)
+			if x == nil {
+				break
 			}
-			if ce.tok != nil && ce.tok.rev > l.x.qSeq {
-				l.x.tokens[pk.token] = ce.tok
-				l.x.free.remove(pk.token)
+			if ce.sess != nil && ce.sess.Revision > x.sessSeq {
+				x.setSlot(pk.slot, ce.sess)
+			}
+			if ce.tok != nil && ce.tok.rev > x.qSeq {
+				x.tokens[pk.token] = ce.tok
+				x.free.remove(pk.token)
 			}
 		default:
 			l.pause = min(max(2*l.pause, 50*time.Millisecond), 2*time.Second)
@@ -267,13 +446,14 @@ func (l *loop) claimed(pk pick, cfg Config, c *claimed, err error) {
 	l.bg.Add(2)
 	r.startKeep(l.bg.Done)
 	go func() { defer l.bg.Done(); l.work(r) }()
-	l.checkRun(r)
+	if x := l.x(); x != nil {
+		l.checkRun(x, r)
+	}
 }
 
-// checkRun stops r if the watches delivered, before r was tracked, that its
-// lock, token or task changed (a cancel request among them).
-func (l *loop) checkRun(r *runState) {
-	x := l.x
+// checkRun stops r if the index knows that its lock, token or task
+// changed (a cancel request among them).
+func (l *loop) checkRun(x *index, r *runState) {
 	if s := x.slots[r.slot]; s == nil && x.sessSeq >= r.fence || s != nil && s.Fence != r.fence {
 		r.stop(ErrLockLost, l.w.grace)
 		return
@@ -321,14 +501,15 @@ func (l *loop) stopAll(cause error, within time.Duration) {
 // lost it), unless this worker runs them (it settles its own; should that
 // fail, they are suspects still once its run is over).
 func (l *loop) recover() {
-	for _, o := range l.x.orphans(time.Now()) {
+	d := l.d
+	for _, o := range d.x.orphans(time.Now()) {
 		key := "task:" + o.id
 		if r := l.running[o.id]; r != nil && r.fence == o.fence || l.recovering[key] {
 			continue
 		}
 		l.recovering[key] = true
-		l.x.settling(o.id)
-		cfg := l.x.cfg
+		d.x.settling(o.id)
+		cfg := l.cfg
 		l.bg.Add(1)
 		go func() {
 			defer l.bg.Done()
@@ -344,16 +525,19 @@ func (l *loop) recover() {
 			}
 			l.results <- func() {
 				delete(l.recovering, key)
+				if l.d != d {
+					return // another term's index
+				}
 				switch {
 				case errors.Is(err, ErrUndecodable):
-					l.x.garbage(o.id, o.rev)
+					d.x.garbage(o.id, o.rev)
 					l.w.emit(Event{Kind: EventError, Err: fmt.Errorf("put back task %s of a lost lock: %w", o.id, err)})
 				case err != nil:
-					l.x.suspect(o.id)
+					d.x.suspect(o.id)
 					l.w.emit(Event{Kind: EventError, Err: fmt.Errorf("put back task %s of a lost lock: %w", o.id, err)})
-				case t != nil && t.Revision > l.x.qSeq:
-					d := versionOf(t)
-					l.x.applyRecord(&d, nil, time.Now())
+				case t != nil && t.Revision > d.x.qSeq:
+					v := versionOf(t)
+					d.x.applyRecord(&v, nil, time.Now())
 				}
 			}
 		}()
@@ -364,16 +548,17 @@ func (l *loop) recover() {
 // processes of this host that are gone, with a compare-and-set on the
 // revision seen: a holder that renewed meanwhile keeps them.
 func (l *loop) checkSameHost() {
-	for k, h := range l.x.sameHost {
+	x := l.d.x
+	for k, h := range x.sameHost {
 		rk := "holder:" + k
 		if l.recovering[rk] {
 			continue
 		}
 		if h.Token >= 0 {
-			tok := l.x.tokens[h.Token]
+			tok := x.tokens[h.Token]
 			// A token goes once its lock is gone: the lock carries the
 			// command's process group.
-			if tok == nil || l.x.slots[tok.Slot] != nil && l.x.slots[tok.Slot].Fence == tok.Fence || l.x.sessSeq < tok.Fence {
+			if tok == nil || x.slots[tok.Slot] != nil && x.slots[tok.Slot].Fence == tok.Fence || x.sessSeq < tok.Fence {
 				continue
 			}
 		}

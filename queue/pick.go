@@ -21,6 +21,9 @@ type pick struct {
 	// slotLast and tokenLast are the revisions at which the slot and the
 	// token were last removed, as the view saw it (0: unknown).
 	slotLast, tokenLast uint64
+	// from is the dispatcher term whose index holds the pick (nil: an
+	// offer made to this worker).
+	from *dispatcher
 }
 
 // used is how much of max_active this worker sees taken.
@@ -51,50 +54,23 @@ func (x *index) next() (pick, bool) {
 		}
 		tok = x.free.random()
 	}
-	rank, n := x.contenders(time.Now())
 	for p := range x.ready {
 		h := &x.ready[p]
-		// Alone, the first key in the order. With n workers claiming, the
-		// first of the next few whose hash falls to this worker's rank, else
-		// the last of those few: workers picking at once from one view then
-		// rarely pick the same key, and the order still holds within a few
-		// keys. (Not the first: each of those keys is the first choice of
-		// the worker it falls to, and a worker ahead of the others finds
-		// none of its own among the first few often enough, a twelfth of
-		// its picks in the bench's workload, that taking the first made
-		// one claim in seventeen lose its key's race.)
-		look := 1
-		if n > 1 {
-			look = 4 * n
-		}
-		var top []*ikey
-		for h.Len() > 0 && len(top) < look {
-			k := h.keys[0]
-			t := k.peek(p)
-			if t == nil || x.freeLane(k) < 0 {
-				x.refresh(k) // takes it out of the heaps where it cannot run
+		// The first key in the order that has a task of this priority
+		// waiting and a lane free; a key that cannot run is taken out of
+		// the heaps where it is.
+		var k *ikey
+		for h.Len() > 0 {
+			c := h.keys[0]
+			if c.peek(p) == nil || x.freeLane(c) < 0 {
+				x.refresh(c)
 				continue
 			}
-			top = append(top, heap.Pop(h).(*ikey))
+			k = c
+			break
 		}
-		if len(top) == 0 {
+		if k == nil {
 			continue
-		}
-		k := top[0]
-		if n > 1 {
-			k = top[len(top)-1]
-			for _, c := range top {
-				if int(hashOf(c.name)%uint32(n)) == rank {
-					k = c
-					break
-				}
-			}
-		}
-		for _, o := range top {
-			heap.Push(h, o)
-		}
-		if tok >= 0 && n > 1 {
-			tok = x.free.prefer(rank, n)
 		}
 		t := k.peek(p)
 		lane := x.freeLane(k)
@@ -107,34 +83,6 @@ func (x *index) next() (pick, bool) {
 		return pk, true
 	}
 	return pick{}, false
-}
-
-func hashOf(s string) uint32 {
-	h := uint32(2166136261)
-	for i := 0; i < len(s); i++ {
-		h = (h ^ uint32(s[i])) * 16777619
-	}
-	return h
-}
-
-// claimWindow is how long a worker counts another as claiming after it
-// saw that one's last claim.
-const claimWindow = 2 * time.Second
-
-// contenders is this worker's rank among the workers seen claiming lately
-// (itself included, ordered by instance id), and how many they are.
-func (x *index) contenders(now time.Time) (rank, n int) {
-	for inst, at := range x.claimers {
-		if now.Sub(at) > claimWindow {
-			delete(x.claimers, inst)
-			continue
-		}
-		n++
-		if inst < x.myInstance {
-			rank++
-		}
-	}
-	return rank, n + 1
 }
 
 // hold marks a pick in flight.

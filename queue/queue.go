@@ -13,6 +13,7 @@ import (
 
 	"github.com/batonhq/baton/hostlocal"
 	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/lease"
 	"github.com/batonhq/baton/session"
 )
 
@@ -89,11 +90,33 @@ func New(m *session.Manager, opts ...Option) (*Queues, error) {
 	return qs, nil
 }
 
-// Ensure creates the queues bucket with replicas servers holding it, or
-// reports (kv.ErrBucketMismatch) how an existing one differs.
+// DispatchElection is the agent key of the election among queue q's
+// workers for its dispatcher (adr/0034), in the leases bucket.
+func DispatchElection(q string) string { return "queue." + q }
+
+// election is the election of queue q's dispatcher, with worker as the
+// candidate and ttl as the term's TTL: a dispatcher that dies is replaced
+// within it (at once on its own host).
+func (qs *Queues) election(q, worker string, ttl time.Duration) (*lease.Election, error) {
+	ls, err := lease.New(qs.bucket.Client(), lease.WithPrefix(qs.prefix), lease.WithHostID(qs.m.Host()),
+		lease.WithInstance(worker), lease.WithProcess(qs.proc))
+	if err != nil {
+		return nil, err
+	}
+	return ls.Election(DispatchElection(q), lease.ElectTTL(ttl))
+}
+
+// Ensure creates the queues bucket, and the leases bucket its workers
+// elect their dispatcher in, with replicas servers holding them, or
+// reports (kv.ErrBucketMismatch) how an existing one differs. The key
+// locks' sessions bucket is the session manager's (Sessions().Ensure).
 func (qs *Queues) Ensure(ctx context.Context, replicas int) error {
-	_, err := qs.bucket.Client().Ensure(ctx, BucketConfig(qs.prefix, replicas))
-	return err
+	for _, cfg := range []kv.BucketConfig{BucketConfig(qs.prefix, replicas), lease.BucketConfig(qs.prefix, replicas)} {
+		if _, err := qs.bucket.Client().Ensure(ctx, cfg); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Bucket is the queues bucket.

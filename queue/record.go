@@ -163,6 +163,9 @@ type Run struct {
 	PID      int    `json:"pid"`
 	PIDStart string `json:"pid_start,omitempty"`
 	Instance string `json:"instance"`
+	// Worker is the worker that runs the attempt, as its presence in the
+	// queue names it (empty in records of earlier versions).
+	Worker string `json:"worker,omitempty"`
 	// Claimed is the revision of the write that started the attempt (0 in
 	// that write itself): the key's place in the round robin.
 	Claimed   uint64    `json:"claimed"`
@@ -271,14 +274,19 @@ func (t *Task) claimedRev() uint64 {
 }
 
 // Key names in the queues bucket.
-func configKey(q string) string       { return q + ".config" }
-func taskKey(q, id string) string     { return q + ".task." + id }
-func tokenKey(q string, i int) string { return q + ".cap." + strconv.Itoa(i) }
-func queuePattern(q string) string    { return q + ".>" }
-func isTaskKey(q, key string) bool    { return strings.HasPrefix(key, q+".task.") }
-func taskIDOf(q, key string) string   { return strings.TrimPrefix(key, q+".task.") }
-func isConfigKey(q, key string) bool  { return key == q+".config" }
-func queueOfConfig(key string) string { return strings.TrimSuffix(key, ".config") }
+func configKey(q string) string        { return q + ".config" }
+func taskKey(q, id string) string      { return q + ".task." + id }
+func tokenKey(q string, i int) string  { return q + ".cap." + strconv.Itoa(i) }
+func presenceKey(q, w string) string   { return q + ".worker." + w }
+func inboxKey(q, w string) string      { return q + ".inbox." + w }
+func workerOf(q, key string) string    { return strings.TrimPrefix(key, q+".worker.") }
+func isPresenceKey(q, key string) bool { return strings.HasPrefix(key, q+".worker.") }
+func isInboxKey(q, key string) bool    { return strings.HasPrefix(key, q+".inbox.") }
+func queuePattern(q string) string     { return q + ".>" }
+func isTaskKey(q, key string) bool     { return strings.HasPrefix(key, q+".task.") }
+func taskIDOf(q, key string) string    { return strings.TrimPrefix(key, q+".task.") }
+func isConfigKey(q, key string) bool   { return key == q+".config" }
+func queueOfConfig(key string) string  { return strings.TrimSuffix(key, ".config") }
 func tokenIndexOf(q, key string) int {
 	rest, ok := strings.CutPrefix(key, q+".cap.")
 	if !ok {

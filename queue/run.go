@@ -346,18 +346,20 @@ func (l *loop) finish(r *runState, err error, took time.Duration) {
 	}
 	l.results <- func() {
 		l.untrack(r)
-		if out != nil && out.Revision > l.x.qSeq {
-			d := versionOf(out)
-			l.x.applyRecord(&d, nil, time.Now())
-		}
-		if werr != nil {
-			l.x.suspect(r.id) // not settled: put back once its lock is gone
-		}
-		if lerr == nil {
-			l.x.freed(r.slot, sess.Revision, lockTomb, -1, 0, 0)
-		}
-		if tokErr == nil {
-			l.x.freed("", 0, 0, r.token, tok.rev, tokTomb)
+		if x := l.x(); x != nil {
+			if out != nil && out.Revision > x.qSeq {
+				d := versionOf(out)
+				x.applyRecord(&d, nil, time.Now())
+			}
+			if werr != nil {
+				x.suspect(r.id) // not settled: put back once its lock is gone
+			}
+			if lerr == nil {
+				x.freed(r.slot, sess.Revision, lockTomb, -1, 0, 0)
+			}
+			if tokErr == nil {
+				x.freed("", 0, 0, r.token, tok.rev, tokTomb)
+			}
 		}
 		if o.reason == ReasonStartFailed && l.fatal == nil {
 			l.fatal = err

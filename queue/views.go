@@ -61,6 +61,9 @@ func indexTask(q string, e kv.Entry) (taskVersion, error) {
 	case v.Result != nil:
 		d.claimed = v.Result.Claimed
 	}
+	if v.Result != nil {
+		d.endFence, d.endReason = v.Result.Fence, v.Result.Reason
+	}
 	return d, nil
 }
 

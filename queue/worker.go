@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/batonhq/baton/lease"
 )
 
 // DefaultGrace is how long a task's work gets to stop once its worker must
@@ -161,40 +163,62 @@ func (w *Worker) emit(ev Event) {
 // task cannot start (ErrStartFailed, after draining the others), or, with
 // WithMaxTasks and WithIdleTimeout, no task came (ErrNoTask).
 //
-// Tasks are picked by watches of the queue and of the key locks, never by
-// polling, at a cost that does not grow with the number of tasks waiting.
+// The workers of a queue elect one of them its dispatcher (an election of
+// the leases bucket, DispatchElection), which keeps an index of the queue
+// and the key locks from watches and offers each worker what it is to
+// claim: what a task costs does not grow with the number of workers, and
+// nothing polls (adr/0034). The others watch only their own inbox and the
+// queue's config. Claims and ends are the compare-and-sets they always
+// were (adr/0020): an offer the view was wrong about loses its claim, as a
+// race between workers did.
 func (w *Worker) Run(ctx context.Context) error {
 	cfg, err := w.qs.Config(ctx, w.q)
 	if err != nil {
 		return err
 	}
-	// The sessions bucket's head, read before its watch starts, tells the
-	// view which key locks it has seen the fate of (index.orphans); the
-	// server's time gives the clock offset for backoffs.
+	// The server's time gives the clock offset for backoffs and for the
+	// times written into records.
 	t0 := time.Now()
-	head, serverNow, err := w.qs.m.Bucket().Head(ctx)
-	if err != nil {
-		return err
-	}
-	x := newIndex(w.q, cfg)
-	x.offset = serverNow.Sub(t0.Add(time.Since(t0) / 2))
-	x.myHost, x.myPID, x.myStart, x.myInstance = w.qs.m.Host(), w.qs.proc.PID, w.qs.proc.Start, w.qs.m.Instance()
-
-	wctx, stopWatches := context.WithCancel(context.Background())
-	defer stopWatches()
-	qw, err := w.qs.bucket.Watch(wctx, queuePattern(w.q))
-	if err != nil {
-		return err
-	}
-	sw, err := w.qs.m.Bucket().Watch(wctx, "")
+	_, serverNow, err := w.qs.bucket.Head(ctx)
 	if err != nil {
 		return err
 	}
 	l := &loop{
-		w: w, x: x, qw: qw, sw: sw, head: head,
-		results: make(chan func(), 64), running: map[string]*runState{},
+		w: w, id: newWorkerID(), cfg: cfg, offset: serverNow.Sub(t0.Add(time.Since(t0) / 2)),
+		results: make(chan func(), 64), taken: map[string]uint64{}, running: map[string]*runState{},
 		bySlot: map[string]*runState{}, byToken: map[int]*runState{}, recovering: map[string]bool{},
-		quit: make(chan struct{}),
+		quit: make(chan struct{}), terms: make(chan term), resign: make(chan struct{}),
 	}
+	el, err := w.qs.election(w.q, l.id, time.Duration(cfg.TTL))
+	if err != nil {
+		return err
+	}
+	wctx, stopWatches := context.WithCancel(context.Background())
+	defer stopWatches()
+	if l.iw, err = w.qs.bucket.Watch(wctx, inboxKey(w.q, l.id)); err != nil {
+		return err
+	}
+	if l.cw, err = w.qs.bucket.Watch(wctx, configKey(w.q)); err != nil {
+		return err
+	}
+	if err := l.enter(ctx); err != nil {
+		return err
+	}
+	defer l.leave()
+	// The election runs beside the loop, which it hands a term to; it
+	// ends with the loop, giving up a term it holds.
+	ectx, stopElection := context.WithCancel(context.Background())
+	elected := make(chan struct{})
+	go func() {
+		defer close(elected)
+		_ = el.Lead(ectx, func(ctx context.Context, _ *lease.Term) error { return l.lead(ctx) },
+			lease.OnCampaignRetry(func(err error, _ time.Duration) {
+				w.emit(Event{Kind: EventError, Err: fmt.Errorf("campaign to dispatch queue %s: %w", w.q, err)})
+			}))
+	}()
+	defer func() {
+		stopElection()
+		<-elected
+	}()
 	return l.run(ctx)
 }

@@ -136,10 +136,11 @@ func procCPU(pid int) (time.Duration, error) {
 
 // workerRun is what a throughput run of n workers measured.
 type workerRun struct {
-	n         int
-	rate      float64       // tasks per second
-	cpuPer1k  time.Duration // CPU of the workers and the server per 1000 tasks
-	completed int64
+	n           int
+	rate        float64       // tasks per second
+	cpuPer1k    time.Duration // CPU of the workers and the server per 1000 tasks
+	serverPer1k time.Duration // the server's part of it
+	completed   int64
 }
 
 // workerWindow is how long each throughput run is timed, after warmUp
@@ -194,7 +195,7 @@ func (b *bench) workerThroughput(ctx context.Context, e *queueEnv, n int) (worke
 	}
 	cpu := (cpu1 - cpu0) + (server1 - server0)
 	return workerRun{n: n, rate: float64(done) / t1.Sub(t0).Seconds(), completed: done,
-		cpuPer1k: cpu * 1000 / time.Duration(done)}, nil
+		cpuPer1k: cpu * 1000 / time.Duration(done), serverPer1k: (server1 - server0) * 1000 / time.Duration(done)}, nil
 }
 
 // workerFloor is the raw writes of a task's life (lock, token, task
@@ -250,7 +251,8 @@ func (b *bench) workerFloor(ctx context.Context, e *queueEnv) (workerRun, error)
 		return workerRun{}, fmt.Errorf("floor: no task in %s", window)
 	}
 	cpu := (self1 - self0) + (server1 - server0)
-	return workerRun{rate: float64(done) / took.Seconds(), completed: done, cpuPer1k: cpu * 1000 / time.Duration(done)}, nil
+	return workerRun{rate: float64(done) / took.Seconds(), completed: done, cpuPer1k: cpu * 1000 / time.Duration(done),
+		serverPer1k: (server1 - server0) * 1000 / time.Duration(done)}, nil
 }
 
 // workerDispatch times, for idle worker processes of a queue, an Add to
@@ -288,8 +290,9 @@ func (b *bench) queueWorkerRows(ctx context.Context, e *queueEnv) ([]row, error)
 		if err != nil {
 			return nil, err
 		}
-		b.progress("queue workers: %d: %.0f tasks/s, %s of CPU per 1000 tasks (floor %.0f tasks/s, %s)", n, r.rate, r.cpuPer1k.Round(time.Millisecond),
-			floor.rate, floor.cpuPer1k.Round(time.Millisecond))
+		b.progress("queue workers: %d: %.0f tasks/s, %s of CPU per 1000 tasks, %s of it the server's (floor %.0f tasks/s, %s, %s)", n, r.rate,
+			r.cpuPer1k.Round(time.Millisecond), r.serverPer1k.Round(time.Millisecond),
+			floor.rate, floor.cpuPer1k.Round(time.Millisecond), floor.serverPer1k.Round(time.Millisecond))
 		runs[n] = r
 	}
 	var rows []row

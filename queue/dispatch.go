@@ -1,0 +1,454 @@
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/batonhq/baton/kv"
+)
+
+// offerTimeout is how long an offer holds its task, lane and token for the
+// worker it was made to: one that has not claimed it by then (it died, or
+// its claim lost) frees them for another.
+const offerTimeout = 2 * time.Second
+
+// dispatcher is a worker's state while it holds the queue's dispatcher
+// term: the index of the queue and the key locks, the other workers present
+// and what it offered them, and the attempts they run.
+type dispatcher struct {
+	term   term
+	x      *index
+	qw, sw *kv.Watcher
+	stop   context.CancelFunc // ends the watches
+	head   uint64             // the sessions bucket's last revision before its watch
+
+	qSynced, sSynced bool
+
+	workers map[string]*remote // the other workers present, by id
+	offers  map[string]*outOffer
+	// runs are the attempts other workers run, by task id: what a stop
+	// note names.
+	runs map[string]remoteRun
+}
+
+// remote is another worker of the queue, as the dispatcher knows it.
+type remote struct {
+	p      *presence
+	offers map[string]*outOffer // by task id
+	stops  map[string]stopNote  // by task id
+	active int                  // attempts it runs
+	// The inbox: its revision (0: none, or gone at last), whether what it
+	// should hold changed since the last write, and whether one is in flight.
+	rev     uint64
+	gone    uint64
+	dirty   bool
+	writing bool
+}
+
+// outOffer is a pick offered to another worker, held in the index until
+// the task changes or the offer expires.
+type outOffer struct {
+	pk     pick
+	worker string
+	until  time.Time
+}
+
+// remoteRun is an attempt another worker runs.
+type remoteRun struct {
+	worker string
+	fence  uint64
+	slot   string
+	token  int
+}
+
+// lead is the election's work while this worker holds the dispatcher term:
+// it hands the term to the loop and waits until the loop no longer
+// dispatches under it. A worker that stops taking tasks gives the term up
+// (nil: the election hands it on); a term that ends otherwise returns its
+// context's cause, and the election campaigns again.
+func (l *loop) lead(ctx context.Context) error {
+	t := term{ctx: ctx, done: make(chan struct{})}
+	select {
+	case l.terms <- t:
+	case <-l.resign:
+		return nil
+	case <-l.quit:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+	select {
+	case <-t.done:
+	case <-l.quit:
+	}
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	return nil
+}
+
+// startTerm makes this worker the dispatcher: it reads the sessions
+// bucket's head and starts the watches the index is built from.
+func (l *loop) startTerm(t term) {
+	if l.draining || l.d != nil {
+		close(t.done)
+		return
+	}
+	hctx, cancel := context.WithTimeout(t.ctx, l.w.qs.bucket.Client().Timeout())
+	head, _, err := l.w.qs.m.Bucket().Head(hctx)
+	cancel()
+	if err != nil {
+		l.w.emit(Event{Kind: EventError, Err: fmt.Errorf("dispatch queue %s: %w", l.w.q, err)})
+		close(t.done)
+		return
+	}
+	x := newIndex(l.w.q, l.cfg)
+	x.offset = l.offset
+	x.myHost, x.myPID, x.myStart = l.w.qs.m.Host(), l.w.qs.proc.PID, l.w.qs.proc.Start
+	wctx, stop := context.WithCancel(t.ctx)
+	qw, err := l.w.qs.bucket.Watch(wctx, queuePattern(l.w.q))
+	if err != nil {
+		stop()
+		close(t.done)
+		return
+	}
+	sw, err := l.w.qs.m.Bucket().Watch(wctx, "")
+	if err != nil {
+		stop()
+		close(t.done)
+		return
+	}
+	l.d = &dispatcher{term: t, x: x, qw: qw, sw: sw, stop: stop, head: head,
+		workers: map[string]*remote{}, offers: map[string]*outOffer{}, runs: map[string]remoteRun{}}
+}
+
+// endTerm stops dispatching, if this worker does.
+func (l *loop) endTerm() {
+	d := l.d
+	if d == nil {
+		return
+	}
+	l.d = nil
+	d.stop()
+	close(d.term.done)
+}
+
+func (d *dispatcher) maybeSynced(l *loop) {
+	if d.qSynced && d.sSynced && !d.x.synced {
+		d.x.markSynced(d.head)
+		for _, r := range l.running {
+			l.checkRun(d.x, r)
+		}
+		// Every worker hears from this dispatcher once, offers or not, so
+		// that it knows it has been seen.
+		for _, w := range d.workers {
+			w.dirty = true
+		}
+		l.markReady()
+	}
+}
+
+// applyQueue takes an entry of the queue's watch into the index, and
+// follows what it says of the other workers and their attempts.
+func (d *dispatcher) applyQueue(l *loop, e kv.Entry) {
+	q := l.w.q
+	switch {
+	case isInboxKey(q, e.Key):
+		if w := d.workers[inboxOwner(q, e.Key)]; w != nil && e.Revision > w.rev {
+			if e.Live() {
+				w.rev = e.Revision
+			} else {
+				w.rev, w.gone = 0, e.Revision
+			}
+		}
+		return
+	case isPresenceKey(q, e.Key):
+		d.applyPresence(l, e)
+		return
+	}
+	d.x.applyQueue(e, time.Now())
+	if isTaskKey(q, e.Key) {
+		d.followTask(l, taskIDOf(q, e.Key))
+	} else if i := tokenIndexOf(q, e.Key); i >= 0 {
+		for id, r := range d.runs {
+			if r.token == i {
+				d.checkRemote(l, id)
+			}
+		}
+	}
+}
+
+// applySession takes an entry of the key locks' watch into the index, and
+// checks the other workers' attempts under that slot.
+func (d *dispatcher) applySession(l *loop, e kv.Entry) {
+	d.x.applySession(e, time.Now())
+	for id, r := range d.runs {
+		if r.slot == e.Key {
+			d.checkRemote(l, id)
+		}
+	}
+}
+
+// followTask settles what the dispatcher offered of task id and tracks
+// the attempt another worker runs of it.
+func (d *dispatcher) followTask(l *loop, id string) {
+	t := d.x.tasks[id]
+	if o := d.offers[id]; o != nil && (t == nil || t.rev > o.pk.rev) {
+		d.withdraw(l, o) // taken, by its worker or another, or changed
+	}
+	old, had := d.runs[id]
+	var run *Run
+	if t != nil && t.state == StateActive {
+		run = t.run
+	}
+	switch {
+	case run != nil && run.Worker != "" && run.Worker != l.id:
+		if had && old.fence == run.Fence {
+			break
+		}
+		if had {
+			d.endRemote(l, id, old, true)
+		}
+		d.runs[id] = remoteRun{worker: run.Worker, fence: run.Fence, slot: run.Slot, token: run.Token}
+		if w := d.workers[run.Worker]; w != nil {
+			w.active++
+		}
+	case had:
+		// The attempt is over. Its worker ended it, or another writer did
+		// (a recovery, a release): then the worker must stop it.
+		d.endRemote(l, id, old, !d.endedByItsWorker(id, old.fence))
+		return
+	}
+	d.checkRemote(l, id)
+}
+
+// endedByItsWorker reports whether the task's latest version is the end
+// that the worker of attempt fence wrote.
+func (d *dispatcher) endedByItsWorker(id string, fence uint64) bool {
+	t := d.x.tasks[id]
+	if t == nil {
+		// Final, and dropped from the index: its worker ended it, or a
+		// recovery found it out of attempts once its lock was gone.
+		return true
+	}
+	return t.endFence == fence && t.endReason != ReasonLost && t.endReason != ReasonReleased
+}
+
+// endRemote forgets attempt r of task id; stop says the worker must be
+// told to stop it.
+func (d *dispatcher) endRemote(l *loop, id string, r remoteRun, stop bool) {
+	delete(d.runs, id)
+	w := d.workers[r.worker]
+	if w == nil {
+		return
+	}
+	w.active--
+	if stop {
+		w.stops[id] = stopNote{Task: id, Fence: r.fence}
+		w.dirty = true
+	} else if _, ok := w.stops[id]; ok {
+		delete(w.stops, id) // dropped from the next write
+	}
+}
+
+// checkRemote tells the worker of task id's attempt to stop it if the
+// index shows it cancelled, or its lock or token lost.
+func (d *dispatcher) checkRemote(l *loop, id string) {
+	r, ok := d.runs[id]
+	if !ok {
+		return
+	}
+	w := d.workers[r.worker]
+	if w == nil {
+		return
+	}
+	x := d.x
+	if !x.synced {
+		return
+	}
+	var note *stopNote
+	if _, ending := x.endings[id]; !ending {
+		if s := x.slots[r.slot]; s == nil && x.sessSeq >= r.fence || s != nil && s.Fence != r.fence {
+			note = &stopNote{Task: id, Fence: r.fence}
+		} else if r.token >= 0 {
+			if tok := x.tokens[r.token]; tok == nil && x.tokenGone[r.token] > 0 || tok != nil && tok.Task != id {
+				note = &stopNote{Task: id, Fence: r.fence}
+			}
+		}
+	}
+	if t := x.tasks[id]; note == nil && t != nil && t.cancel {
+		note = &stopNote{Task: id, Fence: r.fence, Cancel: true}
+	}
+	if note != nil {
+		if cur, ok := w.stops[id]; !ok || cur != *note {
+			w.stops[id] = *note
+			w.dirty = true
+		}
+	}
+}
+
+// applyPresence follows the other workers coming, renewing, draining and
+// going.
+func (d *dispatcher) applyPresence(l *loop, e kv.Entry) {
+	id := workerOf(l.w.q, e.Key)
+	if id == l.id {
+		return
+	}
+	w := d.workers[id]
+	if !e.Live() {
+		if w != nil {
+			for _, o := range w.offers {
+				d.withdraw(l, o)
+			}
+			delete(d.workers, id)
+		}
+		return
+	}
+	p, err := decodePresence(l.w.q, e)
+	if err != nil {
+		return // not a worker this version knows: offered nothing
+	}
+	if w == nil {
+		w = &remote{offers: map[string]*outOffer{}, stops: map[string]stopNote{}, dirty: true}
+		for _, r := range d.runs {
+			if r.worker == id {
+				w.active++
+			}
+		}
+		d.workers[id] = w
+	}
+	w.p = p
+	if p.Draining {
+		for _, o := range w.offers {
+			d.withdraw(l, o)
+		}
+	}
+}
+
+// inboxOwner is the worker whose inbox key is key.
+func inboxOwner(q, key string) string { return key[len(q)+len(".inbox."):] }
+
+// room is how many more tasks w can be offered.
+func (w *remote) room() int {
+	if w.p == nil || w.p.Draining {
+		return 0
+	}
+	return w.p.Concurrency - w.active - len(w.offers)
+}
+
+// offerAll offers the other workers what they have room for, in the
+// index's order.
+func (d *dispatcher) offerAll(l *loop, now time.Time) {
+	if !d.x.synced {
+		return
+	}
+	for id, w := range d.workers {
+		for w.room() > 0 {
+			pk, ok := d.x.next()
+			if !ok {
+				return
+			}
+			pk.from = d
+			o := &outOffer{pk: pk, worker: id, until: now.Add(offerTimeout)}
+			d.offers[pk.id] = o
+			w.offers[pk.id] = o
+			w.dirty = true
+		}
+	}
+}
+
+// withdraw ends offer o: the index gets its task, lane and token back
+// unless the task moved on.
+func (d *dispatcher) withdraw(l *loop, o *outOffer) {
+	delete(d.offers, o.pk.id)
+	if w := d.workers[o.worker]; w != nil {
+		delete(w.offers, o.pk.id)
+	}
+	d.x.release(o.pk, nil, time.Now())
+}
+
+// expireOffers withdraws the offers their workers did not take in time.
+func (d *dispatcher) expireOffers(l *loop, now time.Time) {
+	for _, o := range d.offers {
+		if !now.Before(o.until) {
+			d.withdraw(l, o)
+		}
+	}
+}
+
+// nextExpiry is when the earliest offer expires (zero: none).
+func (d *dispatcher) nextExpiry() time.Time {
+	var at time.Time
+	for _, o := range d.offers {
+		if at.IsZero() || o.until.Before(at) {
+			at = o.until
+		}
+	}
+	return at
+}
+
+// flush writes the inboxes whose contents changed, one write in flight per
+// inbox, by compare-and-set on the revision this dispatcher last saw.
+func (d *dispatcher) flush(l *loop) {
+	if !d.x.synced {
+		return
+	}
+	for id, w := range d.workers {
+		if !w.dirty || w.writing {
+			continue
+		}
+		in := inbox{Queue: l.w.q, Worker: id, Dispatcher: l.id, Offers: []offer{}}
+		for _, o := range w.offers {
+			in.Offers = append(in.Offers, offerOf(o.pk))
+		}
+		for _, s := range w.stops {
+			in.Stops = append(in.Stops, s)
+		}
+		data, err := json.Marshal(in)
+		if err != nil {
+			continue
+		}
+		w.dirty, w.writing = false, true
+		rev, gone, ttl := w.rev, w.gone, time.Duration(l.cfg.TTL)
+		l.bg.Add(1)
+		go func() {
+			defer l.bg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), l.w.qs.bucket.Client().Timeout())
+			defer cancel()
+			var next uint64
+			var err error
+			for range 3 {
+				if rev == 0 {
+					next, err = l.w.qs.bucket.CreateAfter(ctx, inboxKey(l.w.q, id), data, ttl, gone)
+				} else {
+					next, err = l.w.qs.bucket.Update(ctx, inboxKey(l.w.q, id), data, ttl, rev)
+				}
+				var ce *kv.ConflictError
+				if !errors.As(err, &ce) || ce.Current == nil {
+					break
+				}
+				// Another dispatcher wrote it, or this one's view is behind:
+				// write over what is there.
+				if ce.Current.Live() {
+					rev = ce.Current.Revision
+				} else {
+					rev, gone = 0, ce.Current.Revision
+				}
+			}
+			l.results <- func() {
+				w.writing = false
+				if err != nil {
+					w.dirty = true // written again with the next change
+					l.w.emit(Event{Kind: EventError, Err: fmt.Errorf("offer tasks to worker %s: %w", id, err)})
+					return
+				}
+				if next > w.rev {
+					w.rev = next
+				}
+			}
+		}()
+	}
+}
