@@ -249,7 +249,7 @@ func (d *dispatcher) endRemote(l *loop, id string, r remoteRun, stop bool) {
 	if stop {
 		w.stops[id] = stopNote{Task: id, Fence: r.fence}
 		w.dirty = true
-	} else if _, ok := w.stops[id]; ok {
+	} else {
 		delete(w.stops, id) // dropped from the next write
 	}
 }
@@ -340,12 +340,19 @@ func (w *remote) room() int {
 }
 
 // offerAll offers the other workers what they have room for, in the
-// index's order.
+// index's order. It fills the busiest first: a worker that runs tasks
+// already is awake, and one write of its inbox carries several offers,
+// where spreading tasks over idle workers wakes a process for each.
 func (d *dispatcher) offerAll(l *loop, now time.Time) {
-	if !d.x.synced {
+	x := d.x
+	if !x.synced || x.cfg.MaxActive > 0 && x.used() >= x.cfg.MaxActive {
 		return
 	}
-	for id, w := range d.workers {
+	for {
+		id, w := d.busiestWithRoom()
+		if w == nil {
+			return
+		}
 		for w.room() > 0 {
 			pk, ok := d.x.next()
 			if !ok {
@@ -358,6 +365,26 @@ func (d *dispatcher) offerAll(l *loop, now time.Time) {
 			w.dirty = true
 		}
 	}
+}
+
+// busiestWithRoom is the worker with room that runs or was offered the
+// most (the lowest id among equals), or nil.
+func (d *dispatcher) busiestWithRoom() (string, *remote) {
+	var bestID string
+	var best *remote
+	for id, w := range d.workers {
+		if w.room() <= 0 {
+			continue
+		}
+		load, bestLoad := w.active+len(w.offers), 0
+		if best != nil {
+			bestLoad = best.active + len(best.offers)
+		}
+		if best == nil || load > bestLoad || load == bestLoad && id < bestID {
+			bestID, best = id, w
+		}
+	}
+	return bestID, best
 }
 
 // withdraw ends offer o: the index gets its task, lane and token back

@@ -172,6 +172,13 @@ func (b *bench) workerThroughput(ctx context.Context, e *queueEnv, n int) (worke
 		return workerRun{}, err
 	}
 	defer ws.stop()
+	// The tasks left go with the run, so that the next one's stream is no
+	// larger than this one's was.
+	defer func() {
+		if s, err := e.js.Stream(context.WithoutCancel(ctx), "KV_"+e.qb); err == nil {
+			_ = s.Purge(context.WithoutCancel(ctx), jetstream.WithPurgeSubject("$KV."+e.qb+"."+q+".>"))
+		}
+	}()
 	// Workers that have not warmed up within two minutes are timed as
 	// they are: what they do is the measurement.
 	if err := waitFor(ctx, 2*time.Minute, func() (bool, error) { return ws.ended.Load() >= warmUp, nil }); err != nil && ctx.Err() != nil {

@@ -12,6 +12,8 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"sync"
 	"syscall"
@@ -35,8 +37,17 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: qworker -server URL -queue Q -state DIR [-host ID] [-concurrency N]")
 		os.Exit(2)
 	}
+	// QWORKER_CPUPROFILE_DIR, when set, gets this process's CPU profile
+	// (for looking into what a worker spends its time on).
+	if dir := os.Getenv("QWORKER_CPUPROFILE_DIR"); dir != "" {
+		if f, err := os.Create(filepath.Join(dir, strconv.Itoa(os.Getpid())+".prof")); err == nil {
+			_ = pprof.StartCPUProfile(f)
+			defer func() { pprof.StopCPUProfile(); f.Close() }()
+		}
+	}
 	if err := run(*server, *prefix, *q, *state, *host, *concurrency); err != nil {
 		fmt.Fprintln(os.Stderr, "qworker:", err)
+		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 }
