@@ -20,6 +20,7 @@ LINUX := $(filter Linux,$(shell uname -s))
 
 test: test-tools
 	$(GO) test -race -count=1 -timeout 9m ./...
+	$(GO) test -count=1 -run '^TestIndex_AMillionKeysLeaveNothingBehind$$' ./queue/
 	$(if $(LINUX),cd e2e/bench && $(GO) test -race -count=1 ./...)
 	$(if $(LINUX),cd e2e/fault && $(GO) test -race -count=1 ./...)
 

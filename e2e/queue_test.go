@@ -673,6 +673,12 @@ func TestQueue_StatusShowsWaitingRunningAndLocks(t *testing.T) {
 	if num(t, pending, "total") != 1 || pending["oldest_id"] != "a2" || num(t, pending["by_key"].(map[string]any)["alice"].(map[string]any), "normal") != 1 {
 		t.Errorf("pending %v", pending)
 	}
+	// The config, three tasks, two tokens, the worker's presence (and its
+	// inbox, if it is not the dispatcher).
+	recs := doc["records"].(map[string]any)
+	if n := num(t, recs, "queue"); n < 7 || n > 8 || num(t, recs, "bucket") < n {
+		t.Errorf("records %v, want 7 or 8 of the queue, and as many in the bucket at least", recs)
+	}
 	locks := doc["locks"].([]any)
 	if len(locks) != 2 {
 		t.Fatalf("locks %v, want two", locks)
@@ -685,7 +691,7 @@ func TestQueue_StatusShowsWaitingRunningAndLocks(t *testing.T) {
 		}
 	}
 	text := h.must("queue", "status", "q", "--by", "project").stdout
-	for _, want := range []string{"active    2 of 2", "ACTIVE BY project", "agents.alice", "agents.bob", "pending   1"} {
+	for _, want := range []string{"active    2 of 2", "ACTIVE BY project", "agents.alice", "agents.bob", "pending   1", "records   "} {
 		if !strings.Contains(text, want) {
 			t.Errorf("status text lacks %q:\n%s", want, text)
 		}

@@ -49,8 +49,13 @@ type index struct {
 	// The revisions at which slots of the queue's keys and tokens were last
 	// removed (deleted, expired): a claim creates over them in one round
 	// trip, where a create over a tombstone it does not know costs three.
-	slotGone  map[string]uint64
+	// slotGone expires with the tombstones (index_prune.go).
+	slotGone  expiring[uint64]
 	tokenGone map[int]uint64
+
+	// rested are the last services of keys the view forgot, for the
+	// queue's retention (index_prune.go).
+	rested expiring[uint64]
 
 	// Tokens: the live ones by index, those this worker is claiming, and
 	// the free ones below max_active.
@@ -115,6 +120,7 @@ type itask struct {
 
 type ikey struct {
 	name   string
+	n      int // tasks of the key in the view
 	fifo   [3]taskHeap
 	served uint64 // revision of the last claim seen
 	// local counts this worker's claims in flight: the key sorts last
@@ -131,7 +137,7 @@ func newIndex(q string, cfg Config) *index {
 		tasks: map[string]*itask{}, keys: map[string]*ikey{}, active: map[string][]*itask{}, ahead: map[string]uint64{},
 		slots: map[string]*session.Session{}, tokens: map[int]*token{}, reserved: map[int]bool{},
 		suspects: map[string]*itask{}, sameHost: map[string]holder{}, undecodable: map[string]uint64{},
-		slotGone: map[string]uint64{}, tokenGone: map[int]uint64{},
+		slotGone: newExpiring[uint64](), tokenGone: map[int]uint64{}, rested: newExpiring[uint64](),
 		endings: map[string]ending{},
 	}
 	for p := range x.ready {
@@ -202,13 +208,13 @@ func (x *index) applyTask(e kv.Entry, now time.Time) {
 	}
 	if !e.Live() {
 		delete(x.undecodable, id)
-		x.drop(x.tasks[id])
+		x.drop(x.tasks[id], now)
 		return
 	}
 	d, err := indexTask(x.q, e)
 	if err != nil {
 		x.undecodable[id] = e.Revision
-		x.drop(x.tasks[id])
+		x.drop(x.tasks[id], now)
 		return
 	}
 	delete(x.undecodable, id)
@@ -263,12 +269,14 @@ func (x *index) applyRecord(d *taskVersion, value []byte, now time.Time) {
 		if d.rev > x.qSeq {
 			x.ahead[d.id] = d.rev
 		}
-		x.drop(t)
+		x.drop(t, now)
+		x.tidy(k, now)
 		return
 	}
 	if t == nil {
 		t = &itask{id: d.id, key: d.key, prio: d.priority.rank(), seq: d.seq}
 		x.tasks[d.id] = t
+		k.n++
 	}
 	if t.state == StateActive && (d.state != StateActive || t.run.Slot != d.run.Slot || t.run.Fence != d.run.Fence) {
 		x.unsetActive(t)
@@ -306,15 +314,16 @@ func (x *index) applyRecord(d *taskVersion, value []byte, now time.Time) {
 
 // garbage marks the task at rev as a record that does not decode: it is
 // never picked again until a newer revision comes.
-func (x *index) garbage(id string, rev uint64) {
+func (x *index) garbage(id string, rev uint64, now time.Time) {
 	if t := x.tasks[id]; t != nil && t.rev == rev {
 		x.undecodable[id] = rev
-		x.drop(t)
+		x.drop(t, now)
 	}
 }
 
-// drop forgets a task that is final, deleted or undecodable.
-func (x *index) drop(t *itask) {
+// drop forgets a task that is final, deleted or undecodable, and its key
+// if nothing of it is left.
+func (x *index) drop(t *itask, now time.Time) {
 	if t == nil {
 		return
 	}
@@ -327,7 +336,9 @@ func (x *index) drop(t *itask) {
 	delete(x.tasks, t.id)
 	t.state = StateDone
 	if k := x.keys[t.key]; k != nil {
+		k.n--
 		x.refresh(k)
+		x.tidy(k, now)
 	}
 }
 
@@ -381,6 +392,10 @@ func (x *index) key(name string) *ikey {
 	k := x.keys[name]
 	if k == nil {
 		k = &ikey{name: name, pos: [3]int{-1, -1, -1}}
+		if served, ok := x.rested.get(name); ok {
+			k.served = served
+			x.rested.delete(name)
+		}
 		x.keys[name] = k
 	}
 	return k

@@ -55,14 +55,13 @@ func (x *index) applySession(e kv.Entry, now time.Time) {
 	var s *session.Session
 	if e.Live() {
 		s = lockView(e)
-		delete(x.slotGone, e.Key)
 	} else if ks := x.keysOfSlot(e.Key); ks[0] != nil || ks[1] != nil {
-		x.slotGone[e.Key] = e.Revision
+		x.slotGone.set(e.Key, e.Revision, now)
 		if id, en, ok := x.endingOf(e, now); ok {
 			x.endings[id] = en
 		}
 	}
-	x.setSlot(e.Key, s)
+	x.setSlot(e.Key, s, now)
 }
 
 // metaEnded is the lock meta a worker's end writes into the lock's
@@ -115,7 +114,7 @@ func (x *index) nextEnding() time.Time {
 
 // setSlot records slot's live session s (nil: none) and refreshes what
 // depends on it.
-func (x *index) setSlot(slot string, s *session.Session) {
+func (x *index) setSlot(slot string, s *session.Session, now time.Time) {
 	if s == nil {
 		delete(x.slots, slot)
 		delete(x.sameHost, slot)
@@ -138,6 +137,7 @@ func (x *index) setSlot(slot string, s *session.Session) {
 			continue
 		}
 		x.refresh(k)
+		x.tidy(k, now)
 	}
 }
 

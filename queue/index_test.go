@@ -407,7 +407,7 @@ func TestIndex_AGarbageRecordIsNotPickedAgain(t *testing.T) {
 	v.add("g", "K", Normal)
 	pk, _ := v.x.next()
 	v.x.release(pk, nil, v.now)
-	v.x.garbage("g", pk.rev)
+	v.x.garbage("g", pk.rev, v.now)
 	if pk, ok := v.x.next(); ok {
 		t.Fatalf("picked %s again", pk.id)
 	}

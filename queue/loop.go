@@ -83,6 +83,7 @@ func (l *loop) run(ctx context.Context) error {
 		now := time.Now()
 		if l.d != nil {
 			l.d.x.advance(now)
+			l.d.x.prune(now)
 			l.recover()
 			l.d.expireOffers(l, now)
 		}
@@ -407,7 +408,7 @@ func (l *loop) claimed(pk pick, cfg Config, c *claimed, err error) {
 		switch {
 		case errors.Is(err, errTaskGarbage):
 			if x != nil {
-				x.garbage(pk.id, pk.rev)
+				x.garbage(pk.id, pk.rev, time.Now())
 			}
 			l.w.emit(Event{Kind: EventError, Err: fmt.Errorf("task %s is never run: %w", pk.id, err)})
 		case errors.As(err, &ce):
@@ -415,7 +416,7 @@ func (l *loop) claimed(pk pick, cfg Config, c *claimed, err error) {
 				break
 			}
 			if ce.sess != nil && ce.sess.Revision > x.sessSeq {
-				x.setSlot(pk.slot, ce.sess)
+				x.setSlot(pk.slot, ce.sess, time.Now())
 			}
 			if ce.tok != nil && ce.tok.rev > x.qSeq {
 				x.tokens[pk.token] = ce.tok
@@ -530,7 +531,7 @@ func (l *loop) recover() {
 				}
 				switch {
 				case errors.Is(err, ErrUndecodable):
-					d.x.garbage(o.id, o.rev)
+					d.x.garbage(o.id, o.rev, time.Now())
 					l.w.emit(Event{Kind: EventError, Err: fmt.Errorf("put back task %s of a lost lock: %w", o.id, err)})
 				case err != nil:
 					d.x.suspect(o.id)

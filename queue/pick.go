@@ -75,7 +75,7 @@ func (x *index) next() (pick, bool) {
 		t := k.peek(p)
 		lane := x.freeLane(k)
 		slot := x.cfg.Slot(k.name, lane)
-		pk := pick{id: t.id, rev: t.rev, task: t, key: k, lane: lane, slot: slot, token: tok, body: t.body, slotLast: x.slotGone[slot]}
+		pk := pick{id: t.id, rev: t.rev, task: t, key: k, lane: lane, slot: slot, token: tok, body: t.body, slotLast: x.slotLast(slot)}
 		if tok >= 0 {
 			pk.tokenLast = x.tokenGone[tok]
 		}
@@ -135,7 +135,7 @@ func (x *index) release(pk pick, c *claimed, now time.Time) {
 			x.free.remove(pk.token)
 		}
 		if c.sess != nil && c.sess.Revision > x.sessSeq {
-			x.setSlot(pk.slot, c.sess)
+			x.setSlot(pk.slot, c.sess, now)
 		}
 		if c.task != nil && c.task.Revision > x.qSeq {
 			d := versionOf(c.task)
@@ -149,18 +149,19 @@ func (x *index) release(pk pick, c *claimed, now time.Time) {
 		x.enqueue(t)
 	}
 	x.refresh(k)
+	x.tidy(k, now)
 }
 
 // freed tells the view that this worker removed its lock on slot (the
 // session at revision srev, its tombstone at stomb) or its token (at trev,
 // the tombstone at ttomb; tok -1: none), before the watches say so. A view
 // that has seen another revision since keeps it.
-func (x *index) freed(slot string, srev, stomb uint64, tok int, trev, ttomb uint64) {
+func (x *index) freed(slot string, srev, stomb uint64, tok int, trev, ttomb uint64, now time.Time) {
 	if s := x.slots[slot]; slot != "" && s != nil && s.Revision == srev {
-		x.setSlot(slot, nil)
 		if stomb > x.sessSeq {
-			x.slotGone[slot] = stomb
+			x.slotGone.set(slot, stomb, now)
 		}
+		x.setSlot(slot, nil, now)
 	}
 	if t := x.tokens[tok]; tok >= 0 && t != nil && t.rev == trev {
 		delete(x.tokens, tok)

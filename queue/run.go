@@ -347,18 +347,19 @@ func (l *loop) finish(r *runState, err error, took time.Duration) {
 	l.results <- func() {
 		l.untrack(r)
 		if x := l.x(); x != nil {
+			now := time.Now()
 			if out != nil && out.Revision > x.qSeq {
 				d := versionOf(out)
-				x.applyRecord(&d, nil, time.Now())
+				x.applyRecord(&d, nil, now)
 			}
 			if werr != nil {
 				x.suspect(r.id) // not settled: put back once its lock is gone
 			}
 			if lerr == nil {
-				x.freed(r.slot, sess.Revision, lockTomb, -1, 0, 0)
+				x.freed(r.slot, sess.Revision, lockTomb, -1, 0, 0, now)
 			}
 			if tokErr == nil {
-				x.freed("", 0, 0, r.token, tok.rev, tokTomb)
+				x.freed("", 0, 0, r.token, tok.rev, tokTomb, now)
 			}
 		}
 		if o.reason == ReasonStartFailed && l.fatal == nil {

@@ -30,6 +30,20 @@ type Snapshot struct {
 	Tasks []*Task `json:"-"`
 	// Undecodable are task records that do not decode: never run.
 	Undecodable []string `json:"undecodable"`
+	// Records counts what the queue keeps in the server.
+	Records RecordCounts `json:"records"`
+}
+
+// RecordCounts is what a queue keeps in the server: its own live records,
+// and everything the queues bucket holds.
+type RecordCounts struct {
+	// Queue is the queue's live records: its config, tasks (finished ones
+	// until the retention), capacity tokens, workers' presence and inboxes.
+	Queue int `json:"queue"`
+	// Bucket is the messages of the queues bucket: every queue's live
+	// records, and the tombstones and expiry markers of removed ones until
+	// their TTL (5 minutes).
+	Bucket uint64 `json:"bucket"`
 }
 
 // PendingView is what waits to run (pending, and failed waiting for their
@@ -88,10 +102,13 @@ func (qs *Queues) Snapshot(ctx context.Context, q string, opts ...SnapshotOption
 		cfgErr      error
 		sessions    *session.Listing
 		sessionsErr error
+		bucket      kv.StreamStatus
+		bucketErr   error
 		wg          sync.WaitGroup
 	)
 	wg.Go(func() { cfg, cfgErr = qs.Config(ctx, q) })
 	wg.Go(func() { sessions, sessionsErr = qs.m.List(ctx) })
+	wg.Go(func() { bucket, bucketErr = qs.bucket.Status(ctx) })
 	// Tasks decode while the rest arrive (what the status shows of them,
 	// unless it lists them); other records of the queue are counted by
 	// their keys.
@@ -103,12 +120,14 @@ func (qs *Queues) Snapshot(ctx context.Context, q string, opts ...SnapshotOption
 	})
 	wg.Wait()
 	// A queue that does not exist says so first.
-	for _, err := range []error{cfgErr, err, sessionsErr} {
+	for _, err := range []error{cfgErr, err, sessionsErr, bucketErr} {
 		if err != nil {
 			return nil, err
 		}
 	}
-	return summarize(qs, cfg, entries, sessions, sc), nil
+	snap := summarize(qs, cfg, entries, sessions, sc)
+	snap.Records = RecordCounts{Queue: len(entries), Bucket: bucket.Messages}
+	return snap, nil
 }
 
 // summarize sums up a queue's records (in the stream's order, tasks

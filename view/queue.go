@@ -66,6 +66,7 @@ func QueueStatusJSON(s *queue.Snapshot, by string, tasks bool) (map[string]any, 
 		},
 		"locks":       locks,
 		"undecodable": s.Undecodable,
+		"records":     s.Records,
 	}
 	if tasks {
 		list := []map[string]any{}
