@@ -129,6 +129,9 @@ func (b *bench) queueRows(ctx context.Context) ([]row, error) {
 		{"queue throughput vs workers", b.queueWorkerRows},
 		{"queue at " + kilo(b.pending) + " tasks", b.queueScaleRows},
 	} {
+		if strings.HasPrefix(b.only, "queue ") && !strings.Contains(part.name, b.only) {
+			continue
+		}
 		b.progress("  %s", part.name)
 		r, err := part.fn(ctx, e)
 		if err != nil {

@@ -27,34 +27,27 @@ const workerConcurrency = 4
 // read as it comes: ended counts the tasks they ended, started gets the
 // time each handler started.
 type qworkers struct {
+	b       *bench
+	q       string
+	host    func(i int) string
 	procs   []*proc
 	ready   chan struct{}
 	nReady  atomic.Int64
 	ended   atomic.Int64
 	started chan int64
+	spawned int
 }
 
 // startQworkers starts n worker processes of queue q, each with its own
 // connection and state directory, on host (the same host id for all unless
 // hosts says otherwise).
 func (b *bench) startQworkers(ctx context.Context, q string, n int, host func(i int) string) (*qworkers, error) {
-	ws := &qworkers{ready: make(chan struct{}), started: make(chan int64, 1024)}
+	ws := &qworkers{b: b, q: q, host: host, ready: make(chan struct{}), started: make(chan int64, 1024)}
 	for i := range n {
-		cmd := exec.CommandContext(ctx, b.qworker, "-server", b.nats.url, "-prefix", queuePrefix, "-queue", q,
-			"-state", mkdir(b.shm, fmt.Sprintf("qw-%s-%d", q, i)), "-host", host(i),
-			"-concurrency", strconv.Itoa(workerConcurrency))
-		out, err := cmd.StdoutPipe()
-		if err != nil {
+		if err := ws.spawn(ctx, i, n); err != nil {
 			ws.stop()
 			return nil, err
 		}
-		p, err := startLogged("qworker", cmd, mkdir(b.work, "qworkers")+fmt.Sprintf("/%s-%d.log", q, i))
-		if err != nil {
-			ws.stop()
-			return nil, err
-		}
-		ws.procs = append(ws.procs, p)
-		go ws.read(out, n)
 	}
 	select {
 	case <-ws.ready:
@@ -66,6 +59,31 @@ func (b *bench) startQworkers(ctx context.Context, q string, n int, host func(i 
 		ws.stop()
 		return nil, ctx.Err()
 	}
+}
+
+// spawn starts worker process i (it replaces the one at i, if any); the
+// ready channel closes once readyAt have said they are ready.
+func (ws *qworkers) spawn(ctx context.Context, i, readyAt int) error {
+	b := ws.b
+	ws.spawned++
+	cmd := exec.CommandContext(ctx, b.qworker, "-server", b.nats.url, "-prefix", queuePrefix, "-queue", ws.q,
+		"-state", mkdir(b.shm, fmt.Sprintf("qw-%s-%d", ws.q, i)), "-host", ws.host(i),
+		"-concurrency", strconv.Itoa(workerConcurrency))
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	p, err := startLogged("qworker", cmd, mkdir(b.work, "qworkers")+fmt.Sprintf("/%s-%d-%d.log", ws.q, i, ws.spawned))
+	if err != nil {
+		return err
+	}
+	if i < len(ws.procs) {
+		ws.procs[i] = p
+	} else {
+		ws.procs = append(ws.procs, p)
+	}
+	go ws.read(out, readyAt)
+	return nil
 }
 
 func (ws *qworkers) read(out interface{ Read([]byte) (int, error) }, n int) {
@@ -103,10 +121,14 @@ func (ws *qworkers) cpu() time.Duration {
 
 func (ws *qworkers) stop() {
 	for _, p := range ws.procs {
-		_ = p.cmd.Process.Signal(os.Interrupt)
+		if !p.exited() {
+			_ = p.cmd.Process.Signal(os.Interrupt)
+		}
 	}
 	for _, p := range ws.procs {
-		p.stop()
+		if !p.exited() {
+			p.stop()
+		}
 	}
 }
 
@@ -268,7 +290,12 @@ func (b *bench) workerDispatch(ctx context.Context, e *queueEnv, q string, ws *q
 	for len(ws.started) > 0 {
 		<-ws.started // a start left over from an earlier task
 	}
-	t0 := time.Now()
+	return b.dispatchFrom(ctx, e, q, ws, i, time.Now())
+}
+
+// dispatchFrom adds a task to q and times, from t0, the start of its
+// handler.
+func (b *bench) dispatchFrom(ctx context.Context, e *queueEnv, q string, ws *qworkers, i int, t0 time.Time) (time.Duration, error) {
 	if _, _, err := e.qs.Add(ctx, q, fmt.Sprintf("k%d", i%100), nil, queue.WithID(fmt.Sprintf("d%06d", i))); err != nil {
 		return 0, err
 	}
@@ -338,7 +365,11 @@ func (b *bench) queueWorkerRows(ctx context.Context, e *queueEnv) ([]row, error)
 	if err != nil {
 		return nil, err
 	}
-	return append(rows, lat...), nil
+	fo, err := b.dispatcherFailoverRows(ctx, e)
+	if err != nil {
+		return nil, err
+	}
+	return append(append(rows, lat...), fo...), nil
 }
 
 // idleDispatchRows: Add to a handler's start with 1 idle worker process
