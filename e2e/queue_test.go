@@ -386,6 +386,47 @@ func TestQueue_SameHostCrashRerunsAtOnce(t *testing.T) {
 	t.Logf("rerun %s after the kill", took)
 }
 
+// A worker that is not the dispatcher (which runs on another host) dies:
+// a worker of its host sees its process gone and frees its lock, and the
+// task starts again at once, not after the TTL.
+func TestQueue_SameHostCrashOfAWorkerThatDoesNotDispatch(t *testing.T) {
+	w := newWorld(t)
+	a, b := w.host("host-a"), w.host("host-b")
+	starts := filepath.Join(t.TempDir(), "starts")
+	b.must("queue", "create", "q", "--ttl", "30s")
+	script := `echo "$(date +%s%N) $BATON_TASK $BATON_FENCE $BATON_ATTEMPT" >> ` + starts + `; exec sleep 60`
+	// host-b's worker starts first: it dispatches, and runs one task.
+	b.must("queue", "add", "q", "--key", "kb", "--id", "busy")
+	b.startWorker(t, "q", "--concurrency", "1", "--", "sh", "-c", script)
+	lines(t, starts, 4, 10*time.Second)
+	// The next task can only go to host-a's first worker.
+	a1 := a.startWorker(t, "q", "--concurrency", "1", "--", "sh", "-c", script)
+	a.must("queue", "add", "q", "--key", "k", "--id", "long")
+	first := lines(t, starts, 8, 10*time.Second)[4:]
+	if first[1] != "long" {
+		t.Fatalf("second start %v, want task long", first)
+	}
+	a.startWorker(t, "q", "--concurrency", "1", "--", "sh", "-c", script)
+	time.Sleep(300 * time.Millisecond) // its pid file written, its presence in view
+	killedAt := time.Now()
+	a1.kill()
+	second := lines(t, starts, 12, 15*time.Second)[8:]
+	ns, _ := strconv.ParseInt(second[0], 10, 64)
+	took := time.Unix(0, ns).Sub(killedAt)
+	if second[1] != "long" || second[3] != "2" {
+		t.Errorf("third start %v, want task long's attempt 2", second)
+	}
+	if took > 5*time.Second {
+		t.Errorf("the task started again %s after its worker was SIGKILLed, want within 5s (at once, not after the 30s TTL)", took)
+	}
+	f1, _ := strconv.Atoi(first[2])
+	f2, _ := strconv.Atoi(second[2])
+	if f2 <= f1 {
+		t.Errorf("rerun fence %d, first run's %d: want a larger fence", f2, f1)
+	}
+	t.Logf("rerun %s after the kill", took)
+}
+
 // On another host, the task starts again once the dead worker's lock
 // expires: within the TTL and the server's expiry tick.
 func TestQueue_OtherHostCrashRerunsWithinTheTTL(t *testing.T) {

@@ -37,13 +37,17 @@ type loop struct {
 	ready   bool
 	readyAt time.Time
 
-	running    map[string]*runState // by task id
-	bySlot     map[string]*runState
-	byToken    map[int]*runState
-	claims     int
-	started    int
-	recovering map[string]bool
-	bg         sync.WaitGroup
+	running map[string]*runState // by task id
+	// hostDirty says running changed since the pid file was written, at
+	// hostWritten (hostwatch.go).
+	hostDirty   bool
+	hostWritten time.Time
+	bySlot      map[string]*runState
+	byToken     map[int]*runState
+	claims      int
+	started     int
+	recovering  map[string]bool
+	bg          sync.WaitGroup
 	// quit is closed when run returns: goroutines waiting to retry give up.
 	quit chan struct{}
 
@@ -92,6 +96,7 @@ func (l *loop) run(ctx context.Context) error {
 			l.d.flush(l)
 		}
 		l.renewPresence(now)
+		l.flushHostFile(now)
 		if err, over := l.over(now); over {
 			l.stopAll(ErrDraining, 0)
 			l.waitIdle()
@@ -205,6 +210,9 @@ func (l *loop) wake(now time.Time) time.Duration {
 	}
 	if !l.renewAt.IsZero() {
 		d = min(d, l.renewAt.Sub(now))
+	}
+	if at := l.hostFileDue(); !at.IsZero() {
+		d = min(d, at.Sub(now))
 	}
 	if at := l.readyAt.Add(l.w.idle); l.w.maxTasks > 0 && l.w.idle >= 0 && l.started == 0 && l.ready && at.After(now) {
 		d = min(d, at.Sub(now))
@@ -474,6 +482,7 @@ func (l *loop) checkRun(x *index, r *runState) {
 }
 
 func (l *loop) track(r *runState) {
+	l.hostDirty = true
 	l.running[r.id] = r
 	l.bySlot[r.slot] = r
 	if r.token >= 0 {
@@ -482,6 +491,7 @@ func (l *loop) track(r *runState) {
 }
 
 func (l *loop) untrack(r *runState) {
+	l.hostDirty = true
 	delete(l.running, r.id)
 	if l.bySlot[r.slot] == r {
 		delete(l.bySlot, r.slot)

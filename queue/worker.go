@@ -205,6 +205,20 @@ func (w *Worker) Run(ctx context.Context) error {
 		return err
 	}
 	defer l.leave()
+	if err := l.writeHostFile(); err != nil {
+		return fmt.Errorf("queue %s: write this worker's pid file: %w", w.q, err)
+	}
+	defer l.removeHostFile()
+	hctx, stopHostWatch := context.WithCancel(context.Background())
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		l.watchHost(hctx)
+	}()
+	defer func() {
+		stopHostWatch()
+		<-watched
+	}()
 	// The election runs beside the loop, which it hands a term to; it
 	// ends with the loop, giving up a term it holds.
 	ectx, stopElection := context.WithCancel(context.Background())

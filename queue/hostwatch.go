@@ -1,0 +1,269 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/batonhq/baton/hostlocal"
+	"github.com/batonhq/baton/kv"
+)
+
+// Recovery at once on a worker's own host (adr/0020) needs someone on that
+// host to see the worker's process gone. The dispatcher sees that only of
+// the processes of its own host; for the others, the workers of a host
+// that share a state directory watch each other:
+//
+//   - each worker keeps a pid file (group queue-<Q>, named by its id) with
+//     its process and the attempts it runs: the key lock's slot and fence
+//     and the capacity token of each, written within hostFileEvery of a
+//     change;
+//   - one worker per host and queue, the holder of the state directory's
+//     gate queue-watch-<Q>, checks the processes of those files every
+//     samehostPoll; the others try to take the gate every watchRetry;
+//   - a worker found dead has its locks and tokens removed by
+//     compare-and-set, each only if it still names that process and the
+//     process (and its command's process group) is gone, as the dispatcher
+//     does on its own host; the dispatcher then sees each lock gone and
+//     puts the task back at once. Its presence and inbox go, and its file.
+//
+// An attempt not yet in its worker's file when the worker died (claimed
+// less than hostFileEvery before) is recovered once its lock expires.
+
+const (
+	// hostFileEvery bounds how often a worker rewrites its pid file.
+	hostFileEvery = 20 * time.Millisecond
+	// watchRetry is how often a worker that does not watch its host tries
+	// to become the one that does.
+	watchRetry = 250 * time.Millisecond
+)
+
+// hostFile is a worker's pid file.
+type hostFile struct {
+	Queue    string    `json:"queue"`
+	Worker   string    `json:"worker"`
+	Host     string    `json:"host"`
+	PID      int       `json:"pid"`
+	PIDStart string    `json:"pid_start"`
+	Runs     []hostRun `json:"runs"`
+}
+
+// hostRun is an attempt a worker runs, as its pid file names it.
+type hostRun struct {
+	Task  string `json:"task"`
+	Slot  string `json:"slot"`
+	Fence uint64 `json:"fence"`
+	Token int    `json:"token"`
+}
+
+func hostGroup(q string) string { return "queue-" + q }
+
+// writeHostFile writes this worker's pid file with what it runs now.
+func (l *loop) writeHostFile() error {
+	sd := l.w.qs.m.StateDir()
+	if sd == nil {
+		return nil
+	}
+	f := hostFile{Queue: l.w.q, Worker: l.id, Host: l.w.qs.m.Host(), PID: l.w.qs.proc.PID, PIDStart: l.w.qs.proc.Start, Runs: []hostRun{}}
+	for _, r := range l.running {
+		f.Runs = append(f.Runs, hostRun{Task: r.id, Slot: r.slot, Fence: r.fence, Token: r.token})
+	}
+	l.hostDirty, l.hostWritten = false, time.Now()
+	return sd.WritePIDFile(hostGroup(l.w.q), l.id, f)
+}
+
+// flushHostFile rewrites the pid file if what runs changed, at most every
+// hostFileEvery.
+func (l *loop) flushHostFile(now time.Time) {
+	if !l.hostDirty || now.Sub(l.hostWritten) < hostFileEvery {
+		return
+	}
+	if err := l.writeHostFile(); err != nil {
+		l.w.emit(Event{Kind: EventError, Err: fmt.Errorf("queue %s: write this worker's pid file: %w", l.w.q, err)})
+	}
+}
+
+// hostFileDue is when flushHostFile has a write to make (zero: none).
+func (l *loop) hostFileDue() time.Time {
+	if !l.hostDirty {
+		return time.Time{}
+	}
+	return l.hostWritten.Add(hostFileEvery)
+}
+
+// removeHostFile removes this worker's pid file as it stops.
+func (l *loop) removeHostFile() {
+	if sd := l.w.qs.m.StateDir(); sd != nil {
+		_ = sd.RemovePIDFile(hostGroup(l.w.q), l.id)
+	}
+}
+
+// watchHost watches the other workers of this host, while it holds the
+// host's gate for the queue, until ctx ends.
+func (l *loop) watchHost(ctx context.Context) {
+	sd := l.w.qs.m.StateDir()
+	if sd == nil {
+		return
+	}
+	gate := "queue-watch-" + l.w.q
+	var held *hostlocal.Lock
+	defer func() {
+		if held != nil {
+			_ = held.Unlock()
+		}
+	}()
+	poll := time.NewTicker(samehostPoll)
+	defer poll.Stop()
+	var nextTry time.Time
+	known := map[string]hostlocal.Process{}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-poll.C:
+			if held == nil {
+				if now.Before(nextTry) {
+					continue
+				}
+				nextTry = now.Add(watchRetry)
+				lk, err := sd.TryLock(gate, hostlocal.Holder{Host: l.w.qs.m.Host(), Instance: l.id, Purpose: "watch the workers of queue " + l.w.q})
+				if err != nil {
+					continue
+				}
+				held = lk
+			}
+			l.checkHostWorkers(ctx, sd, known)
+		}
+	}
+}
+
+// checkHostWorkers frees what the workers of this host whose process is
+// gone held.
+func (l *loop) checkHostWorkers(ctx context.Context, sd *hostlocal.StateDir, known map[string]hostlocal.Process) {
+	group := hostGroup(l.w.q)
+	names, err := sd.PIDFiles(group)
+	if err != nil {
+		return
+	}
+	seen := make(map[string]bool, len(names))
+	for _, name := range names {
+		seen[name] = true
+		if name == l.id {
+			continue
+		}
+		p, ok := known[name]
+		if !ok {
+			var f hostFile
+			if sd.ReadPIDFile(group, name, &f) != nil {
+				continue
+			}
+			p = hostlocal.Process{PID: f.PID, Start: f.PIDStart}
+			known[name] = p
+		}
+		if !p.ThisBoot() {
+			continue // not a process of this boot: never judged
+		}
+		if p.Alive() {
+			continue
+		}
+		var f hostFile
+		if err := sd.ReadPIDFile(group, name, &f); err != nil {
+			continue
+		}
+		if f.Queue != l.w.q || f.Worker != name || f.Host != l.w.qs.m.Host() {
+			continue
+		}
+		done, err := l.w.qs.freeDeadWorker(ctx, l.w.q, f)
+		if err != nil && ctx.Err() == nil {
+			l.w.emit(Event{Kind: EventError, Err: fmt.Errorf("queue %s: free what dead worker %s (pid %d) held: %w", l.w.q, name, f.PID, err)})
+		}
+		if done {
+			_ = sd.RemovePIDFile(group, name)
+			delete(known, name)
+		}
+	}
+	for name := range known {
+		if !seen[name] {
+			delete(known, name)
+		}
+	}
+}
+
+// freeDeadWorker removes the key locks and tokens the dead worker of f
+// held, each by compare-and-set and only while it names that worker's
+// process and that process and its command's group are gone; then its
+// presence and inbox. done says nothing is left to do (a command still
+// running keeps its lock: it is checked again).
+func (qs *Queues) freeDeadWorker(ctx context.Context, q string, f hostFile) (done bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*qs.bucket.Client().Timeout())
+	defer cancel()
+	done = true
+	var mu sync.Mutex
+	var errs []error
+	var wg sync.WaitGroup
+	for _, r := range f.Runs {
+		wg.Go(func() {
+			left, err := qs.freeDeadRun(ctx, q, f, r)
+			mu.Lock()
+			defer mu.Unlock()
+			if left {
+				done = false
+			}
+			if err != nil && !errors.Is(err, kv.ErrConflict) && !errors.Is(err, kv.ErrNotFound) {
+				errs = append(errs, err)
+			}
+		})
+	}
+	wg.Wait()
+	if !done || len(errs) > 0 {
+		return false, errors.Join(errs...)
+	}
+	for _, key := range []string{presenceKey(q, f.Worker), inboxKey(q, f.Worker)} {
+		if e, err := qs.bucket.Get(ctx, key); err == nil {
+			if key == presenceKey(q, f.Worker) {
+				if p, err := decodePresence(q, e); err != nil || p.PID != f.PID || p.PIDStart != f.PIDStart {
+					continue
+				}
+			}
+			_ = qs.bucket.Delete(ctx, key, e.Revision, nil)
+		}
+	}
+	return true, nil
+}
+
+// freeDeadRun removes the lock and token of run r of the dead worker of f.
+// left says the lock stays: the command it names still runs.
+func (qs *Queues) freeDeadRun(ctx context.Context, q string, f hostFile, r hostRun) (left bool, err error) {
+	e, err := qs.m.Bucket().Get(ctx, r.Slot)
+	switch {
+	case errors.Is(err, kv.ErrNotFound):
+	case err != nil:
+		return false, err
+	default:
+		s := lockView(e)
+		if s.Fence != r.Fence || s.Host != f.Host || s.PID != f.PID || s.PIDStart != f.PIDStart {
+			break // another attempt's, or another process's
+		}
+		if !processGone(s.PID, s.PIDStart, s.Meta["child_pid"], s.Meta["child_pid_start"]) {
+			return true, nil
+		}
+		if err := qs.m.Reap(ctx, r.Slot, e.Revision, nil); err != nil {
+			return false, err
+		}
+	}
+	if r.Token < 0 {
+		return false, nil
+	}
+	te, err := qs.bucket.Get(ctx, tokenKey(q, r.Token))
+	if err != nil {
+		return false, err
+	}
+	tok, err := decodeToken(te)
+	if err != nil || tok.Fence != r.Fence || tok.PID != f.PID || tok.PIDStart != f.PIDStart {
+		return false, nil
+	}
+	return false, qs.bucket.Delete(ctx, tokenKey(q, r.Token), te.Revision, nil)
+}
+
