@@ -266,4 +266,3 @@ func (qs *Queues) freeDeadRun(ctx context.Context, q string, f hostFile, r hostR
 	}
 	return false, qs.bucket.Delete(ctx, tokenKey(q, r.Token), te.Revision, nil)
 }
-
