@@ -256,6 +256,8 @@ func (ls *Leases) await(ctx context.Context, key string, data []byte, cfg acquir
 	defer w.Stop()
 	poll := time.NewTicker(samehostPoll)
 	defer poll.Stop()
+	exits := &holderExit{ls: ls}
+	defer exits.close()
 	var cur *Info // the live holder last seen
 	for {
 		select {
@@ -289,7 +291,7 @@ func (ls *Leases) await(ctx context.Context, key string, data []byte, cfg acquir
 			}
 			cur, _ = decode(*e)
 		case <-poll.C:
-			if cur != nil && ls.deadOnThisHost(cur.Record) {
+			if cur != nil && exits.dead(cur.Record) {
 				// Its holder is gone: free the key at the revision seen (a
 				// renewal since would make this fail, and then it lives).
 				_ = ls.bucket.Delete(ctx, key, cur.Revision, nil)
@@ -306,6 +308,49 @@ func (ls *Leases) recordOf(data []byte) Record {
 	var r Record
 	_ = r.UnmarshalJSON(data)
 	return r
+}
+
+// holderExit checks a holder of this host for death on each poll of a
+// waiter: its process is held in a hostlocal.ExitWatch (a pidfd on Linux),
+// so that a check costs one poll(2), not a read of /proc; many waiters on
+// one host (the candidates of a queue's dispatcher election) poll often.
+type holderExit struct {
+	ls *Leases
+	w  *hostlocal.ExitWatch
+	p  hostlocal.Process
+}
+
+// dead is deadOnThisHost(r), asked of the kernel only once r's process has
+// exited (every time for a holder with a child, whose process group
+// counts).
+func (h *holderExit) dead(r Record) bool {
+	if r.Host != h.ls.host || r.PID <= 0 {
+		return false
+	}
+	if r.ChildPID > 0 {
+		return h.ls.deadOnThisHost(r)
+	}
+	p := hostlocal.Process{PID: r.PID, Start: r.PIDStart}
+	if !p.ThisBoot() {
+		return false
+	}
+	if h.w == nil {
+		h.w = hostlocal.NewExitWatch()
+	}
+	if p != h.p {
+		h.w.Watch("holder", p)
+		h.p = p
+	}
+	if len(h.w.Exited()) == 0 {
+		return false
+	}
+	return h.ls.deadOnThisHost(r)
+}
+
+func (h *holderExit) close() {
+	if h.w != nil {
+		h.w.Close()
+	}
 }
 
 // deadOnThisHost reports whether r's holder runs on this host and both its

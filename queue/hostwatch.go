@@ -22,12 +22,17 @@ import (
 //     change;
 //   - one worker per host and queue, the holder of the state directory's
 //     gate queue-watch-<Q>, checks the processes of those files every
-//     samehostPoll; the others try to take the gate every watchRetry;
+//     samehostPoll (one poll(2) of their pidfds on Linux) and reads the
+//     folder for new ones every scanEvery; the others try to take the gate
+//     every watchRetry;
 //   - a worker found dead has its locks and tokens removed by
 //     compare-and-set, each only if it still names that process and the
 //     process (and its command's process group) is gone, as the dispatcher
 //     does on its own host; the dispatcher then sees each lock gone and
 //     puts the task back at once. Its presence and inbox go, and its file.
+//
+// A dead dispatcher's term is ended by the election's own same-host check
+// (lease), whatever the state directories.
 //
 // An attempt not yet in its worker's file when the worker died (claimed
 // less than hostFileEvery before) is recovered once its lock expires.
@@ -36,8 +41,13 @@ const (
 	// hostFileEvery bounds how often a worker rewrites its pid file.
 	hostFileEvery = 20 * time.Millisecond
 	// watchRetry is how often a worker that does not watch its host tries
-	// to become the one that does.
-	watchRetry = 250 * time.Millisecond
+	// to become the one that does (a flock that fails costs three system
+	// calls): it bounds, with samehostPoll, how long a dead watcher's
+	// death goes unseen.
+	watchRetry = 100 * time.Millisecond
+	// scanEvery is how often the watch reads the folder of pid files for
+	// workers that started.
+	scanEvery = 250 * time.Millisecond
 )
 
 // hostFile is a worker's pid file.
@@ -109,15 +119,16 @@ func (l *loop) watchHost(ctx context.Context) {
 	}
 	gate := "queue-watch-" + l.w.q
 	var held *hostlocal.Lock
+	exits := hostlocal.NewExitWatch()
 	defer func() {
+		exits.Close()
 		if held != nil {
 			_ = held.Unlock()
 		}
 	}()
 	poll := time.NewTicker(samehostPoll)
 	defer poll.Stop()
-	var nextTry time.Time
-	known := map[string]hostlocal.Process{}
+	var nextTry, nextScan time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -134,14 +145,23 @@ func (l *loop) watchHost(ctx context.Context) {
 				}
 				held = lk
 			}
-			l.checkHostWorkers(ctx, sd, known)
+			if !now.Before(nextScan) {
+				nextScan = now.Add(scanEvery)
+				l.scanHostWorkers(sd, exits)
+			}
+			for _, name := range exits.Exited() {
+				if l.freeHostWorker(ctx, sd, name) {
+					exits.Forget(name)
+				}
+			}
 		}
 	}
 }
 
-// checkHostWorkers frees what the workers of this host whose process is
-// gone held.
-func (l *loop) checkHostWorkers(ctx context.Context, sd *hostlocal.StateDir, known map[string]hostlocal.Process) {
+// scanHostWorkers watches the processes of the pid files of this host's
+// workers of the queue that are not watched yet, and forgets those whose
+// file is gone.
+func (l *loop) scanHostWorkers(sd *hostlocal.StateDir, exits *hostlocal.ExitWatch) {
 	group := hostGroup(l.w.q)
 	names, err := sd.PIDFiles(group)
 	if err != nil {
@@ -150,45 +170,45 @@ func (l *loop) checkHostWorkers(ctx context.Context, sd *hostlocal.StateDir, kno
 	seen := make(map[string]bool, len(names))
 	for _, name := range names {
 		seen[name] = true
-		if name == l.id {
-			continue
-		}
-		p, ok := known[name]
-		if !ok {
-			var f hostFile
-			if sd.ReadPIDFile(group, name, &f) != nil {
-				continue
-			}
-			p = hostlocal.Process{PID: f.PID, Start: f.PIDStart}
-			known[name] = p
-		}
-		if !p.ThisBoot() {
-			continue // not a process of this boot: never judged
-		}
-		if p.Alive() {
+		if name == l.id || exits.Watching(name) {
 			continue
 		}
 		var f hostFile
-		if err := sd.ReadPIDFile(group, name, &f); err != nil {
+		if sd.ReadPIDFile(group, name, &f) != nil {
 			continue
 		}
-		if f.Queue != l.w.q || f.Worker != name || f.Host != l.w.qs.m.Host() {
-			continue
+		p := hostlocal.Process{PID: f.PID, Start: f.PIDStart}
+		if !p.ThisBoot() || f.Host != l.w.qs.m.Host() {
+			continue // not a process of this boot, or of this host id: never judged
 		}
-		done, err := l.w.qs.freeDeadWorker(ctx, l.w.q, f)
-		if err != nil && ctx.Err() == nil {
-			l.w.emit(Event{Kind: EventError, Err: fmt.Errorf("queue %s: free what dead worker %s (pid %d) held: %w", l.w.q, name, f.PID, err)})
-		}
-		if done {
-			_ = sd.RemovePIDFile(group, name)
-			delete(known, name)
-		}
+		exits.Watch(name, p)
 	}
-	for name := range known {
+	for _, name := range exits.Names() {
 		if !seen[name] {
-			delete(known, name)
+			exits.Forget(name)
 		}
 	}
+}
+
+// freeHostWorker frees what the dead worker name held; it reports whether
+// nothing is left to do.
+func (l *loop) freeHostWorker(ctx context.Context, sd *hostlocal.StateDir, name string) bool {
+	group := hostGroup(l.w.q)
+	var f hostFile
+	if err := sd.ReadPIDFile(group, name, &f); err != nil {
+		return true // gone: its worker stopped and removed it
+	}
+	if f.Queue != l.w.q || f.Worker != name || f.Host != l.w.qs.m.Host() {
+		return true
+	}
+	done, err := l.w.qs.freeDeadWorker(ctx, l.w.q, f)
+	if err != nil && ctx.Err() == nil {
+		l.w.emit(Event{Kind: EventError, Err: fmt.Errorf("queue %s: free what dead worker %s (pid %d) held: %w", l.w.q, name, f.PID, err)})
+	}
+	if done {
+		_ = sd.RemovePIDFile(group, name)
+	}
+	return done
 }
 
 // freeDeadWorker removes the key locks and tokens the dead worker of f

@@ -21,6 +21,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -87,6 +88,9 @@ type bench struct {
 	shm     string // host state dirs (tmpfs when there is one)
 	log     io.Writer
 	only    string
+	// workers overrides the worker process counts of the queue's
+	// throughput rows (for profiling one of them).
+	workers []int
 
 	nats       *natsServer // default sync interval
 	natsAlways *natsServer // sync always
@@ -116,6 +120,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 	timeout := fs.Duration("timeout", 30*time.Minute, "give up after this long")
 	fs.StringVar(&b.only, "only", "", "run only the sections whose names contain this (for working on one)")
 	cpuprofile := fs.String("cpuprofile", "", "write the benchmark process's CPU profile to this file")
+	fs.Func("workers", "comma-separated worker process counts of the queue throughput rows, instead of 1,4,16,64 (QWORKER_CPUPROFILE_DIR=DIR profiles each worker)", func(s string) error {
+		for _, f := range strings.Split(s, ",") {
+			n, err := strconv.Atoi(f)
+			if err != nil || n < 1 {
+				return fmt.Errorf("a worker count is a number from 1: %q", f)
+			}
+			b.workers = append(b.workers, n)
+		}
+		return nil
+	})
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}

@@ -39,8 +39,9 @@ type qworkers struct {
 }
 
 // startQworkers starts n worker processes of queue q, each with its own
-// connection and state directory, on host (the same host id for all unless
-// hosts says otherwise).
+// connection, on host (the same host id for all unless host says
+// otherwise); the workers of a host share its state directory, as they do
+// by default.
 func (b *bench) startQworkers(ctx context.Context, q string, n int, host func(i int) string) (*qworkers, error) {
 	ws := &qworkers{b: b, q: q, host: host, ready: make(chan struct{}), started: make(chan int64, 1024)}
 	for i := range n {
@@ -67,7 +68,7 @@ func (ws *qworkers) spawn(ctx context.Context, i, readyAt int) error {
 	b := ws.b
 	ws.spawned++
 	cmd := exec.CommandContext(ctx, b.qworker, "-server", b.nats.url, "-prefix", queuePrefix, "-queue", ws.q,
-		"-state", mkdir(b.shm, fmt.Sprintf("qw-%s-%d", ws.q, i)), "-host", ws.host(i),
+		"-state", mkdir(b.shm, fmt.Sprintf("qw-%s-%s", ws.q, ws.host(i))), "-host", ws.host(i),
 		"-concurrency", strconv.Itoa(workerConcurrency))
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -201,9 +202,15 @@ func (b *bench) workerThroughput(ctx context.Context, e *queueEnv, n int) (worke
 			_ = s.Purge(context.WithoutCancel(ctx), jetstream.WithPurgeSubject("$KV."+e.qb+"."+q+".>"))
 		}
 	}()
-	// Workers that have not warmed up within two minutes are timed as
-	// they are: what they do is the measurement.
-	if err := waitFor(ctx, 2*time.Minute, func() (bool, error) { return ws.ended.Load() >= warmUp, nil }); err != nil && ctx.Err() != nil {
+	// The window starts once every worker has joined (its presence is
+	// written) and warmUp tasks more have ended: a worker's start is not
+	// what a task costs. Workers that have not warmed up within two
+	// minutes are timed as they are: what they do is the measurement.
+	if err := waitPresent(ctx, e, q, n); err != nil {
+		return workerRun{}, err
+	}
+	ended := ws.ended.Load()
+	if err := waitFor(ctx, 2*time.Minute, func() (bool, error) { return ws.ended.Load() >= ended+warmUp, nil }); err != nil && ctx.Err() != nil {
 		return workerRun{}, err
 	}
 	server0, _ := procCPU(b.nats.pid())
@@ -225,6 +232,15 @@ func (b *bench) workerThroughput(ctx context.Context, e *queueEnv, n int) (worke
 	cpu := (cpu1 - cpu0) + (server1 - server0)
 	return workerRun{n: n, rate: float64(done) / t1.Sub(t0).Seconds(), completed: done,
 		cpuPer1k: cpu * 1000 / time.Duration(done), serverPer1k: (server1 - server0) * 1000 / time.Duration(done)}, nil
+}
+
+// waitPresent waits until n workers of queue q have written their
+// presence.
+func waitPresent(ctx context.Context, e *queueEnv, q string, n int) error {
+	return waitFor(ctx, time.Minute, func() (bool, error) {
+		es, err := e.qs.Bucket().ListMatching(ctx, q+".worker.>")
+		return len(es) >= n, err
+	})
 }
 
 // workerFloor is the raw writes of a task's life (lock, token, task
@@ -318,7 +334,11 @@ func (b *bench) queueWorkerRows(ctx context.Context, e *queueEnv) ([]row, error)
 		return nil, err
 	}
 	runs := map[int]workerRun{}
-	for _, n := range workerCounts {
+	counts := workerCounts
+	if len(b.workers) > 0 {
+		counts = b.workers
+	}
+	for _, n := range counts {
 		b.progress("queue workers: %d worker processes", n)
 		r, err := b.workerThroughput(ctx, e, n)
 		if err != nil {

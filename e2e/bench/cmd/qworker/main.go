@@ -40,7 +40,7 @@ func main() {
 	// QWORKER_CPUPROFILE_DIR, when set, gets this process's CPU profile
 	// (for looking into what a worker spends its time on).
 	if dir := os.Getenv("QWORKER_CPUPROFILE_DIR"); dir != "" {
-		if f, err := os.Create(filepath.Join(dir, strconv.Itoa(os.Getpid())+".prof")); err == nil {
+		if f, err := os.Create(filepath.Join(dir, *q+"-"+strconv.Itoa(os.Getpid())+".prof")); err == nil {
 			_ = pprof.StartCPUProfile(f)
 			defer func() { pprof.StopCPUProfile(); f.Close() }()
 		}
