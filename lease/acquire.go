@@ -243,22 +243,24 @@ func (ls *Leases) adopt(ctx context.Context, in *Info, cfg acquireConfig) (*Leas
 	return l, nil
 }
 
-// samehostPoll is how often a waiter checks the processes of a holder on
-// its own host.
+// samehostPoll is how often a waiter checks the child's process group of a
+// holder on its own host whose process has exited (baton lead's
+// supervisor may outlive it by a moment).
 const samehostPoll = 50 * time.Millisecond
 
-// await waits for the key, woken by its watch, and takes it.
+// await waits for the key, woken by its watch, and takes it. A holder that
+// is a process of this host is waited on (hostlocal.WaitExit: no polling
+// where the kernel has pidfds), so that its death frees the key at once.
 func (ls *Leases) await(ctx context.Context, key string, data []byte, cfg acquireConfig, held error) (*Lease, error) {
 	w, err := ls.bucket.Watch(ctx, key)
 	if err != nil {
 		return nil, err
 	}
 	defer w.Stop()
-	poll := time.NewTicker(samehostPoll)
-	defer poll.Stop()
-	exits := &holderExit{ls: ls}
-	defer exits.close()
-	var cur *Info // the live holder last seen
+	exits := newHolderWait(ctx, ls)
+	defer exits.stop()
+	var pollC <-chan time.Time // while a dead holder's child group runs
+	var cur *Info              // the live holder last seen
 	for {
 		select {
 		case e, ok := <-w.Updates():
@@ -270,6 +272,7 @@ func (ls *Leases) await(ctx context.Context, key string, data []byte, cfg acquir
 			}
 			if !e.Live() {
 				cur = nil
+				exits.watch(nil)
 				sent := time.Now()
 				rev, err := ls.bucket.CreateAfter(ctx, key, data, cfg.ttl, e.Revision)
 				if err == nil {
@@ -287,19 +290,97 @@ func (ls *Leases) await(ctx context.Context, key string, data []byte, cfg acquir
 			held = err
 			if freed {
 				cur = nil // its tombstone is the next update
+				exits.watch(nil)
 				continue
 			}
 			cur, _ = decode(*e)
-		case <-poll.C:
-			if cur != nil && exits.dead(cur.Record) {
-				// Its holder is gone: free the key at the revision seen (a
-				// renewal since would make this fail, and then it lives).
-				_ = ls.bucket.Delete(ctx, key, cur.Revision, nil)
+			exits.watch(cur)
+		case <-exits.c:
+			pollC = nil
+			if cur != nil && ls.reapIfDead(ctx, key, cur) {
 				cur = nil
+			} else if cur != nil && cur.ChildPID > 0 {
+				t := time.NewTicker(samehostPoll) // the child's group runs on
+				defer t.Stop()
+				pollC = t.C
+			}
+		case <-pollC:
+			if cur == nil || ls.reapIfDead(ctx, key, cur) {
+				cur, pollC = nil, nil
 			}
 		case <-ctx.Done():
 			return nil, errors.Join(held, ctx.Err())
 		}
+	}
+}
+
+// reapIfDead frees key if its holder in is a process of this host that is
+// gone, at the revision seen (a renewal since makes this fail, and then
+// it lives).
+func (ls *Leases) reapIfDead(ctx context.Context, key string, in *Info) bool {
+	if !ls.deadOnThisHost(in.Record) {
+		return false
+	}
+	_ = ls.bucket.Delete(ctx, key, in.Revision, nil)
+	return true
+}
+
+// holderWait waits, in a goroutine of its own, for the process of the
+// holder last given to watch (if of this host) to exit, and then sends on
+// c. A holder's renewal (the same process) keeps the wait going.
+type holderWait struct {
+	ctx    context.Context
+	ls     *Leases
+	c      chan struct{}
+	p      hostlocal.Process
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func newHolderWait(ctx context.Context, ls *Leases) *holderWait {
+	return &holderWait{ctx: ctx, ls: ls, c: make(chan struct{}, 1)}
+}
+
+func (h *holderWait) watch(in *Info) {
+	var p hostlocal.Process
+	if in != nil && in.Host == h.ls.host && in.PID > 0 {
+		p = hostlocal.Process{PID: in.PID, Start: in.PIDStart}
+		if !p.ThisBoot() {
+			p = hostlocal.Process{}
+		}
+	}
+	if p == h.p && (p.PID == 0 || h.cancel != nil) {
+		return
+	}
+	h.stop()
+	h.p = p
+	if p.PID == 0 {
+		return
+	}
+	ctx, cancel := context.WithCancel(h.ctx)
+	h.cancel, h.done = cancel, make(chan struct{})
+	go func(done chan struct{}) {
+		defer close(done)
+		if hostlocal.WaitExit(ctx, p) == nil {
+			select {
+			case h.c <- struct{}{}:
+			default:
+			}
+		}
+	}(h.done)
+}
+
+// stop ends the wait and waits for its goroutine.
+func (h *holderWait) stop() {
+	if h.cancel != nil {
+		h.cancel()
+		<-h.done
+		h.cancel, h.done = nil, nil
+	}
+	h.p = hostlocal.Process{}
+	select {
+	case <-h.c:
+	default:
 	}
 }
 
@@ -308,49 +389,6 @@ func (ls *Leases) recordOf(data []byte) Record {
 	var r Record
 	_ = r.UnmarshalJSON(data)
 	return r
-}
-
-// holderExit checks a holder of this host for death on each poll of a
-// waiter: its process is held in a hostlocal.ExitWatch (a pidfd on Linux),
-// so that a check costs one poll(2), not a read of /proc; many waiters on
-// one host (the candidates of a queue's dispatcher election) poll often.
-type holderExit struct {
-	ls *Leases
-	w  *hostlocal.ExitWatch
-	p  hostlocal.Process
-}
-
-// dead is deadOnThisHost(r), asked of the kernel only once r's process has
-// exited (every time for a holder with a child, whose process group
-// counts).
-func (h *holderExit) dead(r Record) bool {
-	if r.Host != h.ls.host || r.PID <= 0 {
-		return false
-	}
-	if r.ChildPID > 0 {
-		return h.ls.deadOnThisHost(r)
-	}
-	p := hostlocal.Process{PID: r.PID, Start: r.PIDStart}
-	if !p.ThisBoot() {
-		return false
-	}
-	if h.w == nil {
-		h.w = hostlocal.NewExitWatch()
-	}
-	if p != h.p {
-		h.w.Watch("holder", p)
-		h.p = p
-	}
-	if len(h.w.Exited()) == 0 {
-		return false
-	}
-	return h.ls.deadOnThisHost(r)
-}
-
-func (h *holderExit) close() {
-	if h.w != nil {
-		h.w.Close()
-	}
 }
 
 // deadOnThisHost reports whether r's holder runs on this host and both its

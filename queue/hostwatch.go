@@ -21,18 +21,20 @@ import (
 //     and the capacity token of each, written within hostFileEvery of a
 //     change;
 //   - one worker per host and queue, the holder of the state directory's
-//     gate queue-watch-<Q>, checks the processes of those files every
-//     samehostPoll (one poll(2) of their pidfds on Linux) and reads the
-//     folder for new ones every scanEvery; the others try to take the gate
-//     every watchRetry;
+//     gate queue-watch-<Q>, waits for the processes of those files to exit
+//     (hostlocal.WaitExit: on a pidfd in the runtime's poller on Linux, so
+//     nothing wakes while they live) and reads the folder for new ones
+//     every scanEvery; the others wait for its process to exit, and then
+//     take the gate;
 //   - a worker found dead has its locks and tokens removed by
 //     compare-and-set, each only if it still names that process and the
 //     process (and its command's process group) is gone, as the dispatcher
 //     does on its own host; the dispatcher then sees each lock gone and
 //     puts the task back at once. Its presence and inbox go, and its file.
 //
-// A dead dispatcher's term is ended by the election's own same-host check
-// (lease), whatever the state directories.
+// A dead dispatcher is replaced by the election: its candidates on its host
+// wait for its process to exit in the same way (lease), whatever their
+// state directories.
 //
 // An attempt not yet in its worker's file when the worker died (claimed
 // less than hostFileEvery before) is recovered once its lock expires.
@@ -41,10 +43,9 @@ const (
 	// hostFileEvery bounds how often a worker rewrites its pid file.
 	hostFileEvery = 20 * time.Millisecond
 	// watchRetry is how often a worker that does not watch its host tries
-	// to become the one that does (a flock that fails costs three system
-	// calls): it bounds, with samehostPoll, how long a dead watcher's
-	// death goes unseen.
-	watchRetry = 100 * time.Millisecond
+	// to become the one that does besides when the watcher's process
+	// exits: a watcher that stopped watching lives on as a process.
+	watchRetry = 2 * time.Second
 	// scanEvery is how often the watch reads the folder of pid files for
 	// workers that started.
 	scanEvery = 250 * time.Millisecond
@@ -111,81 +112,99 @@ func (l *loop) removeHostFile() {
 }
 
 // watchHost watches the other workers of this host, while it holds the
-// host's gate for the queue, until ctx ends.
+// host's gate for the queue, until ctx ends. Until it holds the gate, it
+// waits for its holder's process to exit (and tries again every
+// watchRetry, for a holder that gave it up and lives on).
 func (l *loop) watchHost(ctx context.Context) {
 	sd := l.w.qs.m.StateDir()
 	if sd == nil {
 		return
 	}
 	gate := "queue-watch-" + l.w.q
-	var held *hostlocal.Lock
-	exits := hostlocal.NewExitWatch()
-	defer func() {
-		exits.Close()
-		if held != nil {
-			_ = held.Unlock()
-		}
-	}()
-	poll := time.NewTicker(samehostPoll)
-	defer poll.Stop()
-	var nextTry, nextScan time.Time
+	holder := hostlocal.Holder{Host: l.w.qs.m.Host(), Instance: l.id, Purpose: "watch the workers of queue " + l.w.q}
 	for {
-		select {
-		case <-ctx.Done():
+		lk, err := sd.TryLock(gate, holder)
+		if err == nil {
+			l.watchHostWorkers(ctx, sd)
+			_ = lk.Unlock()
 			return
-		case now := <-poll.C:
-			if held == nil {
-				if now.Before(nextTry) {
-					continue
-				}
-				nextTry = now.Add(watchRetry)
-				lk, err := sd.TryLock(gate, hostlocal.Holder{Host: l.w.qs.m.Host(), Instance: l.id, Purpose: "watch the workers of queue " + l.w.q})
-				if err != nil {
-					continue
-				}
-				held = lk
-			}
-			if !now.Before(nextScan) {
-				nextScan = now.Add(scanEvery)
-				l.scanHostWorkers(sd, exits)
-			}
-			for _, name := range exits.Exited() {
-				if l.freeHostWorker(ctx, sd, name) {
-					exits.Forget(name)
-				}
-			}
+		}
+		wctx, cancel := context.WithTimeout(ctx, watchRetry)
+		var le *hostlocal.LockedError
+		if errors.As(err, &le) && le.Holder != nil && le.Holder.PID > 0 {
+			_ = hostlocal.WaitExit(wctx, le.Holder.Process())
+		} else {
+			<-wctx.Done()
+		}
+		cancel()
+		if ctx.Err() != nil {
+			return
 		}
 	}
 }
 
-// scanHostWorkers watches the processes of the pid files of this host's
-// workers of the queue that are not watched yet, and forgets those whose
-// file is gone.
-func (l *loop) scanHostWorkers(sd *hostlocal.StateDir, exits *hostlocal.ExitWatch) {
+// watchHostWorkers waits for the processes of the pid files of this host's
+// workers of the queue to exit, each in a goroutine of its own (parked in
+// the runtime's poller where the kernel has pidfds), reads the folder for
+// new files every scanEvery, and frees what a dead one held. It returns
+// when ctx ends, its goroutines stopped.
+func (l *loop) watchHostWorkers(ctx context.Context, sd *hostlocal.StateDir) {
 	group := hostGroup(l.w.q)
-	names, err := sd.PIDFiles(group)
-	if err != nil {
-		return
-	}
-	seen := make(map[string]bool, len(names))
-	for _, name := range names {
-		seen[name] = true
-		if name == l.id || exits.Watching(name) {
-			continue
+	exited := make(chan string)
+	waits := map[string]context.CancelFunc{}
+	var wg sync.WaitGroup
+	defer func() {
+		for _, cancel := range waits {
+			cancel()
 		}
-		var f hostFile
-		if sd.ReadPIDFile(group, name, &f) != nil {
-			continue
+		wg.Wait()
+	}()
+	scan := time.NewTicker(scanEvery)
+	defer scan.Stop()
+	for {
+		if names, err := sd.PIDFiles(group); err == nil {
+			seen := make(map[string]bool, len(names))
+			for _, name := range names {
+				seen[name] = true
+				if name == l.id || waits[name] != nil {
+					continue
+				}
+				var f hostFile
+				if sd.ReadPIDFile(group, name, &f) != nil {
+					continue
+				}
+				p := hostlocal.Process{PID: f.PID, Start: f.PIDStart}
+				if !p.ThisBoot() || f.Host != l.w.qs.m.Host() {
+					continue // not a process of this boot, or of this host id: never judged
+				}
+				wctx, cancel := context.WithCancel(ctx)
+				waits[name] = cancel
+				wg.Go(func() {
+					if hostlocal.WaitExit(wctx, p) == nil {
+						select {
+						case exited <- name:
+						case <-wctx.Done():
+						}
+					}
+				})
+			}
+			for name, cancel := range waits {
+				if !seen[name] {
+					cancel()
+					delete(waits, name)
+				}
+			}
 		}
-		p := hostlocal.Process{PID: f.PID, Start: f.PIDStart}
-		if !p.ThisBoot() || f.Host != l.w.qs.m.Host() {
-			continue // not a process of this boot, or of this host id: never judged
-		}
-		exits.Watch(name, p)
-	}
-	for _, name := range exits.Names() {
-		if !seen[name] {
-			exits.Forget(name)
+		select {
+		case <-ctx.Done():
+			return
+		case <-scan.C:
+		case name := <-exited:
+			// Done, or a command of it still runs: the next scan waits on
+			// it again, and as it is gone, tries again at once.
+			l.freeHostWorker(ctx, sd, name)
+			waits[name]()
+			delete(waits, name)
 		}
 	}
 }

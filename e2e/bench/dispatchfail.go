@@ -38,7 +38,7 @@ func (b *bench) dispatcherFailoverRows(ctx context.Context, e *queueEnv) ([]row,
 		if _, _, err := e.qs.Create(ctx, cfg); err != nil {
 			return nil, err
 		}
-		ws, err := b.startQworkers(ctx, q, 4, host)
+		ws, err := b.startQworkers(ctx, q, 4, host, true)
 		if err != nil {
 			return nil, err
 		}

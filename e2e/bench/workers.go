@@ -30,6 +30,7 @@ type qworkers struct {
 	b       *bench
 	q       string
 	host    func(i int) string
+	stamps  bool // the workers say when each handler starts
 	procs   []*proc
 	ready   chan struct{}
 	nReady  atomic.Int64
@@ -42,8 +43,8 @@ type qworkers struct {
 // connection, on host (the same host id for all unless host says
 // otherwise); the workers of a host share its state directory, as they do
 // by default.
-func (b *bench) startQworkers(ctx context.Context, q string, n int, host func(i int) string) (*qworkers, error) {
-	ws := &qworkers{b: b, q: q, host: host, ready: make(chan struct{}), started: make(chan int64, 1024)}
+func (b *bench) startQworkers(ctx context.Context, q string, n int, host func(i int) string, stamps bool) (*qworkers, error) {
+	ws := &qworkers{b: b, q: q, host: host, stamps: stamps, ready: make(chan struct{}), started: make(chan int64, 1024)}
 	for i := range n {
 		if err := ws.spawn(ctx, i, n); err != nil {
 			ws.stop()
@@ -69,7 +70,7 @@ func (ws *qworkers) spawn(ctx context.Context, i, readyAt int) error {
 	ws.spawned++
 	cmd := exec.CommandContext(ctx, b.qworker, "-server", b.nats.url, "-prefix", queuePrefix, "-queue", ws.q,
 		"-state", mkdir(b.shm, fmt.Sprintf("qw-%s-%s", ws.q, ws.host(i))), "-host", ws.host(i),
-		"-concurrency", strconv.Itoa(workerConcurrency))
+		"-concurrency", strconv.Itoa(workerConcurrency), "-stamps="+strconv.FormatBool(ws.stamps))
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return err
@@ -92,8 +93,10 @@ func (ws *qworkers) read(out interface{ Read([]byte) (int, error) }, n int) {
 	for sc.Scan() {
 		line := sc.Text()
 		switch {
-		case line == "E":
-			ws.ended.Add(1)
+		case strings.HasPrefix(line, "E "):
+			if n, err := strconv.ParseInt(line[2:], 10, 64); err == nil {
+				ws.ended.Add(n)
+			}
 		case line == "R":
 			if ws.nReady.Add(1) == int64(n) {
 				close(ws.ready)
@@ -190,7 +193,7 @@ func (b *bench) workerThroughput(ctx context.Context, e *queueEnv, n int) (worke
 	if err := storeTasks(ctx, e.c.Conn(), e.qb, q, 0, tasks, 1000); err != nil {
 		return workerRun{}, err
 	}
-	ws, err := b.startQworkers(ctx, q, n, func(int) string { return "bench-host" })
+	ws, err := b.startQworkers(ctx, q, n, func(int) string { return "bench-host" }, false)
 	if err != nil {
 		return workerRun{}, err
 	}
@@ -404,7 +407,7 @@ func (b *bench) idleDispatchRows(ctx context.Context, e *queueEnv) ([]row, error
 		if _, _, err := e.qs.Create(ctx, cfg); err != nil {
 			return nil, err
 		}
-		ws, err := b.startQworkers(ctx, q, n, func(int) string { return "bench-host" })
+		ws, err := b.startQworkers(ctx, q, n, func(int) string { return "bench-host" }, true)
 		if err != nil {
 			return nil, err
 		}

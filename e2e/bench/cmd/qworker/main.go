@@ -1,8 +1,9 @@
 // Command qworker runs one library worker of a queue, with a handler that
 // does nothing, as a process of its own: the benchmark starts 1 to 64 of
-// them to measure what a task costs as workers are added. It prints
-// "S <unix ns>" when a task's handler starts and "E" when it ends, a line
-// each, and drains and exits on SIGTERM.
+// them to measure what a task costs as workers are added. It prints "R"
+// once it runs, "E <n>" when n more tasks ended (at most every 20 ms, so
+// that the count costs the worker next to nothing), with -stamps "S <unix
+// ns>" when a task's handler starts, and drains and exits on SIGTERM.
 package main
 
 import (
@@ -16,6 +17,7 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -32,6 +34,7 @@ func main() {
 	state := flag.String("state", "", "the worker's state directory")
 	host := flag.String("host", "bench-host", "the worker's host id")
 	concurrency := flag.Int("concurrency", 4, "tasks run at once")
+	stamps := flag.Bool("stamps", false, "print when each task's handler starts")
 	flag.Parse()
 	if *server == "" || *q == "" || *state == "" {
 		fmt.Fprintln(os.Stderr, "usage: qworker -server URL -queue Q -state DIR [-host ID] [-concurrency N]")
@@ -45,14 +48,14 @@ func main() {
 			defer func() { pprof.StopCPUProfile(); f.Close() }()
 		}
 	}
-	if err := run(*server, *prefix, *q, *state, *host, *concurrency); err != nil {
+	if err := run(*server, *prefix, *q, *state, *host, *concurrency, *stamps); err != nil {
 		fmt.Fprintln(os.Stderr, "qworker:", err)
 		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 }
 
-func run(server, prefix, q, state, host string, concurrency int) error {
+func run(server, prefix, q, state, host string, concurrency int, stamps bool) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	c, err := kv.Connect(ctx, kv.WithURL(server), kv.WithName("qworker"))
@@ -81,12 +84,28 @@ func run(server, prefix, q, state, host string, concurrency int) error {
 		_ = out.Flush()
 	}
 	h := queue.HandlerFunc(func(context.Context, *queue.Task) error {
-		say("S " + strconv.FormatInt(time.Now().UnixNano(), 10) + "\n")
+		if stamps {
+			say("S " + strconv.FormatInt(time.Now().UnixNano(), 10) + "\n")
+		}
 		return nil
 	})
+	// Ends are counted, and said 20 ms after the first one not said yet:
+	// an idle worker does not wake for them.
+	var ended, said atomic.Int64
+	var pending atomic.Bool
+	flush := func() {
+		pending.Store(false)
+		n := ended.Load()
+		if d := n - said.Swap(n); d > 0 {
+			say("E " + strconv.FormatInt(d, 10) + "\n")
+		}
+	}
 	ev := func(e queue.Event) {
 		if e.Kind == queue.EventEnded {
-			say("E\n")
+			ended.Add(1)
+			if pending.CompareAndSwap(false, true) {
+				time.AfterFunc(20*time.Millisecond, flush)
+			}
 		}
 	}
 	w, err := qs.NewWorker(q, h, queue.WithConcurrency(concurrency), queue.WithEvents(ev))
