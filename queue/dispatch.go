@@ -46,6 +46,10 @@ type remote struct {
 	gone    uint64
 	dirty   bool
 	writing bool
+	// stalled says an offer to it expired unclaimed (a process paused, or
+	// cut off): it is offered nothing more until it shows life, by
+	// renewing its presence or starting a task.
+	stalled bool
 }
 
 // outOffer is a pick offered to another worker, held in the index until
@@ -215,6 +219,7 @@ func (d *dispatcher) followTask(l *loop, id string) {
 		d.runs[id] = remoteRun{worker: run.Worker, fence: run.Fence, slot: run.Slot, token: run.Token}
 		if w := d.workers[run.Worker]; w != nil {
 			w.active++
+			w.stalled = false // alive: it started a task
 		}
 	case had:
 		// The attempt is over. Its worker ended it, or another writer did
@@ -320,6 +325,9 @@ func (d *dispatcher) applyPresence(l *loop, e kv.Entry) {
 		}
 		d.workers[id] = w
 	}
+	if w.p == nil || p.rev > w.p.rev {
+		w.stalled = false // alive: it renewed its presence
+	}
 	w.p = p
 	if p.Draining {
 		for _, o := range w.offers {
@@ -333,7 +341,7 @@ func inboxOwner(q, key string) string { return key[len(q)+len(".inbox."):] }
 
 // room is how many more tasks w can be offered.
 func (w *remote) room() int {
-	if w.p == nil || w.p.Draining {
+	if w.p == nil || w.p.Draining || w.stalled {
 		return 0
 	}
 	return w.p.Concurrency - w.active - len(w.offers)
@@ -401,6 +409,9 @@ func (d *dispatcher) withdraw(l *loop, o *outOffer) {
 func (d *dispatcher) expireOffers(l *loop, now time.Time) {
 	for _, o := range d.offers {
 		if !now.Before(o.until) {
+			if w := d.workers[o.worker]; w != nil {
+				w.stalled = true
+			}
 			d.withdraw(l, o)
 		}
 	}
