@@ -56,7 +56,26 @@
 // stop at without losing the task or leaving a lock for longer than the
 // TTL (adr/0020): the key's lock, the token, then the task (pending to
 // active). Ending an attempt writes the task first, then frees the lock and
-// the token. Every worker watches the queue and the locks; when a task is
-// active but the lock it ran under is provably gone, whichever worker sees
-// it first puts the task back by compare-and-set.
+// the token.
+//
+// The workers of a queue elect one of them its dispatcher (the lease
+// election queue.<Q>, with the queue's TTL; adr/0035). It alone watches
+// the queue and the locks, keeps the index, puts back tasks whose lock is
+// provably gone, and offers each worker what it is to claim through the
+// worker's inbox record (<Q>.inbox.<id>); the others watch only their inbox
+// and the queue's config, and say they are there with a presence record
+// (<Q>.worker.<id>). A worker claims an offer with the same three
+// compare-and-sets, so an offer the dispatcher was wrong about loses, as a
+// race between workers would, and every guarantee above holds whoever
+// dispatches. What a task costs does not grow with the number of workers.
+// A dead dispatcher is replaced at once by a worker of its host (which
+// waits on its process) and within the TTL by others; the workers of a
+// host that share a state directory watch each other's processes and free
+// a dead one's locks at once (hostwatch.go).
+//
+// Also not guaranteed: a cancel request, or a lock lost under a running
+// task, reaches a worker that does not dispatch through the dispatcher:
+// while a queue has none (between a dispatcher's death and its successor)
+// the worker learns of it no sooner. Its own renewals still stop the work
+// once its lock is gone.
 package queue

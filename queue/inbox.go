@@ -11,7 +11,7 @@ import (
 
 // A queue's workers do not each watch the queue. One of them, elected, is
 // its dispatcher: it keeps the index of the queue and the key locks and
-// offers each worker the tasks it is to claim (adr/0034). These are the
+// offers each worker the tasks it is to claim (adr/0035). These are the
 // records between them, in the queues bucket beside the tasks.
 
 // inbox is what the dispatcher has for one worker (key <queue>.inbox.<id>):

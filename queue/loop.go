@@ -3,7 +3,7 @@ package queue
 // The worker's loop: one goroutine that runs the worker's tasks (the ones
 // the dispatcher offers it) and, while the worker holds the queue's
 // dispatcher term, keeps the index of the queue and the key locks,
-// dispatches to every worker and recovers orphans (adr/0034).
+// dispatches to every worker and recovers orphans (adr/0035).
 
 import (
 	"context"

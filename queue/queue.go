@@ -91,7 +91,7 @@ func New(m *session.Manager, opts ...Option) (*Queues, error) {
 }
 
 // DispatchElection is the agent key of the election among queue q's
-// workers for its dispatcher (adr/0034), in the leases bucket.
+// workers for its dispatcher (adr/0035), in the leases bucket.
 func DispatchElection(q string) string { return "queue." + q }
 
 // election is the election of queue q's dispatcher, with worker as the

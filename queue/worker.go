@@ -167,7 +167,7 @@ func (w *Worker) emit(ev Event) {
 // the leases bucket, DispatchElection), which keeps an index of the queue
 // and the key locks from watches and offers each worker what it is to
 // claim: what a task costs does not grow with the number of workers, and
-// nothing polls (adr/0034). The others watch only their own inbox and the
+// nothing polls (adr/0035). The others watch only their own inbox and the
 // queue's config. Claims and ends are the compare-and-sets they always
 // were (adr/0020): an offer the view was wrong about loses its claim, as a
 // race between workers did.
