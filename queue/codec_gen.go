@@ -141,6 +141,435 @@ func (v *Config) scanJSON(s *jsonrec.Scanner, skip jsonrec.Fields) bool {
 	return s.Lit(`}`)
 }
 
+// The fields of inbox, for the skip of scanJSON.
+const (
+	inboxFieldQueue jsonrec.Fields = 1 << iota
+	inboxFieldWorker
+	inboxFieldDispatcher
+	inboxFieldOffers
+	inboxFieldStops
+)
+
+// inboxKnown are the JSON names of inbox's fields.
+var inboxKnown = map[string]bool{
+	"dispatcher": true,
+	"offers":     true,
+	"queue":      true,
+	"stops":      true,
+	"worker":     true,
+}
+
+// encodeFast is v as encoding/json writes its fields, and false for what
+// only encoding/json may write (jsonappend).
+func (v *inbox) encodeFast() ([]byte, bool) {
+	w := jsonappend.New(102 + 160*len(v.Offers) + 160*len(v.Stops))
+	v.appendJSON(&w)
+	return w.B, w.OK
+}
+
+// decodeFast decodes into v a record as encodeFast writes it, keeping no
+// field in skip. It reports false for anything else (another order, an
+// escape, space, a field it does not know), and v is then undefined: the
+// general decoder decides. What it decodes, it decodes as that does.
+func (v *inbox) decodeFast(data []byte, skip jsonrec.Fields) bool {
+	*v = inbox{}
+	s := jsonrec.NewScanner(data)
+	return v.scanJSON(s, skip) && s.Done()
+}
+
+// appendJSON writes v to w as encoding/json writes its fields.
+func (v *inbox) appendJSON(w *jsonappend.Writer) {
+	w.Raw(`{"queue":`)
+	w.Str(v.Queue)
+	w.Raw(`,"worker":`)
+	w.Str(v.Worker)
+	w.Raw(`,"dispatcher":`)
+	w.Str(v.Dispatcher)
+	w.Raw(`,"offers":`)
+	if v.Offers == nil {
+		w.Raw("null")
+	} else {
+		w.Raw(`[`)
+		for i, x := range v.Offers {
+			if i > 0 {
+				w.Raw(`,`)
+			}
+			if x == nil {
+				w.Raw("null")
+			} else {
+				x.appendJSON(w)
+			}
+		}
+		w.Raw(`]`)
+	}
+	if len(v.Stops) != 0 {
+		w.Raw(`,"stops":`)
+		if v.Stops == nil {
+			w.Raw("null")
+		} else {
+			w.Raw(`[`)
+			for i, x := range v.Stops {
+				if i > 0 {
+					w.Raw(`,`)
+				}
+				if x == nil {
+					w.Raw("null")
+				} else {
+					x.appendJSON(w)
+				}
+			}
+			w.Raw(`]`)
+		}
+	}
+	w.Raw(`}`)
+}
+
+// scanJSON reads v as appendJSON writes it, keeping no field in skip (v
+// may be nil when skip is jsonrec.AllFields). It reads a field it skips
+// as strictly as one it keeps, but for []byte, which it takes as any
+// string without escapes. The strings it keeps are stored by s.Done.
+func (v *inbox) scanJSON(s *jsonrec.Scanner, skip jsonrec.Fields) bool {
+	if !s.Lit(`{"queue":`) || !(skip&inboxFieldQueue == 0 && s.Str(&v.Queue) || skip&inboxFieldQueue != 0 && s.SkipStr()) {
+		return false
+	}
+	if !s.Lit(`,"worker":`) || !(skip&inboxFieldWorker == 0 && s.Str(&v.Worker) || skip&inboxFieldWorker != 0 && s.SkipStr()) {
+		return false
+	}
+	if !s.Lit(`,"dispatcher":`) || !(skip&inboxFieldDispatcher == 0 && s.Str(&v.Dispatcher) || skip&inboxFieldDispatcher != 0 && s.SkipStr()) {
+		return false
+	}
+	if !s.Lit(`,"offers":`) || !(skip&inboxFieldOffers == 0 && scanofferPtrs(s, &v.Offers) || skip&inboxFieldOffers != 0 && scanofferPtrs(s, nil)) {
+		return false
+	}
+	if s.Lit(`,"stops":`) && !(skip&inboxFieldStops == 0 && scanstopNotePtrs(s, &v.Stops) || skip&inboxFieldStops != 0 && scanstopNotePtrs(s, nil)) {
+		return false
+	}
+	return s.Lit(`}`)
+}
+
+// The fields of offer, for the skip of scanJSON.
+const (
+	offerFieldTask jsonrec.Fields = 1 << iota
+	offerFieldRev
+	offerFieldKey
+	offerFieldLane
+	offerFieldToken
+	offerFieldSlotLast
+	offerFieldTokenLast
+	offerFieldBody
+)
+
+// appendJSON writes v to w as encoding/json writes its fields.
+func (v *offer) appendJSON(w *jsonappend.Writer) {
+	w.Raw(`{"task":`)
+	w.Str(v.Task)
+	w.Raw(`,"rev":`)
+	w.Uint(v.Rev)
+	w.Raw(`,"key":`)
+	w.Str(v.Key)
+	w.Raw(`,"lane":`)
+	w.Int(int64(v.Lane))
+	w.Raw(`,"token":`)
+	w.Int(int64(v.Token))
+	if v.SlotLast != 0 {
+		w.Raw(`,"slot_last":`)
+		w.Uint(v.SlotLast)
+	}
+	if v.TokenLast != 0 {
+		w.Raw(`,"token_last":`)
+		w.Uint(v.TokenLast)
+	}
+	if len(v.Body) != 0 {
+		w.Raw(`,"body":`)
+		w.Bytes(v.Body)
+	}
+	w.Raw(`}`)
+}
+
+// scanJSON reads v as appendJSON writes it, keeping no field in skip (v
+// may be nil when skip is jsonrec.AllFields). It reads a field it skips
+// as strictly as one it keeps, but for []byte, which it takes as any
+// string without escapes. The strings it keeps are stored by s.Done.
+func (v *offer) scanJSON(s *jsonrec.Scanner, skip jsonrec.Fields) bool {
+	if !s.Lit(`{"task":`) || !(skip&offerFieldTask == 0 && s.Str(&v.Task) || skip&offerFieldTask != 0 && s.SkipStr()) {
+		return false
+	}
+	if !s.Lit(`,"rev":`) || !(skip&offerFieldRev == 0 && s.Uint(&v.Rev) || skip&offerFieldRev != 0 && s.SkipUint()) {
+		return false
+	}
+	if !s.Lit(`,"key":`) || !(skip&offerFieldKey == 0 && s.Str(&v.Key) || skip&offerFieldKey != 0 && s.SkipStr()) {
+		return false
+	}
+	if !s.Lit(`,"lane":`) || !(skip&offerFieldLane == 0 && s.Int(&v.Lane) || skip&offerFieldLane != 0 && s.SkipInt()) {
+		return false
+	}
+	if !s.Lit(`,"token":`) || !(skip&offerFieldToken == 0 && s.Int(&v.Token) || skip&offerFieldToken != 0 && s.SkipInt()) {
+		return false
+	}
+	if s.Lit(`,"slot_last":`) && !(skip&offerFieldSlotLast == 0 && s.Uint(&v.SlotLast) || skip&offerFieldSlotLast != 0 && s.SkipUint()) {
+		return false
+	}
+	if s.Lit(`,"token_last":`) && !(skip&offerFieldTokenLast == 0 && s.Uint(&v.TokenLast) || skip&offerFieldTokenLast != 0 && s.SkipUint()) {
+		return false
+	}
+	if s.Lit(`,"body":`) && !(skip&offerFieldBody == 0 && s.Bytes(&v.Body) || skip&offerFieldBody != 0 && s.SkipBytes()) {
+		return false
+	}
+	return s.Lit(`}`)
+}
+
+// scanofferPtr reads a offer or null into dst.
+func scanofferPtr(s *jsonrec.Scanner, dst **offer) bool {
+	if s.Lit(`null`) {
+		*dst = nil
+		return true
+	}
+	*dst = new(offer)
+	return (*dst).scanJSON(s, 0)
+}
+
+// scanofferPtrs reads a list of offer (each, or the list, may be null) into
+// dst, or drops it if dst is nil. Each element lives on the heap, so
+// the strings the scanner stores at Done find their fields.
+func scanofferPtrs(s *jsonrec.Scanner, dst *[]*offer) bool {
+	if s.Lit(`null`) {
+		if dst != nil {
+			*dst = nil
+		}
+		return true
+	}
+	if !s.Lit(`[`) {
+		return false
+	}
+	out := []*offer{}
+	if s.Lit(`]`) {
+		if dst != nil {
+			*dst = out
+		}
+		return true
+	}
+	for {
+		var x *offer
+		if dst != nil && !scanofferPtr(s, &x) || dst == nil && !(s.Lit(`null`) || (*offer)(nil).scanJSON(s, jsonrec.AllFields)) {
+			return false
+		}
+		if dst != nil {
+			out = append(out, x)
+		}
+		if s.Lit(`]`) {
+			break
+		}
+		if !s.Lit(`,`) {
+			return false
+		}
+	}
+	if dst != nil {
+		*dst = out
+	}
+	return true
+}
+
+// The fields of stopNote, for the skip of scanJSON.
+const (
+	stopNoteFieldTask jsonrec.Fields = 1 << iota
+	stopNoteFieldFence
+	stopNoteFieldCancel
+)
+
+// appendJSON writes v to w as encoding/json writes its fields.
+func (v *stopNote) appendJSON(w *jsonappend.Writer) {
+	w.Raw(`{"task":`)
+	w.Str(v.Task)
+	w.Raw(`,"fence":`)
+	w.Uint(v.Fence)
+	if v.Cancel {
+		w.Raw(`,"cancel":`)
+		w.Bool(v.Cancel)
+	}
+	w.Raw(`}`)
+}
+
+// scanJSON reads v as appendJSON writes it, keeping no field in skip (v
+// may be nil when skip is jsonrec.AllFields). It reads a field it skips
+// as strictly as one it keeps, but for []byte, which it takes as any
+// string without escapes. The strings it keeps are stored by s.Done.
+func (v *stopNote) scanJSON(s *jsonrec.Scanner, skip jsonrec.Fields) bool {
+	if !s.Lit(`{"task":`) || !(skip&stopNoteFieldTask == 0 && s.Str(&v.Task) || skip&stopNoteFieldTask != 0 && s.SkipStr()) {
+		return false
+	}
+	if !s.Lit(`,"fence":`) || !(skip&stopNoteFieldFence == 0 && s.Uint(&v.Fence) || skip&stopNoteFieldFence != 0 && s.SkipUint()) {
+		return false
+	}
+	if s.Lit(`,"cancel":`) && !(skip&stopNoteFieldCancel == 0 && s.Bool(&v.Cancel) || skip&stopNoteFieldCancel != 0 && s.SkipBool()) {
+		return false
+	}
+	return s.Lit(`}`)
+}
+
+// scanstopNotePtr reads a stopNote or null into dst.
+func scanstopNotePtr(s *jsonrec.Scanner, dst **stopNote) bool {
+	if s.Lit(`null`) {
+		*dst = nil
+		return true
+	}
+	*dst = new(stopNote)
+	return (*dst).scanJSON(s, 0)
+}
+
+// scanstopNotePtrs reads a list of stopNote (each, or the list, may be null) into
+// dst, or drops it if dst is nil. Each element lives on the heap, so
+// the strings the scanner stores at Done find their fields.
+func scanstopNotePtrs(s *jsonrec.Scanner, dst *[]*stopNote) bool {
+	if s.Lit(`null`) {
+		if dst != nil {
+			*dst = nil
+		}
+		return true
+	}
+	if !s.Lit(`[`) {
+		return false
+	}
+	out := []*stopNote{}
+	if s.Lit(`]`) {
+		if dst != nil {
+			*dst = out
+		}
+		return true
+	}
+	for {
+		var x *stopNote
+		if dst != nil && !scanstopNotePtr(s, &x) || dst == nil && !(s.Lit(`null`) || (*stopNote)(nil).scanJSON(s, jsonrec.AllFields)) {
+			return false
+		}
+		if dst != nil {
+			out = append(out, x)
+		}
+		if s.Lit(`]`) {
+			break
+		}
+		if !s.Lit(`,`) {
+			return false
+		}
+	}
+	if dst != nil {
+		*dst = out
+	}
+	return true
+}
+
+// The fields of presence, for the skip of scanJSON.
+const (
+	presenceFieldQueue jsonrec.Fields = 1 << iota
+	presenceFieldWorker
+	presenceFieldHost
+	presenceFieldPID
+	presenceFieldPIDStart
+	presenceFieldInstance
+	presenceFieldConcurrency
+	presenceFieldDraining
+	presenceFieldStartedAt
+	presenceFieldRenewedAt
+)
+
+// presenceKnown are the JSON names of presence's fields.
+var presenceKnown = map[string]bool{
+	"concurrency": true,
+	"draining":    true,
+	"host":        true,
+	"instance":    true,
+	"pid":         true,
+	"pid_start":   true,
+	"queue":       true,
+	"renewed_at":  true,
+	"started_at":  true,
+	"worker":      true,
+}
+
+// encodeFast is v as encoding/json writes its fields, and false for what
+// only encoding/json may write (jsonappend).
+func (v *presence) encodeFast() ([]byte, bool) {
+	w := jsonappend.New(284)
+	v.appendJSON(&w)
+	return w.B, w.OK
+}
+
+// decodeFast decodes into v a record as encodeFast writes it, keeping no
+// field in skip. It reports false for anything else (another order, an
+// escape, space, a field it does not know), and v is then undefined: the
+// general decoder decides. What it decodes, it decodes as that does.
+func (v *presence) decodeFast(data []byte, skip jsonrec.Fields) bool {
+	*v = presence{}
+	s := jsonrec.NewScanner(data)
+	return v.scanJSON(s, skip) && s.Done()
+}
+
+// appendJSON writes v to w as encoding/json writes its fields.
+func (v *presence) appendJSON(w *jsonappend.Writer) {
+	w.Raw(`{"queue":`)
+	w.Str(v.Queue)
+	w.Raw(`,"worker":`)
+	w.Str(v.Worker)
+	w.Raw(`,"host":`)
+	w.Str(v.Host)
+	w.Raw(`,"pid":`)
+	w.Int(int64(v.PID))
+	if v.PIDStart != "" {
+		w.Raw(`,"pid_start":`)
+		w.Str(v.PIDStart)
+	}
+	w.Raw(`,"instance":`)
+	w.Str(v.Instance)
+	w.Raw(`,"concurrency":`)
+	w.Int(int64(v.Concurrency))
+	if v.Draining {
+		w.Raw(`,"draining":`)
+		w.Bool(v.Draining)
+	}
+	w.Raw(`,"started_at":`)
+	w.Time(v.StartedAt)
+	w.Raw(`,"renewed_at":`)
+	w.Time(v.RenewedAt)
+	w.Raw(`}`)
+}
+
+// scanJSON reads v as appendJSON writes it, keeping no field in skip (v
+// may be nil when skip is jsonrec.AllFields). It reads a field it skips
+// as strictly as one it keeps, but for []byte, which it takes as any
+// string without escapes. The strings it keeps are stored by s.Done.
+func (v *presence) scanJSON(s *jsonrec.Scanner, skip jsonrec.Fields) bool {
+	if !s.Lit(`{"queue":`) || !(skip&presenceFieldQueue == 0 && s.Str(&v.Queue) || skip&presenceFieldQueue != 0 && s.SkipStr()) {
+		return false
+	}
+	if !s.Lit(`,"worker":`) || !(skip&presenceFieldWorker == 0 && s.Str(&v.Worker) || skip&presenceFieldWorker != 0 && s.SkipStr()) {
+		return false
+	}
+	if !s.Lit(`,"host":`) || !(skip&presenceFieldHost == 0 && s.Str(&v.Host) || skip&presenceFieldHost != 0 && s.SkipStr()) {
+		return false
+	}
+	if !s.Lit(`,"pid":`) || !(skip&presenceFieldPID == 0 && s.Int(&v.PID) || skip&presenceFieldPID != 0 && s.SkipInt()) {
+		return false
+	}
+	if s.Lit(`,"pid_start":`) && !(skip&presenceFieldPIDStart == 0 && s.Str(&v.PIDStart) || skip&presenceFieldPIDStart != 0 && s.SkipStr()) {
+		return false
+	}
+	if !s.Lit(`,"instance":`) || !(skip&presenceFieldInstance == 0 && s.Str(&v.Instance) || skip&presenceFieldInstance != 0 && s.SkipStr()) {
+		return false
+	}
+	if !s.Lit(`,"concurrency":`) || !(skip&presenceFieldConcurrency == 0 && s.Int(&v.Concurrency) || skip&presenceFieldConcurrency != 0 && s.SkipInt()) {
+		return false
+	}
+	if s.Lit(`,"draining":`) && !(skip&presenceFieldDraining == 0 && s.Bool(&v.Draining) || skip&presenceFieldDraining != 0 && s.SkipBool()) {
+		return false
+	}
+	if !s.Lit(`,"started_at":`) || !(skip&presenceFieldStartedAt == 0 && s.Time(&v.StartedAt) || skip&presenceFieldStartedAt != 0 && s.SkipTime()) {
+		return false
+	}
+	if !s.Lit(`,"renewed_at":`) || !(skip&presenceFieldRenewedAt == 0 && s.Time(&v.RenewedAt) || skip&presenceFieldRenewedAt != 0 && s.SkipTime()) {
+		return false
+	}
+	return s.Lit(`}`)
+}
+
 // The fields of Task, for the skip of scanJSON.
 const (
 	taskFieldID jsonrec.Fields = 1 << iota

@@ -30,6 +30,16 @@ func TestCodecs(t *testing.T) {
 		Decode: func(v *Config, b []byte) bool { return v.decodeFast(b, 0) },
 		Known:  configKnown,
 	})
+	jsonrectest.CheckCodec(t, jsonrectest.Codec[presence]{
+		Encode: (*presence).encodeFast,
+		Decode: func(v *presence, b []byte) bool { return v.decodeFast(b, 0) },
+		Known:  presenceKnown,
+	})
+	jsonrectest.CheckCodec(t, jsonrectest.Codec[inbox]{
+		Encode: (*inbox).encodeFast,
+		Decode: func(v *inbox, b []byte) bool { return v.decodeFast(b, 0) },
+		Known:  inboxKnown,
+	})
 }
 
 // The general ways the fast ones are held to.

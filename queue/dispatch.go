@@ -2,7 +2,6 @@ package queue
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -438,14 +437,14 @@ func (d *dispatcher) flush(l *loop) {
 		if !w.dirty || w.writing {
 			continue
 		}
-		in := inbox{Queue: l.w.q, Worker: id, Dispatcher: l.id, Offers: []offer{}}
+		in := inbox{Queue: l.w.q, Worker: id, Dispatcher: l.id, Offers: make([]*offer, 0, len(w.offers))}
 		for _, o := range w.offers {
 			in.Offers = append(in.Offers, offerOf(o.pk))
 		}
 		for _, s := range w.stops {
-			in.Stops = append(in.Stops, s)
+			in.Stops = append(in.Stops, &s)
 		}
-		data, err := json.Marshal(in)
+		data, err := in.encode()
 		if err != nil {
 			continue
 		}

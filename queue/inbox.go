@@ -18,12 +18,14 @@ import (
 // the tasks it offers it and the attempts it runs that it must stop. Each
 // write holds everything still outstanding, so a worker that reads only the
 // latest misses nothing.
+//
+//jsonrec:codec
 type inbox struct {
-	Queue      string     `json:"queue"`
-	Worker     string     `json:"worker"`
-	Dispatcher string     `json:"dispatcher"`
-	Offers     []offer    `json:"offers"`
-	Stops      []stopNote `json:"stops,omitempty"`
+	Queue      string      `json:"queue"`
+	Worker     string      `json:"worker"`
+	Dispatcher string      `json:"dispatcher"`
+	Offers     []*offer    `json:"offers"`
+	Stops      []*stopNote `json:"stops,omitempty"`
 }
 
 // offer is a task the dispatcher picked for a worker: the worker claims it
@@ -63,13 +65,24 @@ func newWorkerID() string {
 
 func decodeInbox(q, worker string, e kv.Entry) (*inbox, error) {
 	var in inbox
-	if err := json.Unmarshal(e.Value, &in); err != nil {
-		return nil, err
+	if !in.decodeFast(e.Value, 0) {
+		in = inbox{}
+		if err := json.Unmarshal(e.Value, &in); err != nil {
+			return nil, err
+		}
 	}
 	if in.Queue != q || in.Worker != worker {
 		return nil, fmt.Errorf("record names worker %q of queue %q, stored as %q", in.Worker, in.Queue, e.Key)
 	}
 	return &in, nil
+}
+
+// encode is json.Marshal(in), member by member where it can be.
+func (in *inbox) encode() ([]byte, error) {
+	if b, ok := in.encodeFast(); ok {
+		return b, nil
+	}
+	return json.Marshal(in)
 }
 
 // pickOf is the pick an offer names.
@@ -79,8 +92,8 @@ func (o offer) pickOf(cfg Config) pick {
 }
 
 // offerOf is the offer of pick pk.
-func offerOf(pk pick) offer {
-	o := offer{Task: pk.id, Rev: pk.rev, Key: pk.key.name, Lane: pk.lane, Token: pk.token, SlotLast: pk.slotLast, TokenLast: pk.tokenLast}
+func offerOf(pk pick) *offer {
+	o := &offer{Task: pk.id, Rev: pk.rev, Key: pk.key.name, Lane: pk.lane, Token: pk.token, SlotLast: pk.slotLast, TokenLast: pk.tokenLast}
 	if len(pk.body) <= maxOfferBody {
 		o.Body = pk.body
 	}

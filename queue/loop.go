@@ -316,7 +316,7 @@ func (l *loop) onInbox(e *kv.Entry) {
 		if rev, ok := l.taken[o.Task]; ok && rev >= o.Rev || l.running[o.Task] != nil || l.offered(o.Task) {
 			continue
 		}
-		l.offers = append(l.offers, o)
+		l.offers = append(l.offers, *o)
 	}
 	for id := range l.taken {
 		if !seen[id] {

@@ -14,6 +14,8 @@ import (
 // it starts, renewed every third of the queue's TTL, marked draining when
 // it stops taking tasks and removed when it stops. The dispatcher offers
 // tasks to the workers present, up to each one's concurrency.
+//
+//jsonrec:codec
 type presence struct {
 	Queue       string    `json:"queue"`
 	Worker      string    `json:"worker"`
@@ -31,8 +33,11 @@ type presence struct {
 
 func decodePresence(q string, e kv.Entry) (*presence, error) {
 	var p presence
-	if err := json.Unmarshal(e.Value, &p); err != nil {
-		return nil, err
+	if !p.decodeFast(e.Value, 0) {
+		p = presence{}
+		if err := json.Unmarshal(e.Value, &p); err != nil {
+			return nil, err
+		}
 	}
 	if p.Queue != q || p.Worker != workerOf(q, e.Key) {
 		return nil, fmt.Errorf("record names worker %q of queue %q, stored as %q", p.Worker, p.Queue, e.Key)
@@ -41,13 +46,21 @@ func decodePresence(q string, e kv.Entry) (*presence, error) {
 	return &p, nil
 }
 
+// encode is json.Marshal(p), member by member where it can be.
+func (p *presence) encode() ([]byte, error) {
+	if b, ok := p.encodeFast(); ok {
+		return b, nil
+	}
+	return json.Marshal(p)
+}
+
 // enter writes this worker's presence, so that the dispatcher offers it
 // tasks.
 func (l *loop) enter(ctx context.Context) error {
 	now := l.stampNow()
 	p := &presence{Queue: l.w.q, Worker: l.id, Host: l.w.qs.m.Host(), PID: l.w.qs.proc.PID, PIDStart: l.w.qs.proc.Start,
 		Instance: l.w.qs.m.Instance(), Concurrency: l.w.concurrency, StartedAt: now, RenewedAt: now}
-	data, err := json.Marshal(p)
+	data, err := p.encode()
 	if err != nil {
 		return err
 	}
@@ -74,7 +87,7 @@ func (l *loop) renewPresence(now time.Time) {
 	next := *l.pres
 	next.Draining = l.draining
 	next.RenewedAt = l.stampNow()
-	data, err := json.Marshal(&next)
+	data, err := next.encode()
 	if err != nil {
 		return
 	}

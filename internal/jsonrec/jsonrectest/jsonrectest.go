@@ -190,6 +190,19 @@ func setValue(f reflect.Value, name string, i int, escapes, emptyParts bool) {
 			f.SetBytes([]byte(str + "\x00\xff"))
 		case reflect.String:
 			f.Set(reflect.ValueOf([]string{str, "b"}).Convert(f.Type()))
+		case reflect.Pointer:
+			// A list of parts: a full one, and a nil (or empty) one.
+			l := reflect.MakeSlice(f.Type(), 2, 2)
+			el := f.Type().Elem().Elem()
+			p := reflect.New(el)
+			if !emptyParts {
+				p.Elem().Set(fill(el, -1, escapes, false))
+			}
+			l.Index(0).Set(p)
+			if emptyParts {
+				l.Index(1).Set(reflect.New(el))
+			}
+			f.Set(l)
 		default:
 			panic(fmt.Sprintf("jsonrectest: no value for a field of type %s", f.Type()))
 		}

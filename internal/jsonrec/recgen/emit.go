@@ -117,6 +117,8 @@ func (e *emitter) encodeFast(rec *record) {
 			size += 32
 		case kStructPtr:
 			size += 160
+		case kStructPtrs:
+			extra = append(extra, fmt.Sprintf("160*len(v.%s)", f.goName))
 		case kBytes:
 			extra = append(extra, fmt.Sprintf("len(v.%s)*4/3", f.goName))
 		case kStringMap:
@@ -190,7 +192,7 @@ func present(f field) string {
 			conds = append(conds, x+" != 0")
 		case kBool:
 			conds = append(conds, x)
-		case kBytes, kStrings, kStringMap, kRawJSON:
+		case kBytes, kStrings, kStringMap, kRawJSON, kStructPtrs:
 			conds = append(conds, "len("+x+") != 0")
 		case kIntPtr, kStructPtr:
 			conds = append(conds, x+" != nil")
@@ -206,7 +208,7 @@ func present(f field) string {
 			conds = append(conds, x)
 		case kTime:
 			conds = append(conds, "!"+x+".IsZero()")
-		case kBytes, kStrings, kStringMap, kRawJSON, kIntPtr, kStructPtr:
+		case kBytes, kStrings, kStringMap, kRawJSON, kIntPtr, kStructPtr, kStructPtrs:
 			conds = append(conds, x+" != nil")
 		}
 	}
@@ -242,6 +244,23 @@ func (e *emitter) appendJSON(rec *record) {
 			e.line("w.StringMap(%s)", value(f))
 		case kRawJSON:
 			e.line("w.RawJSON(%s)", value(f))
+		case kStructPtrs:
+			e.line("if v.%s == nil {", f.goName)
+			e.line(`w.Raw("null")`)
+			e.line("} else {")
+			e.line("w.Raw(`[`)")
+			e.line("for i, x := range v.%s {", f.goName)
+			e.line("if i > 0 {")
+			e.line("w.Raw(`,`)")
+			e.line("}")
+			e.line("if x == nil {")
+			e.line(`w.Raw("null")`)
+			e.line("} else {")
+			e.line("x.appendJSON(w)")
+			e.line("}")
+			e.line("}")
+			e.line("w.Raw(`]`)")
+			e.line("}")
 		case kIntPtr, kStructPtr:
 			if cond == "" {
 				e.line("if v.%s == nil {", f.goName)
@@ -288,6 +307,9 @@ func reads(f field) (keep, skip string) {
 	dst := "&v." + f.goName
 	if f.kind == kStructPtr {
 		return "scan" + f.elem + "Ptr(s, " + dst + ")", "s.Lit(`null`) || (*" + f.elem + ")(nil).scanJSON(s, jsonrec.AllFields)"
+	}
+	if f.kind == kStructPtrs {
+		return "scan" + f.elem + "Ptrs(s, " + dst + ")", "scan" + f.elem + "Ptrs(s, nil)"
 	}
 	c, ok := scanCalls[f.kind]
 	if !ok {
@@ -338,6 +360,50 @@ func (e *emitter) scanJSON(rec *record) {
 	e.line("}")
 	e.line("*dst = new(%s)", rec.name)
 	e.line("return (*dst).scanJSON(s, 0)")
+	e.line("}")
+	if !rec.listed {
+		return
+	}
+	e.line("")
+	e.line("// scan%sPtrs reads a list of %s (each, or the list, may be null) into", rec.name, rec.name)
+	e.line("// dst, or drops it if dst is nil. Each element lives on the heap, so")
+	e.line("// the strings the scanner stores at Done find their fields.")
+	e.line("func scan%sPtrs(s *jsonrec.Scanner, dst *[]*%s) bool {", rec.name, rec.name)
+	e.line("if s.Lit(`null`) {")
+	e.line("if dst != nil {")
+	e.line("*dst = nil")
+	e.line("}")
+	e.line("return true")
+	e.line("}")
+	e.line("if !s.Lit(`[`) {")
+	e.line("return false")
+	e.line("}")
+	e.line("out := []*%s{}", rec.name)
+	e.line("if s.Lit(`]`) {")
+	e.line("if dst != nil {")
+	e.line("*dst = out")
+	e.line("}")
+	e.line("return true")
+	e.line("}")
+	e.line("for {")
+	e.line("var x *%s", rec.name)
+	e.line("if dst != nil && !scan%sPtr(s, &x) || dst == nil && !(s.Lit(`null`) || (*%s)(nil).scanJSON(s, jsonrec.AllFields)) {", rec.name, rec.name)
+	e.line("return false")
+	e.line("}")
+	e.line("if dst != nil {")
+	e.line("out = append(out, x)")
+	e.line("}")
+	e.line("if s.Lit(`]`) {")
+	e.line("break")
+	e.line("}")
+	e.line("if !s.Lit(`,`) {")
+	e.line("return false")
+	e.line("}")
+	e.line("}")
+	e.line("if dst != nil {")
+	e.line("*dst = out")
+	e.line("}")
+	e.line("return true")
 	e.line("}")
 }
 

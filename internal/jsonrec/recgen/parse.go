@@ -36,19 +36,20 @@ const (
 type kind int
 
 const (
-	kString    kind = iota // string, or a type whose underlying type is string
-	kInt                   // int
-	kInt64                 // int64
-	kUint64                // uint64
-	kBool                  // bool
-	kTime                  // time.Time
-	kBytes                 // []byte (base64)
-	kStrings               // []string
-	kStringMap             // map[string]string
-	kDuration              // jsonrec.Duration ("10s")
-	kRawJSON               // json.RawMessage (encode only)
-	kIntPtr                // *int
-	kStructPtr             // *S, S a struct of the package
+	kString     kind = iota // string, or a type whose underlying type is string
+	kInt                    // int
+	kInt64                  // int64
+	kUint64                 // uint64
+	kBool                   // bool
+	kTime                   // time.Time
+	kBytes                  // []byte (base64)
+	kStrings                // []string
+	kStringMap              // map[string]string
+	kDuration               // jsonrec.Duration ("10s")
+	kRawJSON                // json.RawMessage (encode only)
+	kIntPtr                 // *int
+	kStructPtr              // *S, S a struct of the package
+	kStructPtrs             // []*S, S a struct of the package
 )
 
 // field is one member of a record.
@@ -59,7 +60,7 @@ type field struct {
 	kind    kind
 	named   bool     // a defined type over kString, kInt, kInt64, kUint64: converted
 	enum    []string // kString of a defined type with constants: their values
-	elem    string   // kStructPtr: the struct's type name
+	elem    string   // kStructPtr, kStructPtrs: the struct's type name
 	omitEmp bool
 	omitZer bool
 }
@@ -69,6 +70,7 @@ type record struct {
 	name       string
 	top        bool // carries the directive
 	part       bool // a record points to it
+	listed     bool // a record holds a list of pointers to it
 	encodeOnly bool
 	fields     []field
 }
@@ -263,7 +265,7 @@ func (r *resolver) needDecode(rec *record) {
 	r.decoded[rec.name] = true
 	rec.encodeOnly = false
 	for _, f := range rec.fields {
-		if f.kind == kStructPtr {
+		if f.kind == kStructPtr || f.kind == kStructPtrs {
 			r.needDecode(r.records[f.elem])
 		}
 	}
@@ -439,6 +441,16 @@ func (r *resolver) kindOf(td *typeDecl, typ ast.Expr, named bool) (kind, bool, s
 				return kBytes, false, "", nil
 			case "string":
 				return kStrings, false, "", nil
+			}
+		}
+		if st, ok := t.Elt.(*ast.StarExpr); ok {
+			if id, ok := st.X.(*ast.Ident); ok {
+				rec, err := r.record(id.Name)
+				if err != nil {
+					return 0, false, "", err
+				}
+				rec.part, rec.listed = true, true
+				return kStructPtrs, false, id.Name, nil
 			}
 		}
 	case *ast.MapType:
