@@ -16,12 +16,12 @@ import (
 // the processes of its own host; for the others, the workers of a host
 // that share a state directory watch each other:
 //
-//   - each worker keeps a pid file (group queue-<Q>, named by its id) with
+//   - each worker keeps a pid file (group <prefix>.queue.<Q>, named by its id) with
 //     its process and the attempts it runs: the key lock's slot and fence
 //     and the capacity token of each, written within hostFileEvery of a
 //     change;
 //   - one worker per host and queue, the holder of the state directory's
-//     gate queue-watch-<Q>, waits for the processes of those files to exit
+//     gate <prefix>.queue-watch.<Q>, waits for the processes of those files to exit
 //     (hostlocal.WaitExit: on a pidfd in the runtime's poller on Linux, so
 //     nothing wakes while they live) and reads the folder for new ones
 //     every scanEvery; the others wait for its process to exit, and then
@@ -69,7 +69,11 @@ type hostRun struct {
 	Token int    `json:"token"`
 }
 
-func hostGroup(q string) string { return "queue-" + q }
+// hostGroup is the folder of the queue's pid files, and hostGate the gate
+// of its watcher, in the state directory (the prefix keeps two
+// deployments' queues of one name apart).
+func (l *loop) hostGroup() string { return l.w.qs.prefix + ".queue." + l.w.q }
+func (l *loop) hostGate() string  { return l.w.qs.prefix + ".queue-watch." + l.w.q }
 
 // writeHostFile writes this worker's pid file with what it runs now.
 func (l *loop) writeHostFile() error {
@@ -82,7 +86,7 @@ func (l *loop) writeHostFile() error {
 		f.Runs = append(f.Runs, hostRun{Task: r.id, Slot: r.slot, Fence: r.fence, Token: r.token})
 	}
 	l.hostDirty, l.hostWritten = false, time.Now()
-	return sd.WritePIDFile(hostGroup(l.w.q), l.id, f)
+	return sd.WritePIDFile(l.hostGroup(), l.id, f)
 }
 
 // flushHostFile rewrites the pid file if what runs changed, at most every
@@ -107,7 +111,7 @@ func (l *loop) hostFileDue() time.Time {
 // removeHostFile removes this worker's pid file as it stops.
 func (l *loop) removeHostFile() {
 	if sd := l.w.qs.m.StateDir(); sd != nil {
-		_ = sd.RemovePIDFile(hostGroup(l.w.q), l.id)
+		_ = sd.RemovePIDFile(l.hostGroup(), l.id)
 	}
 }
 
@@ -120,7 +124,7 @@ func (l *loop) watchHost(ctx context.Context) {
 	if sd == nil {
 		return
 	}
-	gate := "queue-watch-" + l.w.q
+	gate := l.hostGate()
 	holder := hostlocal.Holder{Host: l.w.qs.m.Host(), Instance: l.id, Purpose: "watch the workers of queue " + l.w.q}
 	for {
 		lk, err := sd.TryLock(gate, holder)
@@ -149,7 +153,7 @@ func (l *loop) watchHost(ctx context.Context) {
 // new files every scanEvery, and frees what a dead one held. It returns
 // when ctx ends, its goroutines stopped.
 func (l *loop) watchHostWorkers(ctx context.Context, sd *hostlocal.StateDir) {
-	group := hostGroup(l.w.q)
+	group := l.hostGroup()
 	exited := make(chan string)
 	waits := map[string]context.CancelFunc{}
 	var wg sync.WaitGroup
@@ -212,7 +216,7 @@ func (l *loop) watchHostWorkers(ctx context.Context, sd *hostlocal.StateDir) {
 // freeHostWorker frees what the dead worker name held; it reports whether
 // nothing is left to do.
 func (l *loop) freeHostWorker(ctx context.Context, sd *hostlocal.StateDir, name string) bool {
-	group := hostGroup(l.w.q)
+	group := l.hostGroup()
 	var f hostFile
 	if err := sd.ReadPIDFile(group, name, &f); err != nil {
 		return true // gone: its worker stopped and removed it
