@@ -229,6 +229,18 @@ longer). Medians and p99s are nearest-rank.
   max_active 16, from the first start to the last end; floor: 16
   goroutines doing back to back the six raw writes of a task's life (lock,
   token, task active, task done, lock gone, token gone).
+- **queue throughput vs workers**: the same tasks (40k stored at the
+  start, on 1000 keys, max_active 16) worked by 1, 4, 16 and 64 worker
+  *processes* (` + "`qworker`" + `: the library's worker with a no-op handler, 4
+  at once, its own connection; those of one host share a state
+  directory), timed over 10 s once every worker has joined and 1000 more
+  tasks have ended: tasks/s, and the CPU of every worker process and the
+  server per 1000 tasks; floor: 16 goroutines doing the raw writes of a
+  task's life, and that client's CPU and the server's. Then dispatch to
+  64 idle worker processes over dispatch to one, alternating; and SIGKILL
+  of the queue's dispatcher (the leader of its election) to the start of
+  a task added at that moment, with four workers on the dispatcher's host
+  and with four on four hosts at a 2 s TTL (worst of 5).
 - **queue dispatch_at_100k / dispatch_at_0**: dispatch to a worker whose
   queue holds 100k waiting tasks (on 1000 keys whose locks are held, so
   none can run) over dispatch in an empty queue, alternating.
