@@ -492,9 +492,10 @@ type orphan struct {
 
 // orphans returns the suspects whose lock is gone. A lock is gone when the
 // sessions watch has delivered a revision at or past the lock's fence and
-// the slot holds no live session with that fence: revisions only grow, so
-// the fence's own creation was delivered (or superseded) by then. They
-// stay suspects until settled (see settling).
+// the slot holds no live session with that fence, nor a live record that
+// does not decode: revisions only grow, so the fence's own creation was
+// delivered (or superseded) by then. They stay suspects until settled (see
+// settling).
 func (x *index) orphans(now time.Time) []orphan {
 	if !x.synced || len(x.suspects) == 0 {
 		return nil
@@ -506,8 +507,11 @@ func (x *index) orphans(now time.Time) []orphan {
 			continue
 		}
 		s := x.slots[t.run.Slot]
-		if s != nil && s.Fence == t.run.Fence {
-			delete(x.suspects, id) // held: a change of the slot checks again
+		if s != nil && (s.Fence == t.run.Fence || unreadable(s)) {
+			// Held, or held by nobody-knows-who (adr/0005): its holder may be
+			// alive, its work still stopping, so neither the task nor its
+			// token is given back. A change of the slot checks again.
+			delete(x.suspects, id)
 			continue
 		}
 		if x.sessSeq < t.run.Fence {

@@ -274,6 +274,24 @@ func TestIndex_OrphansOnlyOnceTheLockIsProvablyGone(t *testing.T) {
 	}
 }
 
+// A record that does not decode over a task's lock is held by
+// nobody-knows-who (adr/0005): it may be that attempt's lock, unreadable,
+// whose holder is still stopping its work. The task is no orphan until the
+// record is removed.
+func TestIndex_GarbageOverALockIsNoOrphan(t *testing.T) {
+	v := newView(t, DefaultConfig("q"))
+	fence := v.lock("K", 0)
+	v.task(Task{ID: "t", Key: "K", State: StateActive, Attempts: 1, Run: &Run{Slot: "K", Fence: fence}})
+	v.x.applySession(kv.Entry{Key: "K", Value: []byte("\x00garbage"), Revision: v.next(), Created: v.now}, v.now)
+	if o := v.x.orphans(v.now); len(o) != 0 {
+		t.Fatalf("orphans %v while garbage holds the lock's slot", o)
+	}
+	v.unlock("K")
+	if o := v.x.orphans(v.now); len(o) != 1 || o[0].id != "t" || o[0].fence != fence {
+		t.Fatalf("orphans %v once the garbage was removed", o)
+	}
+}
+
 // A lock whose tombstone says its holder ended the attempt at a revision
 // the queue's watch has not delivered yet does not make the task an
 // orphan: that revision ends it. It does once the revision is delivered

@@ -352,10 +352,16 @@ func (qs *Queues) settleOrphan(ctx context.Context, cfg Config, id string, fence
 		return nil, nil
 	}
 	// The lock was created before the task said it ran under it, so if the
-	// stream leader does not hold it now, it is gone for good.
-	if s, err := qs.m.Get(ctx, t.Run.Slot); err == nil && s.Fence == fence {
+	// stream leader does not hold it now, it is gone for good. A record
+	// there that does not decode is held by nobody-knows-who (adr/0005): it
+	// may have replaced the lock of a holder that is alive and still
+	// stopping its work, whose token then still guards max_active; the
+	// holder settles its attempt itself, or, once the record is removed,
+	// this does.
+	switch s, err := qs.m.Get(ctx, t.Run.Slot); {
+	case err == nil && s.Fence == fence, errors.Is(err, session.ErrUndecodable):
 		return nil, nil
-	} else if err != nil && !errors.Is(err, session.ErrNotFound) && !errors.Is(err, session.ErrUndecodable) {
+	case err != nil && !errors.Is(err, session.ErrNotFound):
 		return nil, err
 	}
 	tok := t.Run.Token

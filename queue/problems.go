@@ -67,9 +67,15 @@ func (qs *Queues) Problems(ctx context.Context, q string, l *session.Listing, st
 		p.Queue = q
 		out = append(out, p)
 	}
+	garbled := map[string]bool{}
+	for _, u := range l.Undecodable {
+		garbled[u.Slot] = true
+	}
+	// A slot holding a record that does not decode is held by
+	// nobody-knows-who (adr/0005): its lock is not taken for gone.
 	lockGone := func(slot string, fence uint64) bool {
 		s := slots[slot]
-		return s == nil || s.Fence != fence
+		return !garbled[slot] && (s == nil || s.Fence != fence)
 	}
 	for _, e := range entries {
 		switch {

@@ -293,8 +293,8 @@ func tokenIndexOf(q, key string) int {
 		return -1
 	}
 	i, err := strconv.Atoi(rest)
-	if err != nil || i < 0 {
-		return -1
+	if err != nil || i < 0 || strconv.Itoa(i) != rest {
+		return -1 // not a key baton writes ("01", "+1"): not a token
 	}
 	return i
 }

@@ -232,3 +232,16 @@ func FuzzValidateName(f *testing.F) {
 		}
 	})
 }
+
+// Only the keys baton writes are capacity tokens: a record under another
+// spelling of an index is not taken for that token.
+func TestTokenIndexOf_OnlyTheKeysBatonWrites(t *testing.T) {
+	for key, want := range map[string]int{
+		"q.cap.0": 0, "q.cap.12": 12, "q.cap.01": -1, "q.cap.+1": -1, "q.cap.-1": -1, "q.cap.": -1,
+		"q.cap.x": -1, "r.cap.1": -1, "q.task.cap.1": -1,
+	} {
+		if got := tokenIndexOf("q", key); got != want {
+			t.Errorf("tokenIndexOf(q, %q) = %d, want %d", key, got, want)
+		}
+	}
+}

@@ -112,10 +112,16 @@ func lineOf(q string, e kv.Entry, full bool) (statusLine, error) {
 }
 
 // lockView is a key lock's session as the session package reads it; one
-// that does not decode is held by nobody-knows-who (fence 0).
+// that does not decode is held by nobody-knows-who (fence 0: unreadable).
 func lockView(e kv.Entry) *session.Session {
 	if s, err := session.Decode(e); err == nil {
 		return s
 	}
 	return &session.Session{Record: session.Record{Slot: e.Key}, Revision: e.Revision, Written: e.Created, TTL: e.TTL}
 }
+
+// unreadable reports whether s is lockView's stand-in for a live record that
+// does not decode: every session that decodes has a fence (session.Decode
+// gives one stored without it its revision). Such a record may be anyone's,
+// the running attempt's own lock among them (adr/0005).
+func unreadable(s *session.Session) bool { return s.Fence == 0 }
