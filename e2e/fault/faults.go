@@ -9,12 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/lease"
-	"github.com/batonhq/baton/session"
 )
 
 // clientFaults SIGKILLs or SIGSTOPs (for longer than the TTL) a running
@@ -116,60 +112,37 @@ func sortDaemons(ds []*daemon) {
 // the raw NATS API, then, as an operator would, removes exactly that
 // garbage (a delete conditioned on its revision).
 func (h *harness) garbage(ctx context.Context) {
-	nc, err := nats.Connect(h.cl.urls(), nats.MaxReconnects(-1))
-	if err != nil {
-		h.stats.stick("garbage: connect: %v", err)
-		return
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
+	raw, err := h.rawClients("lib-garbage")
 	if err != nil {
 		h.stats.stick("garbage: %v", err)
 		return
 	}
-	tr, err := h.tr.tracer("lib-garbage")
-	if err != nil {
-		h.stats.stick("garbage: %v", err)
-		return
-	}
-	kc, err := kv.NewClient(nc, kv.WithTimeout(3*time.Second), kv.WithTracer(tr))
-	if err != nil {
-		h.stats.stick("garbage: %v", err)
-		return
-	}
+	defer raw.close()
 	for sleep(ctx, h.between(6*time.Second, 12*time.Second)) {
-		bucket, key := "baton-sessions", cliSlots[h.intn(len(cliSlots))]
+		s := shot{bucket: sessionsBucket.Name, key: cliSlots[h.intn(len(cliSlots))], kind: "garbage_record"}
 		if h.intn(10) < 3 {
-			bucket, key = "baton-leases", lease.LeaderKey(leadKeys[h.intn(len(leadKeys))])
+			s.bucket, s.key = leasesBucket.Name, lease.LeaderKey(leadKeys[h.intn(len(leadKeys))])
 		}
-		junk := make([]byte, 1+h.intn(64))
-		for i := range junk {
-			junk[i] = byte(h.intn(256))
+		s.junk = make([]byte, 1+h.intn(64))
+		for i := range s.junk {
+			s.junk[i] = byte(h.intn(256))
 		}
 		// The session is marked corrupt from before the publish to after
 		// its answer: a write acknowledged in between may be the one the
 		// garbage replaced.
 		published := time.Now()
-		h.markCorrupt(bucket, key)
-		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		done := h.tr.rawPut(bucket, key, junk)
-		ack, err := js.Publish(pctx, "$KV."+bucket+"."+key, junk)
-		cancel()
-		var rev uint64
+		h.markCorrupt(s.bucket, s.key)
+		err := raw.publish(ctx, h.tr, s.bucket, s.key, s.junk)
+		h.markCorrupt(s.bucket, s.key)
 		if err == nil {
-			rev = ack.Sequence
-		}
-		done(rev, err)
-		h.markCorrupt(bucket, key)
-		if err == nil {
-			h.landed(bucket, key, published)
-			h.stats.fault("garbage_record")
-			h.logf("garbage in %s %s", bucket, key)
+			h.landed(s.bucket, s.key, published)
+			h.stats.fault(s.kind)
+			h.logf("garbage in %s %s", s.bucket, s.key)
 			sleep(ctx, h.between(2*time.Second, 5*time.Second))
 		}
 		// Also after a failed publish: its answer may be what was lost, and
 		// it may land later still, once a partition heals.
-		h.removeGarbage(kc, bucket, key, junk, published, err != nil)
+		h.undoGarbage(raw.kc, s, published, err != nil)
 	}
 }
 
@@ -193,18 +166,15 @@ func (h *harness) markCorrupt(bucket, key string) {
 	h.slotLocked(key).corrupt = time.Now()
 }
 
-// removeGarbage deletes key if its latest value is junk (a delete
+// undoGarbage removes the junk of s if it is key's latest value (a delete
 // conditioned on that revision, so a record written since is left alone),
+// or puts back s.restore in its place (an update conditioned likewise),
 // retrying while the cluster is electing. A publish whose answer was lost
 // (unanswered) is looked for a while longer when not there yet: it may be
 // committed once a partition heals. It goes through a traced kv client, so
-// that the delete is in the run's KV histories.
-func (h *harness) removeGarbage(c *kv.Client, bucket, key string, junk []byte, published time.Time, unanswered bool) {
-	cfg := session.BucketConfig(session.DefaultPrefix, 3)
-	if bucket != cfg.Name {
-		cfg = lease.BucketConfig(lease.DefaultPrefix, 3)
-	}
-	b := c.Bucket(cfg)
+// that the undoing is in the run's KV histories.
+func (h *harness) undoGarbage(c *kv.Client, s shot, published time.Time, unanswered bool) {
+	b := c.Bucket(bucketConfigs[s.bucket])
 	deadline := time.Now().Add(stuckAfter)
 	lookUntil := time.Now()
 	if unanswered {
@@ -212,20 +182,24 @@ func (h *harness) removeGarbage(c *kv.Client, bucket, key string, junk []byte, p
 	}
 	for time.Now().Before(deadline) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		e, err := b.Latest(ctx, key)
+		e, err := b.Latest(ctx, s.key)
 		found := false
 		switch {
 		case errors.Is(err, kv.ErrNotFound):
 			err = nil // not there (never landed, or already gone)
-		case err == nil && e.Live() && bytes.Equal(e.Value, junk):
+		case err == nil && e.Live() && bytes.Equal(e.Value, s.junk):
 			found = true
 			// The junk is there now: whatever the session held was
 			// replaced by it, however late it landed (a publish that timed
 			// out can still be committed once a partition heals, seconds
 			// after its answer).
-			h.markCorrupt(bucket, key)
-			h.landed(bucket, key, published)
-			_, err = b.DeleteRevision(ctx, key, e.Revision, nil)
+			h.markCorrupt(s.bucket, s.key)
+			h.landed(s.bucket, s.key, published)
+			if s.restore != nil {
+				_, err = b.Update(ctx, s.key, s.restore, s.restoreTTL, e.Revision)
+			} else {
+				_, err = b.DeleteRevision(ctx, s.key, e.Revision, nil)
+			}
 			if errors.Is(err, kv.ErrConflict) {
 				err = nil // a holder replaced it meanwhile
 			}
@@ -236,5 +210,5 @@ func (h *harness) removeGarbage(c *kv.Client, bucket, key string, junk []byte, p
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	h.stats.stick("could not remove the garbage in %s %s within %s", bucket, key, stuckAfter)
+	h.stats.stick("could not undo the garbage in %s %s within %s", s.bucket, s.key, stuckAfter)
 }

@@ -14,7 +14,9 @@
 // SIGSTOPs clients, injects one server or network fault after another
 // (server SIGKILLs, the stream leader partitioned with a host on its side,
 // 2/1 splits, a host cut off past its holders' TTL, flapping links, slow
-// links), and overwrites records with garbage through the raw NATS API. Then
+// links), and overwrites records with garbage through the raw NATS API
+// (sessions, leaders, and the queue's config, tasks, capacity tokens and key
+// locks: random bytes, truncated copies, foreign records with no TTL). Then
 // it restarts the servers one by one with SIGTERM while holders renew at a
 // TTL of 2 s, and reports the longest write pause.
 //
@@ -24,7 +26,7 @@
 // checked with porcupine; a history that is not linearizable is drawn into
 // the run's artifacts directory, which is then kept. The last line is
 //
-//	fault: <ops> ops, <faults> faults, <v> exclusion violations, <l> acknowledged sessions lost, <s> stuck operations, <n> histories linearizable, <x> not; queue: <n> tasks done, <x> key exclusion violations, <c> over capacity, <l> acknowledged tasks lost; rolling restart: <h> holders lost, longest write pause <d>
+//	fault: <ops> ops, <faults> faults, <v> exclusion violations, <l> acknowledged sessions lost, <s> stuck operations, <n> histories linearizable, <x> not; queue: <n> tasks done, <x> key exclusion violations, <c> over capacity, <l> acknowledged tasks lost, <g> task records garbaged (<n> of them not done); rolling restart: <h> holders lost, longest write pause <d>
 //
 // and the exit status is non-zero unless every count of what went wrong is
 // 0. See adr/0019-what-holds-under-faults.md for what each check means.
@@ -287,6 +289,7 @@ func (h *harness) run(ctx context.Context) (bool, error) {
 	}
 	goActor(h.clientFaults)
 	goActor(h.garbage)
+	goActor(h.queueGarbage)
 	serverErr := make(chan error, 1)
 	wg.Add(1)
 	go func() { defer wg.Done(); serverErr <- h.faultSchedule(wctx) }()
@@ -316,8 +319,7 @@ func (h *harness) run(ctx context.Context) (bool, error) {
 	drained := time.Now()
 	h.drainQueue(ctx)
 	fmt.Fprintf(h.out, "batonfault: queue drained in %s\n", time.Since(drained).Round(time.Millisecond))
-	var q queueCounts
-	q.done, q.exclusion, q.overCapacity, q.lost = h.checkQueue()
+	q := h.checkQueue()
 	checking := time.Now()
 	h.mu.Lock()
 	cuts := slices.Clone(h.cuts)

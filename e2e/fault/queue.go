@@ -35,6 +35,11 @@ type queueChecker struct {
 	mu    sync.Mutex
 	runs  map[string]*taskRun // by the command's procID, never its pid alone
 	added map[string]bool     // acknowledged task ids
+	// recent are acknowledged task ids, the latest last (the garbage's
+	// targets); hit are the tasks whose record the harness overwrote with
+	// garbage that does not decode.
+	recent []string
+	hit    map[string]bool
 }
 
 type taskRun struct {
@@ -45,7 +50,7 @@ type taskRun struct {
 }
 
 func newQueueChecker() *queueChecker {
-	return &queueChecker{runs: map[string]*taskRun{}, added: map[string]bool{}}
+	return &queueChecker{runs: map[string]*taskRun{}, added: map[string]bool{}, hit: map[string]bool{}}
 }
 
 // ServeHTTP takes POST /qevent?event=start|write|end&run=R&key=K&task=T&fence=F&actor=A,
@@ -81,6 +86,26 @@ func (c *queueChecker) acked(id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.added[id] = true
+	c.recent = append(c.recent, id)
+}
+
+// recentAcked picks one of the last 20 acknowledged tasks with intn.
+func (c *queueChecker) recentAcked(intn func(int) int) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.recent) == 0 {
+		return "", false
+	}
+	last := c.recent[max(0, len(c.recent)-20):]
+	return last[intn(len(last))], true
+}
+
+// garbaged records that the harness overwrote task id's record with
+// garbage: held, never run, until it is put back; gone if it is removed.
+func (c *queueChecker) garbaged(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.hit[id] = true
 }
 
 // queueAdder adds tasks for random keys through the CLI, each working for
@@ -174,7 +199,11 @@ func (h *harness) allEnded(states map[string]string) bool {
 	h.qchk.mu.Lock()
 	defer h.qchk.mu.Unlock()
 	for id := range h.qchk.added {
-		if s := states[id]; s != "done" && s != "dead" && s != "cancelled" {
+		s := states[id]
+		if s == "" && h.qchk.hit[id] {
+			continue // garbaged, then removed by the harness
+		}
+		if s != "done" && s != "dead" && s != "cancelled" {
 			return false
 		}
 	}
@@ -182,22 +211,26 @@ func (h *harness) allEnded(states map[string]string) bool {
 }
 
 // checkQueue judges the queue workload once it is drained: every
-// acknowledged task done; no two commands of one key at once and no more
-// than max_active at once, over the time each ran (from its start to its
-// end or last write), leaving out commands whose worker was paused then.
-func (h *harness) checkQueue() (done, exclusion, overCapacity, lost int) {
+// acknowledged task done, but those whose record the harness garbaged
+// (counted apart); no two commands of one key at once and no more than
+// max_active at once, over the time each ran (from its start to its end or
+// last write), leaving out commands whose worker was paused then.
+func (h *harness) checkQueue() (q queueCounts) {
 	states, err := h.queueStates()
 	if err != nil {
 		h.stats.stick("read the queue's tasks: %v", err)
 	}
 	h.qchk.mu.Lock()
 	defer h.qchk.mu.Unlock()
+	q.garbaged = len(h.qchk.hit)
 	for id := range h.qchk.added {
-		switch states[id] {
-		case "done":
-			done++
+		switch {
+		case states[id] == "done":
+			q.done++
+		case h.qchk.hit[id]:
+			q.garbagedNotDone++
 		default:
-			lost++
+			q.lost++
 			h.stats.lose("queue task %s was acknowledged and is %q at the end", id, states[id])
 		}
 	}
@@ -220,7 +253,8 @@ func (h *harness) checkQueue() (done, exclusion, overCapacity, lost int) {
 	for _, v := range exclusions {
 		h.stats.violation("%s", v)
 	}
-	return done, len(exclusions), len(over), lost
+	q.exclusion, q.overCapacity = len(exclusions), len(over)
+	return q
 }
 
 // judgeRuns finds, over the time each run ran (from its start to its last
