@@ -21,7 +21,7 @@ import (
 	"github.com/batonhq/baton/kv/kvtest"
 )
 
-// upProcess is a `baton up --config` running as a user runs it.
+// upProcess is a `baton up` running as a user runs it.
 type upProcess struct {
 	url    string
 	state  string
@@ -41,9 +41,15 @@ func upEnv(state string, extra ...string) []string {
 // Ctrl-C when the test ends.
 func startUp(t *testing.T, conf string, extra []string, args ...string) *upProcess {
 	t.Helper()
+	return launchUp(t, extra, append([]string{"--config", conf}, args...)...)
+}
+
+// launchUp runs `baton up --listen 127.0.0.1:-1 args...` as startUp does.
+func launchUp(t *testing.T, extra []string, args ...string) *upProcess {
+	t.Helper()
 	u := &upProcess{state: t.TempDir(), stdout: &syncBuffer{}, stderr: &syncBuffer{}}
 	u.env = upEnv(u.state, extra...)
-	cmd := exec.Command(batonBin, append([]string{"up", "--listen", "127.0.0.1:-1", "--config", conf}, args...)...)
+	cmd := exec.Command(batonBin, append([]string{"up", "--listen", "127.0.0.1:-1"}, args...)...)
 	cmd.Env = u.env
 	cmd.Stderr = u.stderr
 	cmd.WaitDelay = 5 * time.Second

@@ -31,7 +31,25 @@ const (
 	codeLastSeqNotReady    = 10163                                              // expected last sequence per subject temporarily unavailable
 	codeMsgTTLDisabled     = 10166                                              // per-message TTL is disabled
 	codeNoPeers            = 10005                                              // no suitable peers for placement
+	// No room to store a write (adr/0034): the server's storage limit (by
+	// default a share of its disk), its disk's room for a stream, the
+	// account's limit.
+	codeInsufficientResources = 10023 // insufficient resources
+	codeStorageExceeded       = 10047 // insufficient storage resources available
+	codeAccountExceeded       = 10002 // resource limits exceeded for account
 )
+
+// storageFull reports a refusal for lack of storage.
+func storageFull(e *jetstream.APIError) bool {
+	if e == nil {
+		return false
+	}
+	switch e.ErrorCode {
+	case codeInsufficientResources, codeStorageExceeded, codeAccountExceeded:
+		return true
+	}
+	return false
+}
 
 func isWrongLastSeq(e *jetstream.APIError) bool {
 	return e != nil && e.ErrorCode == codeWrongLastSeq
@@ -40,7 +58,7 @@ func isWrongLastSeq(e *jetstream.APIError) bool {
 // transient reports server answers worth retrying: the stream is electing a
 // leader or catching up.
 func transient(e *jetstream.APIError) bool {
-	return e != nil && (e.Code == 503 || e.ErrorCode == codeLastSeqNotReady)
+	return e != nil && !storageFull(e) && (e.Code == 503 || e.ErrorCode == codeLastSeqNotReady)
 }
 
 // attemptCtx bounds one request inside a call, so that a lost answer leaves
@@ -84,6 +102,8 @@ func (c *Client) apiError(what string, err error) error {
 	case errors.Is(err, jetstream.ErrJetStreamNotEnabled), errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount),
 		errors.Is(err, nats.ErrNoResponders), errors.Is(err, jetstream.ErrNoStreamResponse):
 		return fmt.Errorf("%w: %s on %s: %w", ErrJetStreamDisabled, what, c.url, err)
+	case errors.As(err, &apiErr) && storageFull(apiErr):
+		return fmt.Errorf("%w: %s on %s refused: %w", ErrStorageFull, what, c.url, err)
 	case errors.As(err, &apiErr):
 		return fmt.Errorf("%s on %s: %w", what, c.url, err)
 	default:
@@ -188,6 +208,9 @@ func (c *Client) streamError(what string, e *jetstream.APIError) error {
 		return fmt.Errorf("%w: %s on %s: %w", ErrJetStreamDisabled, what, c.url, e)
 	case codeMsgTTLDisabled:
 		return fmt.Errorf("%w: %s on %s: the bucket does not allow per-key TTLs: %w", ErrBucketMismatch, what, c.url, e)
+	}
+	if storageFull(e) {
+		return fmt.Errorf("%w: %s on %s refused: %w", ErrStorageFull, what, c.url, e)
 	}
 	if e.Code == 403 || strings.Contains(strings.ToLower(e.Description), "permission") {
 		return fmt.Errorf("%w: %s on %s: %w", ErrPermission, what, c.url, e)

@@ -27,6 +27,14 @@ var (
 	// answer in time.
 	ErrUnavailable = errors.New("kv: server unavailable")
 
+	// ErrStorageFull means the server refused a write for lack of room to
+	// store it: its disk is full, or its JetStream storage limit (by default
+	// a share of the disk) or the account's is reached. The write was not
+	// applied, and reads still work. Writes succeed again once there is
+	// room: `baton up` restarts its JetStream on its own once its disk has
+	// room again (adr/0034).
+	ErrStorageFull = errors.New("kv: the server's storage is full")
+
 	// ErrJetStreamDisabled means the server answers but has JetStream off
 	// for this account.
 	ErrJetStreamDisabled = errors.New("kv: JetStream is not enabled")

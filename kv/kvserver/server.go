@@ -29,6 +29,7 @@ const DefaultListen = "127.0.0.1:4222"
 // Server is an embedded nats-server with JetStream.
 type Server struct {
 	ns      *server.Server
+	disk    *diskGuard
 	once    sync.Once
 	tempDir string // removed on Shutdown when Start made it
 }
@@ -43,6 +44,7 @@ type serverConfig struct {
 	verbose    bool
 	edits      []func(*server.Options)
 	ready      time.Duration
+	diskEvents func(DiskEvent)
 }
 
 func (c *serverConfig) set(f func(*server.Options)) { c.sets = append(c.sets, f) }
@@ -244,7 +246,7 @@ func Start(opts ...Option) (*Server, error) {
 		ns.WaitForShutdown()
 		return fail(fmt.Errorf("%w: JetStream did not start (store %s)", kv.ErrUnavailable, so.StoreDir))
 	}
-	return &Server{ns: ns, tempDir: tempDir}, nil
+	return &Server{ns: ns, tempDir: tempDir, disk: startDiskGuard(ns, so, c.diskEvents)}, nil
 }
 
 // ClientURL is the URL clients on this host connect to: loopback when the
@@ -287,6 +289,7 @@ func (s *Server) StoreDir() string { return s.ns.StoreDir() }
 // idempotent.
 func (s *Server) Shutdown() {
 	s.once.Do(func() {
+		s.disk.close()
 		s.ns.Shutdown()
 		s.ns.WaitForShutdown()
 		if s.tempDir != "" {

@@ -52,6 +52,13 @@ type Cluster struct {
 // JetStream has a meta leader.
 func StartCluster(tb testing.TB, n int) *Cluster {
 	tb.Helper()
+	return StartClusterWith(tb, n, nil)
+}
+
+// StartClusterWith is StartCluster with extra options for server i (0 to
+// n-1), applied after its own (nil: none).
+func StartClusterWith(tb testing.TB, n int, extra func(i int) []kvserver.Option) *Cluster {
+	tb.Helper()
 	ports := freePorts(tb, n)
 	routes := make([]string, n)
 	for i, p := range ports {
@@ -64,6 +71,9 @@ func StartCluster(tb testing.TB, n int) *Cluster {
 			kvserver.WithStoreDir(tb.TempDir()),
 			kvserver.WithServerName(fmt.Sprintf("n%d", i+1)),
 			kvserver.WithCluster("baton-test", "127.0.0.1:"+strconv.Itoa(ports[i]), routes),
+		}
+		if extra != nil {
+			opts = append(opts, extra(i)...)
 		}
 		c.opts = append(c.opts, opts)
 		s, err := kvserver.Start(opts...)

@@ -44,6 +44,7 @@ func TestCode_MapsEveryErrorToTheContractsExitCode(t *testing.T) {
 		{fmt.Errorf("%w: no", kv.ErrPermission), ExitUnavailable},
 		{fmt.Errorf("%w: off", kv.ErrJetStreamDisabled), ExitUnavailable},
 		{fmt.Errorf("%w: gone", kv.ErrBucketNotFound), ExitUnavailable},
+		{fmt.Errorf("%w: refused", kv.ErrStorageFull), ExitUnavailable},
 		{Exit(ExitProblems, nil), ExitProblems},
 		{Exit(ExitCode(42), errors.New("child")), ExitCode(42)},
 	} {
@@ -176,6 +177,23 @@ func TestHint_AnAccountWithoutJetStream(t *testing.T) {
 	}
 	if JetStreamOffForAccount(fmt.Errorf("%w: no responders", kv.ErrJetStreamDisabled)) {
 		t.Error("JetStream off on the server taken for an account without it")
+	}
+}
+
+// A write refused for lack of storage says that the server's disk is full
+// and what to do, as one line, exit 6.
+func TestMessage_AFullDisk(t *testing.T) {
+	err := fmt.Errorf("%w: write baton-sessions/s on nats://127.0.0.1:4222 refused: %w", kv.ErrStorageFull,
+		&jetstream.APIError{Code: 503, ErrorCode: 10023, Description: "insufficient resources"})
+	got := Message("join", err)
+	for _, want := range []string{"baton: join: the server's storage is full: write baton-sessions/s", "insufficient resources",
+		"; the server's disk is full", "free space on the disk that holds its store (`baton up --store DIR`)", "writes resume once there is room"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("Message = %q, want it to say %q", got, want)
+		}
+	}
+	if Code(err) != ExitUnavailable {
+		t.Errorf("Code = %d, want %d", Code(err), ExitUnavailable)
 	}
 }
 

@@ -93,7 +93,7 @@ func Code(err error) ExitCode {
 		errors.Is(err, queue.ErrNoTask):
 		return ExitNotFound
 	case errors.Is(err, kv.ErrUnavailable), errors.Is(err, kv.ErrPermission), errors.Is(err, kv.ErrJetStreamDisabled),
-		errors.Is(err, kv.ErrBucketNotFound), errors.Is(err, kv.ErrBucketMismatch):
+		errors.Is(err, kv.ErrBucketNotFound), errors.Is(err, kv.ErrBucketMismatch), errors.Is(err, kv.ErrStorageFull):
 		return ExitUnavailable
 	default:
 		return ExitFailure
@@ -141,6 +141,8 @@ func Hint(err error) string {
 		return "stop working on the slot; join it again to continue"
 	case errors.Is(err, session.ErrNotFound):
 		return "join it first: baton join SLOT --task ID"
+	case errors.Is(err, kv.ErrStorageFull):
+		return "the server's disk is full, or its (or the account's) JetStream storage limit is reached: free space on the disk that holds its store (`baton up --store DIR`), or raise the limit; writes resume once there is room, without a restart of the server"
 	case errors.Is(err, kv.ErrBucketNotFound):
 		return "run `baton up` to start a server with its buckets, or `baton doctor --fix` to create them on this server"
 	case errors.Is(err, kv.ErrBucketMismatch):

@@ -84,7 +84,12 @@ bucket moved on stderr. Clients of this server then reconnect to another at
 once. In a healthy cluster this takes well under a second; --handoff-timeout
 bounds it (0: stop at once, as a single server always does), and a second
 Ctrl-C or SIGTERM ends it. Past the bound, up says so and stops anyway: the
-buckets it still led then wait seconds for an election.`,
+buckets it still led then wait seconds for an election.
+
+When the disk that holds the store fills up, up says so on stderr; every
+write then fails at once (exit 6, "the server's storage is full") while
+reads go on, and nothing written before is lost. Once space is freed, up
+says so and writes succeed again, without a restart (adr/0034).`,
 		Example: `  baton up
   baton up --listen 127.0.0.1:4333 --store /var/lib/baton --sync always
 
@@ -140,7 +145,8 @@ buckets it still led then wait seconds for an election.`,
 // parsed --config file (nil without one): the flags given apply on top of
 // it, and its settings otherwise stand.
 func (o *Options) serverOptions(store, host string, file *server.Options) ([]kvserver.Option, int, error) {
-	opts := []kvserver.Option{kvserver.WithStoreDir(store), kvserver.WithLog(o.F.IO.ErrOut, o.Verbose)}
+	opts := []kvserver.Option{kvserver.WithStoreDir(store), kvserver.WithLog(o.F.IO.ErrOut, o.Verbose),
+		kvserver.WithDiskEvents(func(e kvserver.DiskEvent) { cmdutil.Fprintf(o.F.IO.ErrOut, "baton up: %s\n", e) })}
 	if file != nil {
 		opts = append(opts, kvserver.WithConfigFile(o.Config))
 	}
