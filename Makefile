@@ -4,7 +4,7 @@ BIN      := $(CURDIR)/bin
 TOOLS    := $(CURDIR)/.tools
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: all build test test-hog test-tools screenshots test-short fuzz fuzz-short fault lint run bench bench-quick bench-go bench-tools demo clean
+.PHONY: all build test test-hog test-tools screenshots test-short fuzz fuzz-short fault soak lint run bench bench-quick bench-go bench-tools demo clean
 
 all: build
 
@@ -53,6 +53,13 @@ fault: build
 	./scripts/install-iproute2.sh
 	cd e2e/fault && $(GO) build -o $(BIN)/batonfault .
 	$(BIN)/batonfault -baton $(BIN)/baton -duration $(FAULT_SECONDS)s
+
+## soak: the fault workload of make fault for an hour (SOAK_SECONDS, default 3600), without the fuzzing before it; not in CI; the last line is the verdict
+SOAK_SECONDS ?= 3600
+soak: build
+	./scripts/install-iproute2.sh
+	cd e2e/fault && $(GO) build -o $(BIN)/batonfault .
+	$(BIN)/batonfault -baton $(BIN)/baton -duration $(SOAK_SECONDS)s
 
 ## lint: go vet, gofmt and staticcheck (installed into .tools/)
 lint: $(TOOLS)/staticcheck
