@@ -98,9 +98,13 @@ func (qs *Queues) Problems(ctx context.Context, q string, l *session.Listing, st
 			}
 			if lockGone(tok.Slot, tok.Fence) && now.Sub(e.Created) > time.Duration(cfg.TTL)/2 {
 				key, rev := e.Key, e.Revision
+				expires := "it expires at " + e.ExpiresAt().Format(time.RFC3339)
+				if e.TTL <= 0 {
+					expires = "it has no TTL (baton writes none such): it never expires"
+				}
 				add(Problem{Kind: ProblemOrphanToken, Key: tok.Key, Task: tok.Task,
-					Detail: fmt.Sprintf("capacity token %d is held for task %s (host %s pid %d) whose lock %s (fence %d) is gone; it expires at %s",
-						tok.Index, tok.Task, tok.Host, tok.PID, tok.Slot, tok.Fence, e.ExpiresAt().Format(time.RFC3339)),
+					Detail: fmt.Sprintf("capacity token %d is held for task %s (host %s pid %d) whose lock %s (fence %d) is gone; %s",
+						tok.Index, tok.Task, tok.Host, tok.PID, tok.Slot, tok.Fence, expires),
 					Action: "`baton doctor --fix` frees it unless it is renewed meanwhile",
 					Fix:    func(ctx context.Context) error { return qs.bucket.Delete(ctx, key, rev, nil) }})
 			}

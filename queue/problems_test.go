@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -121,6 +122,37 @@ func TestProblems_LostTaskOrphanTokenStaleLockAndTheirFixes(t *testing.T) {
 		t.Errorf("after the fixes: %v, %v", ps, err)
 	}
 	_ = cfg
+}
+
+// A token that decodes but was written with no TTL (not by baton) holds a
+// unit of max_active until it is removed: doctor says it never expires and
+// its fix removes it.
+func TestProblems_AForeignTokenWithNoTTL(t *testing.T) {
+	qs, _ := problemsEnv(t)
+	ctx := context.Background()
+	tok, _ := json.Marshal(token{Queue: "q", Index: 0, Task: "foreign", Key: "a", Slot: "a", Fence: 5, Host: "elsewhere", Instance: "x"})
+	if _, err := qs.bucket.Create(ctx, tokenKey("q", 0), tok, 0); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1200 * time.Millisecond) // past half the TTL: older than any token a live worker renews
+	l, err := qs.m.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps, err := qs.Problems(ctx, "q", l, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, ok := kinds(ps)[ProblemOrphanToken+"/foreign"]
+	if !ok || p.Fix == nil || !strings.Contains(p.Detail, "never expires") {
+		t.Fatalf("problems %+v, want a fixable orphan token that never expires", ps)
+	}
+	if err := p.Fix(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := qs.bucket.Get(ctx, tokenKey("q", 0)); !errors.Is(err, kv.ErrNotFound) {
+		t.Errorf("the foreign token after the fix: %v", err)
+	}
 }
 
 // A fix checks again what it fixes: a task whose lock is back (a claim that
