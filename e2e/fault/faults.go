@@ -173,7 +173,10 @@ func (h *harness) markCorrupt(bucket, key string) {
 // (unanswered) is looked for a while longer when not there yet: it may be
 // committed once a partition heals. It goes through a traced kv client, so
 // that the undoing is in the run's KV histories.
-func (h *harness) undoGarbage(c *kv.Client, s shot, published time.Time, unanswered bool) {
+//
+// It reports whether it found the junk there, and whether it removed it (a
+// delete, not a restore).
+func (h *harness) undoGarbage(c *kv.Client, s shot, published time.Time, unanswered bool) (found, removed bool) {
 	b := c.Bucket(bucketConfigs[s.bucket])
 	deadline := time.Now().Add(stuckAfter)
 	lookUntil := time.Now()
@@ -183,12 +186,12 @@ func (h *harness) undoGarbage(c *kv.Client, s shot, published time.Time, unanswe
 	for time.Now().Before(deadline) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		e, err := b.Latest(ctx, s.key)
-		found := false
+		here := false
 		switch {
 		case errors.Is(err, kv.ErrNotFound):
 			err = nil // not there (never landed, or already gone)
 		case err == nil && e.Live() && bytes.Equal(e.Value, s.junk):
-			found = true
+			here, found = true, true
 			// The junk is there now: whatever the session held was
 			// replaced by it, however late it landed (a publish that timed
 			// out can still be committed once a partition heals, seconds
@@ -199,16 +202,18 @@ func (h *harness) undoGarbage(c *kv.Client, s shot, published time.Time, unanswe
 				_, err = b.Update(ctx, s.key, s.restore, s.restoreTTL, e.Revision)
 			} else {
 				_, err = b.DeleteRevision(ctx, s.key, e.Revision, nil)
+				removed = removed || err == nil
 			}
 			if errors.Is(err, kv.ErrConflict) {
 				err = nil // a holder replaced it meanwhile
 			}
 		}
 		cancel()
-		if err == nil && (found || time.Now().After(lookUntil)) {
-			return
+		if err == nil && (here || time.Now().After(lookUntil)) {
+			return found, removed
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
 	h.stats.stick("could not undo the garbage in %s %s within %s", s.bucket, s.key, stuckAfter)
+	return found, removed
 }

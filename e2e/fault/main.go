@@ -26,7 +26,7 @@
 // checked with porcupine; a history that is not linearizable is drawn into
 // the run's artifacts directory, which is then kept. The last line is
 //
-//	fault: <ops> ops, <faults> faults, <v> exclusion violations, <l> acknowledged sessions lost, <s> stuck operations, <n> histories linearizable, <x> not; queue: <n> tasks done, <x> key exclusion violations, <c> over capacity, <l> acknowledged tasks lost, <g> task records garbaged (<n> of them not done); rolling restart: <h> holders lost, longest write pause <d>
+//	fault: <ops> ops, <faults> faults, <v> exclusion violations, <l> acknowledged sessions lost, <s> stuck operations, <n> histories linearizable, <x> not; queue: <n> tasks done, <x> key exclusion violations, <c> over capacity, <l> acknowledged tasks lost, <g> task records garbaged (<p> put back, <r> removed); rolling restart: <h> holders lost, longest write pause <d>
 //
 // and the exit status is non-zero unless every count of what went wrong is
 // 0. See adr/0019-what-holds-under-faults.md for what each check means.

@@ -27,7 +27,8 @@ import (
 // removes the record), and deletes the others, each conditioned on the
 // garbage's revision. Nothing about the verdict changes: a task record the
 // harness garbaged is held, never run, until it is put back (adr/0005), and
-// one it removed is not counted as lost; it is counted apart.
+// must then be done in the end; one it removed is not counted as lost, but
+// apart.
 
 // shot is one garbage write and how it is undone.
 type shot struct {
@@ -73,12 +74,10 @@ func (h *harness) queueGarbage(ctx context.Context) {
 		if !ok {
 			continue
 		}
-		if s.task != "" {
-			h.qchk.garbaged(s.task) // before the publish: an unanswered one may land
-		}
 		published := time.Now()
 		err := raw.publish(ctx, h.tr, s.bucket, s.key, s.junk)
 		if err == nil {
+			h.undone(s, true, false)
 			h.stats.fault(s.kind)
 			h.logf("garbage (%s) in %s %s", s.kind, s.bucket, s.key)
 			sleep(ctx, h.between(2*time.Second, 5*time.Second))
@@ -87,10 +86,28 @@ func (h *harness) queueGarbage(ctx context.Context) {
 			continue
 		}
 		shots = append(shots, s)
-		h.undoGarbage(raw.kc, s, published, err != nil)
+		landed, removed := h.undoGarbage(raw.kc, s, published, err != nil)
+		h.undone(s, landed, removed)
 	}
 	for _, s := range shots {
-		h.undoGarbage(raw.kc, s, time.Now(), false)
+		landed, removed := h.undoGarbage(raw.kc, s, time.Now(), false)
+		h.undone(s, landed, removed)
+	}
+}
+
+// undone records garbage that landed over a task record (its publish
+// answered, or found there later), and removed when the harness then
+// removed it: that task is not counted as lost. One it put back must be
+// done in the end.
+func (h *harness) undone(s shot, landed, removed bool) {
+	if s.task == "" {
+		return
+	}
+	if landed {
+		h.qchk.garbaged(s.task)
+	}
+	if removed {
+		h.qchk.removed(s.task)
 	}
 }
 

@@ -37,9 +37,11 @@ type queueChecker struct {
 	added map[string]bool     // acknowledged task ids
 	// recent are acknowledged task ids, the latest last (the garbage's
 	// targets); hit are the tasks whose record the harness overwrote with
-	// garbage that does not decode.
+	// garbage that does not decode, gone those whose garbage it then
+	// removed rather than put the task back.
 	recent []string
 	hit    map[string]bool
+	gone   map[string]bool
 }
 
 type taskRun struct {
@@ -50,7 +52,7 @@ type taskRun struct {
 }
 
 func newQueueChecker() *queueChecker {
-	return &queueChecker{runs: map[string]*taskRun{}, added: map[string]bool{}, hit: map[string]bool{}}
+	return &queueChecker{runs: map[string]*taskRun{}, added: map[string]bool{}, hit: map[string]bool{}, gone: map[string]bool{}}
 }
 
 // ServeHTTP takes POST /qevent?event=start|write|end&run=R&key=K&task=T&fence=F&actor=A,
@@ -101,11 +103,19 @@ func (c *queueChecker) recentAcked(intn func(int) int) (string, bool) {
 }
 
 // garbaged records that the harness overwrote task id's record with
-// garbage: held, never run, until it is put back; gone if it is removed.
+// garbage: held, never run, until it is put back.
 func (c *queueChecker) garbaged(id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.hit[id] = true
+}
+
+// removed records that the harness removed the garbage over task id's
+// record instead of putting the task back: the task is gone.
+func (c *queueChecker) removed(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gone[id] = true
 }
 
 // queueAdder adds tasks for random keys through the CLI, each working for
@@ -200,7 +210,7 @@ func (h *harness) allEnded(states map[string]string) bool {
 	defer h.qchk.mu.Unlock()
 	for id := range h.qchk.added {
 		s := states[id]
-		if s == "" && h.qchk.hit[id] {
+		if s == "" && h.qchk.gone[id] {
 			continue // garbaged, then removed by the harness
 		}
 		if s != "done" && s != "dead" && s != "cancelled" {
@@ -211,8 +221,8 @@ func (h *harness) allEnded(states map[string]string) bool {
 }
 
 // checkQueue judges the queue workload once it is drained: every
-// acknowledged task done, but those whose record the harness garbaged
-// (counted apart); no two commands of one key at once and no more than
+// acknowledged task done, but those whose record the harness garbaged and
+// removed (counted apart); no two commands of one key at once and no more than
 // max_active at once, over the time each ran (from its start to its end or
 // last write), leaving out commands whose worker was paused then.
 func (h *harness) checkQueue() (q queueCounts) {
@@ -222,13 +232,12 @@ func (h *harness) checkQueue() (q queueCounts) {
 	}
 	h.qchk.mu.Lock()
 	defer h.qchk.mu.Unlock()
-	q.garbaged = len(h.qchk.hit)
+	q.garbaged, q.removed = len(h.qchk.hit), len(h.qchk.gone)
 	for id := range h.qchk.added {
 		switch {
 		case states[id] == "done":
 			q.done++
-		case h.qchk.hit[id]:
-			q.garbagedNotDone++
+		case h.qchk.gone[id]:
 		default:
 			q.lost++
 			h.stats.lose("queue task %s was acknowledged and is %q at the end", id, states[id])

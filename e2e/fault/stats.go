@@ -136,10 +136,10 @@ func quantiles(ds []time.Duration) string {
 type queueCounts struct {
 	done, exclusion, overCapacity, lost int
 	// garbaged counts the tasks whose record the harness overwrote with
-	// garbage that does not decode; garbagedNotDone, those of them
-	// acknowledged and not done at the end (removed, or never put back):
-	// not counted as lost.
-	garbaged, garbagedNotDone int
+	// garbage that does not decode; removed, those whose garbage it removed
+	// instead of putting the task back: not counted as lost if not done.
+	// Those it put back must be done.
+	garbaged, removed int
 }
 
 // report prints the figures, then the closing line last.
@@ -206,7 +206,7 @@ func (s *stats) report(w io.Writer, accepted, rejected int, checkerViolations []
 	for _, st := range s.stuck {
 		fmt.Fprintf(w, "STUCK: %s\n", st)
 	}
-	fmt.Fprintf(w, "fault: %d ops, %d faults, %d exclusion violations, %d acknowledged sessions lost, %d stuck operations, %d histories linearizable, %d not%s; queue: %d tasks done, %d key exclusion violations, %d over capacity, %d acknowledged tasks lost, %d task records garbaged (%d of them not done); rolling restart: %d holders lost, longest write pause %s\n",
-		s.ops, faults, len(violations)-q.exclusion-q.overCapacity, len(s.lost)-q.lost, len(s.stuck), l.Linearizable, l.NotLinearizable, undecided(l.TimedOut), q.done, q.exclusion, q.overCapacity, q.lost, q.garbaged, q.garbagedNotDone, len(r.lost), r.pause.Round(10*time.Millisecond))
+	fmt.Fprintf(w, "fault: %d ops, %d faults, %d exclusion violations, %d acknowledged sessions lost, %d stuck operations, %d histories linearizable, %d not%s; queue: %d tasks done, %d key exclusion violations, %d over capacity, %d acknowledged tasks lost, %d task records garbaged (%d put back, %d removed); rolling restart: %d holders lost, longest write pause %s\n",
+		s.ops, faults, len(violations)-q.exclusion-q.overCapacity, len(s.lost)-q.lost, len(s.stuck), l.Linearizable, l.NotLinearizable, undecided(l.TimedOut), q.done, q.exclusion, q.overCapacity, q.lost, q.garbaged, q.garbaged-q.removed, q.removed, len(r.lost), r.pause.Round(10*time.Millisecond))
 	return len(violations) == 0 && len(s.lost) == 0 && len(s.stuck) == 0 && len(r.lost) == 0 && l.NotLinearizable == 0 && l.TimedOut == 0
 }
