@@ -24,8 +24,12 @@ const (
 	ProblemDeadTask = "queue_dead_task"
 	// ProblemOrphanToken: a capacity token whose lock is gone.
 	ProblemOrphanToken = "queue_orphan_token"
-	// ProblemUndecodable: a task or token record that does not decode.
+	// ProblemUndecodable: a task, token, presence or inbox record that does
+	// not decode.
 	ProblemUndecodable = "queue_undecodable"
+	// ProblemNoTTL: a worker's presence or inbox with no TTL, which baton
+	// never writes: it never expires.
+	ProblemNoTTL = "queue_no_ttl"
 )
 
 // Problem is something wrong with a queue, with what to do about it and,
@@ -108,6 +112,8 @@ func (qs *Queues) Problems(ctx context.Context, q string, l *session.Listing, st
 					Action: "`baton doctor --fix` frees it unless it is renewed meanwhile",
 					Fix:    func(ctx context.Context) error { return qs.bucket.Delete(ctx, key, rev, nil) }})
 			}
+		case isPresenceKey(q, e.Key), isInboxKey(q, e.Key):
+			qs.workerRecordProblems(q, e, add)
 		}
 	}
 	for _, s := range l.Sessions {
@@ -142,6 +148,46 @@ func (qs *Queues) Problems(ctx context.Context, q string, l *session.Listing, st
 			}})
 	}
 	return out, nil
+}
+
+// workerRecordProblems reports a worker's presence or inbox that does not
+// decode or has no TTL. Either is safe to remove: a live worker writes its
+// presence again, the dispatcher its inbox.
+func (qs *Queues) workerRecordProblems(q string, e kv.Entry, add func(Problem)) {
+	what, id, err := "presence", workerOf(q, e.Key), error(nil)
+	if isPresenceKey(q, e.Key) {
+		_, err = decodePresence(q, e)
+	} else {
+		what, id = "inbox", inboxOwner(q, e.Key)
+		_, err = decodeInbox(q, id, e)
+	}
+	key, rev := e.Key, e.Revision
+	fix := func(ctx context.Context) error { return qs.bucket.Delete(ctx, key, rev, nil) }
+	var effect string
+	switch {
+	case err != nil && what == "presence":
+		effect = "the dispatcher goes on with what it knew of that worker, which cannot renew its presence over it"
+	case err != nil:
+		effect = "the worker takes no offer from it until the dispatcher writes its inbox again"
+	case what == "presence":
+		effect = "it never expires: once its worker is gone, the dispatcher still offers it tasks, each held for " + offerTimeout.String() + " unclaimed"
+	default:
+		effect = "it never expires"
+	}
+	action := "`baton doctor --fix` removes it (the worker writes its presence again)"
+	if what == "inbox" {
+		action = "`baton doctor --fix` removes it (the dispatcher writes it again)"
+	}
+	switch {
+	case err != nil:
+		add(Problem{Kind: ProblemUndecodable,
+			Detail: fmt.Sprintf("the %s of worker %s, %s, does not decode (revision %d): %v; %s", what, id, e.Key, e.Revision, err, effect),
+			Action: action, Fix: fix})
+	case e.TTL <= 0:
+		add(Problem{Kind: ProblemNoTTL,
+			Detail: fmt.Sprintf("the %s of worker %s, %s, has no TTL (baton writes none such): %s", what, id, e.Key, effect),
+			Action: action, Fix: fix})
+	}
 }
 
 func (qs *Queues) taskProblems(cfg Config, t *Task, now time.Time, lockGone func(string, uint64) bool, add func(Problem)) {

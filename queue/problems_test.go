@@ -184,3 +184,65 @@ func TestProblems_AFixLeavesATaskWhoseLockLives(t *testing.T) {
 	}
 	_ = cfg
 }
+
+// A worker's presence or inbox that does not decode, or that decodes but
+// has no TTL (not written by baton: a ghost worker's presence, a copy of an
+// inbox), is reported, and its fix removes it: a live worker writes its
+// presence again, the dispatcher its inbox.
+func TestProblems_WorkerRecordsGarbledOrWithNoTTL(t *testing.T) {
+	qs, _ := problemsEnv(t)
+	ctx := context.Background()
+	ghost, _ := json.Marshal(presence{Queue: "q", Worker: "0123456789abcdef", Host: "elsewhere", PID: 1, Instance: "x", Concurrency: 2})
+	in, _ := json.Marshal(inbox{Queue: "q", Worker: "fedcba9876543210", Dispatcher: "0123456789abcdef", Offers: []*offer{}})
+	live, _ := json.Marshal(presence{Queue: "q", Worker: "00000000000000aa", Host: "h", PID: 2, Instance: "y", Concurrency: 1})
+	records := []struct {
+		key  string
+		data []byte
+		ttl  time.Duration
+		kind string
+		says string
+	}{
+		{presenceKey("q", "0123456789abcdef"), ghost, 0, ProblemNoTTL, "still offers it tasks"},
+		{inboxKey("q", "fedcba9876543210"), in, 0, ProblemNoTTL, "never expires"},
+		{presenceKey("q", "1111111111111111"), []byte("\x00garbage"), time.Minute, ProblemUndecodable, "cannot renew its presence"},
+		{inboxKey("q", "2222222222222222"), []byte(`{"queue":"q","wor`), time.Minute, ProblemUndecodable, "takes no offer"},
+		{presenceKey("q", "00000000000000aa"), live, time.Minute, "", ""}, // as baton writes it
+	}
+	for _, r := range records {
+		if _, err := qs.bucket.Create(ctx, r.key, r.data, r.ttl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, err := qs.m.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps, err := qs.Problems(ctx, "q", l, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range records {
+		var found *Problem
+		for i := range ps {
+			if strings.Contains(ps[i].Detail, r.key+",") {
+				found = &ps[i]
+			}
+		}
+		switch {
+		case r.kind == "" && found != nil:
+			t.Errorf("%s, as baton writes it: reported %+v", r.key, *found)
+		case r.kind == "":
+		case found == nil:
+			t.Errorf("%s: not reported in %+v", r.key, ps)
+		case found.Kind != r.kind || !strings.Contains(found.Detail, r.says) || found.Fix == nil:
+			t.Errorf("%s: %+v, want a fixable %s saying %q", r.key, *found, r.kind, r.says)
+		default:
+			if err := found.Fix(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := qs.bucket.Get(ctx, r.key); !errors.Is(err, kv.ErrNotFound) {
+				t.Errorf("%s after the fix: %v", r.key, err)
+			}
+		}
+	}
+}
