@@ -15,10 +15,11 @@
 // (server SIGKILLs, the stream leader partitioned with a host on its side,
 // 2/1 splits, a host cut off past its holders' TTL, flapping links, slow
 // links), and overwrites records with garbage through the raw NATS API
-// (sessions, leaders, and the queue's config, tasks, capacity tokens and key
-// locks: random bytes, truncated copies, foreign records with no TTL). Then
-// it restarts the servers one by one with SIGTERM while holders renew at a
-// TTL of 2 s, and reports the longest write pause.
+// (sessions, leaders, and the queue's config, tasks, capacity tokens, key
+// locks, workers' presence and inboxes: random bytes, truncated copies,
+// foreign records with no TTL). Then it restarts the servers one by one
+// with SIGTERM while holders renew at a TTL of 2 s, and reports the longest
+// write pause.
 //
 // A checker plays the protected resource: it accepts a write only with a
 // fence at least as large as any it has seen. Every KV operation is traced
@@ -26,7 +27,7 @@
 // checked with porcupine; a history that is not linearizable is drawn into
 // the run's artifacts directory, which is then kept. The last line is
 //
-//	fault: <ops> ops, <faults> faults, <v> exclusion violations, <l> acknowledged sessions lost, <s> stuck operations, <n> histories linearizable, <x> not; queue: <n> tasks done, <x> key exclusion violations, <c> over capacity, <l> acknowledged tasks lost, <g> task records garbaged (<p> put back, <r> removed); rolling restart: <h> holders lost, longest write pause <d>
+//	fault: <ops> ops, <faults> faults, <v> exclusion violations, <l> acknowledged sessions lost, <s> stuck operations, <n> histories linearizable, <x> not; queue: <n> tasks done, <x> key exclusion violations, <c> over capacity, <l> acknowledged tasks lost; queue records garbaged: <g> (config <n>, token <n>, task <n>, key lock <n>, worker <n>, inbox <n>), <u> task records unreadable (<p> put back, <r> removed); rolling restart: <h> holders lost, longest write pause <d>
 //
 // and the exit status is non-zero unless every count of what went wrong is
 // 0. See adr/0019-what-holds-under-faults.md for what each check means.

@@ -16,16 +16,17 @@ import (
 )
 
 // Garbage aimed at the work queue's records: its config, its tasks, its
-// capacity tokens and its key locks (sessions named by the keys), each
-// overwritten through the raw NATS API with random bytes, a truncated copy
-// of the record there, or a foreign record written with no TTL where baton
-// writes TTL'd ones (a token, or a byte-for-byte copy of a task); and
-// token-like records under keys that only look like a token's (q.cap.01).
-// Then,
-// as an operator would, the harness undoes exactly that garbage: it puts
-// back the config, or the task as it was just before (or, for some tasks,
-// removes the record), and deletes the others, each conditioned on the
-// garbage's revision. Nothing about the verdict changes: a task record the
+// capacity tokens, its key locks (sessions named by the keys: the records
+// the key index is built from), its workers' presence (q.worker.ID) and
+// the dispatcher's offers to them (q.inbox.ID), each overwritten through
+// the raw NATS API with random bytes, a truncated copy of the record there,
+// or a foreign record written with no TTL where baton writes TTL'd ones (a
+// token, a byte-for-byte copy of a task, a presence or an inbox, or the
+// presence of a worker that does not exist); and token-like records under
+// keys that only look like a token's (q.cap.01). Then, as an operator
+// would, the harness undoes exactly that garbage: it puts back the config,
+// or the task, presence or inbox as it was just before (or removes it), and
+// deletes the others, each conditioned on the garbage's revision. Nothing about the verdict changes: a task record the
 // harness garbaged is held, never run, until it is put back (adr/0005), and
 // must then be done in the end; one it removed is not counted as lost, but
 // apart.
@@ -112,9 +113,10 @@ func (h *harness) undone(s shot, landed, removed bool) {
 }
 
 // aimAtQueue picks a queue record and the garbage to write over it: the
-// config one time in ten, a token three in ten, a task (one acknowledged
-// lately) nine in twenty, a key lock the rest. It reads the record first,
-// to cut it or copy it and to put it back.
+// config one time in twelve, a token one in four, a task (one acknowledged
+// lately) one in three, a key lock one in eight, a worker's presence or a
+// worker's inbox one in twelve each. It reads the record first, to cut it
+// or copy it and to put it back.
 func (h *harness) aimAtQueue(ctx context.Context, kc *kv.Client) (shot, bool) {
 	rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
@@ -125,7 +127,7 @@ func (h *harness) aimAtQueue(ctx context.Context, kc *kv.Client) (shot, bool) {
 		}
 		return e, true
 	}
-	switch n := h.intn(20); {
+	switch n := h.intn(24); {
 	case n < 2:
 		key := queueName + ".config"
 		e, ok := latest(queuesBucket, key)
@@ -163,7 +165,7 @@ func (h *harness) aimAtQueue(ctx context.Context, kc *kv.Client) (shot, bool) {
 		}
 		junk, how := h.spoil(cur)
 		return shot{bucket: queuesBucket.Name, key: key, junk: junk, kind: "garbage_queue_token_" + how}, true
-	case n < 17:
+	case n < 16:
 		id, ok := h.qchk.recentAcked(h.intn)
 		if !ok {
 			return shot{}, false
@@ -184,7 +186,7 @@ func (h *harness) aimAtQueue(ctx context.Context, kc *kv.Client) (shot, bool) {
 			s.restore, s.restoreTTL = e.Value, e.TTL
 		}
 		return s, true
-	default:
+	case n < 19:
 		key := queueKeys[h.intn(len(queueKeys))] // lane 0's slot: the queue has no slot prefix
 		var cur []byte
 		if e, ok := latest(sessionsBucket, key); ok {
@@ -192,7 +194,58 @@ func (h *harness) aimAtQueue(ctx context.Context, kc *kv.Client) (shot, bool) {
 		}
 		junk, how := h.spoil(cur)
 		return shot{bucket: sessionsBucket.Name, key: key, junk: junk, kind: "garbage_queue_lock_" + how}, true
+	case n < 21:
+		return h.aimAtWorkers(rctx, kc, "worker")
+	default:
+		return h.aimAtWorkers(rctx, kc, "inbox")
 	}
+}
+
+// aimAtWorkers picks a live record of what (worker: a presence, inbox: a
+// dispatcher's offers) and the garbage to write over it: a third of the
+// time a copy with no TTL (for a presence, one time in two that of a
+// worker that does not exist), else random bytes or a truncated copy. A
+// copy with no TTL never expires: it is removed; the others are put back
+// as they were (with their TTL) or removed, evenly.
+func (h *harness) aimAtWorkers(ctx context.Context, kc *kv.Client, what string) (shot, bool) {
+	prefix := queueName + "." + what + "."
+	es, err := kc.Bucket(queuesBucket).Entries(ctx, prefix+">")
+	if err != nil {
+		return shot{}, false
+	}
+	var live []kv.Entry
+	for _, e := range es {
+		if e.Live() {
+			live = append(live, e)
+		}
+	}
+	kind := "garbage_queue_" + what + "_"
+	if what == "worker" && (len(live) == 0 || h.intn(6) == 0) {
+		id := fmt.Sprintf("%016x", uint64(time.Now().UnixNano()))
+		return shot{bucket: queuesBucket.Name, key: prefix + id, junk: ghostWorker(id), kind: kind + "ghost_no_ttl"}, true
+	}
+	if len(live) == 0 {
+		return shot{}, false
+	}
+	e := live[h.intn(len(live))]
+	if h.intn(4) == 0 {
+		return shot{bucket: queuesBucket.Name, key: e.Key, junk: e.Value, kind: kind + "foreign_no_ttl"}, true
+	}
+	junk, how := h.spoil(e.Value)
+	s := shot{bucket: queuesBucket.Name, key: e.Key, junk: junk, kind: kind + how}
+	if h.intn(2) == 0 {
+		s.restore, s.restoreTTL = e.Value, e.TTL
+	}
+	return s, true
+}
+
+// ghostWorker is the presence of a worker that does not exist, held by a
+// process of no host of the run, with room for two tasks: the dispatcher
+// offers it tasks, which it never claims.
+func ghostWorker(id string) []byte {
+	now := time.Now().UTC().Format(time.RFC3339Nano)
+	return fmt.Appendf(nil, `{"queue":%q,"worker":%q,"host":"elsewhere","pid":1,"instance":"foreign","concurrency":2,"started_at":%q,"renewed_at":%q}`,
+		queueName, id, now, now)
 }
 
 // spoil is garbage to write over cur (nil: nothing there): half the time a

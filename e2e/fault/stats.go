@@ -206,7 +206,37 @@ func (s *stats) report(w io.Writer, accepted, rejected int, checkerViolations []
 	for _, st := range s.stuck {
 		fmt.Fprintf(w, "STUCK: %s\n", st)
 	}
-	fmt.Fprintf(w, "fault: %d ops, %d faults, %d exclusion violations, %d acknowledged sessions lost, %d stuck operations, %d histories linearizable, %d not%s; queue: %d tasks done, %d key exclusion violations, %d over capacity, %d acknowledged tasks lost, %d task records garbaged (%d put back, %d removed); rolling restart: %d holders lost, longest write pause %s\n",
-		s.ops, faults, len(violations)-q.exclusion-q.overCapacity, len(s.lost)-q.lost, len(s.stuck), l.Linearizable, l.NotLinearizable, undecided(l.TimedOut), q.done, q.exclusion, q.overCapacity, q.lost, q.garbaged, q.garbaged-q.removed, q.removed, len(r.lost), r.pause.Round(10*time.Millisecond))
+	fmt.Fprintf(w, "fault: %d ops, %d faults, %d exclusion violations, %d acknowledged sessions lost, %d stuck operations, %d histories linearizable, %d not%s; queue: %d tasks done, %d key exclusion violations, %d over capacity, %d acknowledged tasks lost; %s, %d task records unreadable (%d put back, %d removed); rolling restart: %d holders lost, longest write pause %s\n",
+		s.ops, faults, len(violations)-q.exclusion-q.overCapacity, len(s.lost)-q.lost, len(s.stuck), l.Linearizable, l.NotLinearizable, undecided(l.TimedOut), q.done, q.exclusion, q.overCapacity, q.lost,
+		queueGarbage(s.faults), q.garbaged, q.garbaged-q.removed, q.removed, len(r.lost), r.pause.Round(10*time.Millisecond))
 	return len(violations) == 0 && len(s.lost) == 0 && len(s.stuck) == 0 && len(r.lost) == 0 && l.NotLinearizable == 0 && l.TimedOut == 0
+}
+
+// queueRecords are the kinds of the queue's records that garbage hits
+// (garbage_queue_<kind>_<how>), in the order the verdict names them.
+var queueRecords = []string{"config", "token", "task", "lock", "worker", "inbox"}
+
+// queueGarbage sums the garbage written over the queue's records by the
+// kind of record: "queue records garbaged: N (config a, token b, ...)".
+func queueGarbage(faults map[string]int) string {
+	by := map[string]int{}
+	total := 0
+	for k, n := range faults {
+		rest, ok := strings.CutPrefix(k, "garbage_queue_")
+		if !ok {
+			continue
+		}
+		kind, _, _ := strings.Cut(rest, "_")
+		by[kind] += n
+		total += n
+	}
+	var parts []string
+	for _, kind := range queueRecords {
+		name := kind
+		if kind == "lock" {
+			name = "key lock"
+		}
+		parts = append(parts, fmt.Sprintf("%s %d", name, by[kind]))
+	}
+	return fmt.Sprintf("queue records garbaged: %d (%s)", total, strings.Join(parts, ", "))
 }
