@@ -150,7 +150,7 @@ func libCode(err error) int {
 		errors.Is(err, session.ErrGateBusy), errors.Is(err, kv.ErrConflict), errors.Is(err, lease.ErrHeld),
 		errors.Is(err, lease.ErrUndecodable), errors.Is(err, lease.ErrLost):
 		return 3
-	case errors.Is(err, kv.ErrUnavailable):
+	case errors.Is(err, kv.ErrUnavailable), errors.Is(err, kv.ErrStorageFull):
 		return 6
 	default:
 		return 1

@@ -22,6 +22,7 @@ type node struct {
 	host        string // the address it listens on
 	port, cport int
 	state       string
+	disk        *smallDisk // the tmpfs state is on (nil: none)
 	cmd         *exec.Cmd
 	exited      chan struct{}
 }

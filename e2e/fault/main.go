@@ -14,12 +14,13 @@
 // SIGSTOPs clients, injects one server or network fault after another
 // (server SIGKILLs, the stream leader partitioned with a host on its side,
 // 2/1 splits, a host cut off past its holders' TTL, flapping links, slow
-// links), and overwrites records with garbage through the raw NATS API
-// (sessions, leaders, and the queue's config, tasks, capacity tokens, key
-// locks, workers' presence and inboxes: random bytes, truncated copies,
-// foreign records with no TTL). Then it restarts the servers one by one
-// with SIGTERM while holders renew at a TTL of 2 s, and reports the longest
-// write pause.
+// links, and, as root, one server's disk filled: each server's store is on
+// a tmpfs of its own), and overwrites records with garbage through the raw
+// NATS API (sessions, leaders, and the queue's config, tasks, capacity
+// tokens, key locks, workers' presence and inboxes: random bytes, truncated
+// copies, foreign records with no TTL). Then it restarts the servers one by
+// one with SIGTERM while holders renew at a TTL of 2 s, and reports the
+// longest write pause.
 //
 // A checker plays the protected resource: it accepts a write only with a
 // fence at least as large as any it has seen. Every KV operation is traced
@@ -27,10 +28,11 @@
 // checked with porcupine; a history that is not linearizable is drawn into
 // the run's artifacts directory, which is then kept. The last line is
 //
-//	fault: <ops> ops, <faults> faults, <v> exclusion violations, <l> acknowledged sessions lost, <s> stuck operations, <n> histories linearizable, <x> not; queue: <n> tasks done, <x> key exclusion violations, <c> over capacity, <l> acknowledged tasks lost; queue records garbaged: <g> (config <n>, token <n>, task <n>, key lock <n>, worker <n>, inbox <n>), <u> task records unreadable (<p> put back, <r> removed); rolling restart: <h> holders lost, longest write pause <d>
+//	fault: <ops> ops, <faults> faults, <v> exclusion violations, <l> acknowledged sessions lost, <s> stuck operations, <n> histories linearizable, <x> not; queue: <n> tasks done, <x> key exclusion violations, <c> over capacity, <l> acknowledged tasks lost; queue records garbaged: <g> (config <n>, token <n>, task <n>, key lock <n>, worker <n>, inbox <n>), <u> task records unreadable (<p> put back, <r> removed); full disk: <f> (<servers>), <a> writes acknowledged and <e> failed with exit 6 while full, resumed within <d> of the space coming back, <p> problems; rolling restart: <h> holders lost, longest write pause <d>
 //
-// and the exit status is non-zero unless every count of what went wrong is
-// 0. See adr/0019-what-holds-under-faults.md for what each check means.
+// ("full disk SKIPPED (not root)" without the tmpfs), and the exit status
+// is non-zero unless every count of what went wrong is 0. See
+// adr/0019-what-holds-under-faults.md for what each check means.
 package main
 
 import (
@@ -179,6 +181,7 @@ func (h *harness) cleanup() {
 		_ = h.httpSrv.Close()
 	}
 	h.cl.stop()
+	h.unmountDisks()
 	h.px.stop()
 	h.net.teardown()
 	h.tr.close()
@@ -232,6 +235,11 @@ func (h *harness) run(ctx context.Context) (bool, error) {
 		fmt.Fprintf(h.out, "batonfault: servers and hosts in network namespaces on bridge %s (%s); %s's links go through toxiproxy\n", h.net.bridge, h.net.gw, slowHost)
 	} else {
 		fmt.Fprintf(h.out, "batonfault: network namespaces unavailable (%s): every process on loopback; partitions, host isolation and link flaps are SKIPPED (run as root with iproute2 for them); slow links (toxiproxy) still run\n", h.net.why)
+	}
+	if h.stats.diskSkipped = h.mountDisks(); h.stats.diskSkipped == "" {
+		fmt.Fprintf(h.out, "batonfault: each server's store on a tmpfs of its own, one filled mid-run (full_disk)\n")
+	} else {
+		fmt.Fprintf(h.out, "batonfault: no tmpfs for the servers' stores (%s): the full disk is SKIPPED (run as root for it)\n", h.stats.diskSkipped)
 	}
 	l, err := net.Listen("tcp", net.JoinHostPort(h.net.harnessAddr(), "0"))
 	if err != nil {

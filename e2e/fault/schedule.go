@@ -17,39 +17,40 @@ var streams = []string{"KV_baton-sessions", "KV_baton-leases", "KV_baton-queues"
 // faultKind is one kind of server or network fault the schedule injects;
 // run injects it, waits out its duration and heals it.
 type faultKind struct {
-	name string
-	net  bool // needs the network namespaces
-	run  func(h *harness, ctx context.Context) error
+	name  string
+	needs string // "net": the network namespaces; "disk": the servers' tmpfs (mountDisks)
+	run   func(h *harness, ctx context.Context) error
 }
 
 var faultKinds = []faultKind{
-	{"server_sigkill_stream_leader", false, func(h *harness, ctx context.Context) error { return h.killServer(ctx, true) }},
-	{"server_sigkill", false, func(h *harness, ctx context.Context) error { return h.killServer(ctx, false) }},
-	{"partition_stream_leader", true, (*harness).partitionLeader},
-	{"partition_2_1", true, (*harness).partitionSplit},
-	{"isolate_host", true, (*harness).isolateHost},
-	{"link_flap", true, (*harness).flapLink},
-	{"slow_latency", false, func(h *harness, ctx context.Context) error {
+	{"server_sigkill_stream_leader", "", func(h *harness, ctx context.Context) error { return h.killServer(ctx, true) }},
+	{"server_sigkill", "", func(h *harness, ctx context.Context) error { return h.killServer(ctx, false) }},
+	{"partition_stream_leader", "net", (*harness).partitionLeader},
+	{"partition_2_1", "net", (*harness).partitionSplit},
+	{"isolate_host", "net", (*harness).isolateHost},
+	{"link_flap", "net", (*harness).flapLink},
+	{"slow_latency", "", func(h *harness, ctx context.Context) error {
 		return h.toxic(ctx, "latency", fmt.Sprintf(`{"latency":%d,"jitter":%d}`, 100+h.intn(300), 50+h.intn(100)), h.between(8*time.Second, 12*time.Second))
 	}},
-	{"slow_latency_over_margin", false, func(h *harness, ctx context.Context) error {
+	{"slow_latency_over_margin", "", func(h *harness, ctx context.Context) error {
 		return h.toxic(ctx, "latency", fmt.Sprintf(`{"latency":%d,"jitter":%d}`, 1500+h.intn(1000), h.intn(300)), h.between(8*time.Second, 12*time.Second))
 	}},
-	{"slow_bandwidth", false, func(h *harness, ctx context.Context) error {
+	{"slow_bandwidth", "", func(h *harness, ctx context.Context) error {
 		return h.toxic(ctx, "bandwidth", fmt.Sprintf(`{"rate":%d}`, 2+h.intn(14)), h.between(8*time.Second, 12*time.Second))
 	}},
-	{"slow_reset_connections", false, func(h *harness, ctx context.Context) error {
+	{"slow_reset_connections", "", func(h *harness, ctx context.Context) error {
 		// Every connection that carries data is reset (TCP RST) at once or
 		// within 200 ms, again and again: the clients reconnect, and lose
 		// the answers in flight.
 		return h.toxic(ctx, "reset_peer", fmt.Sprintf(`{"timeout":%d}`, h.intn(200)), h.between(4*time.Second, 8*time.Second))
 	}},
-	{"slow_stall", false, func(h *harness, ctx context.Context) error {
+	{"slow_stall", "", func(h *harness, ctx context.Context) error {
 		// Data stops both ways, as over a dead link: the slow host is cut
 		// off for longer than any TTL of its holders.
 		h.isolated(slowHost)
 		return h.toxic(ctx, "timeout", `{"timeout":0}`, runTTL+h.between(2*time.Second, 4*time.Second))
 	}},
+	{"full_disk", "disk", (*harness).fullDisk},
 }
 
 // faultSchedule injects one server or network fault after another, each
@@ -58,15 +59,23 @@ var faultKinds = []faultKind{
 func (h *harness) faultSchedule(ctx context.Context) error {
 	var kinds []faultKind
 	for _, k := range faultKinds {
-		if !k.net || h.net.on {
+		if k.needs == "" || k.needs == "net" && h.net.on || k.needs == "disk" && h.stats.diskSkipped == "" {
 			kinds = append(kinds, k)
 		}
 	}
 	defer h.serverKillGaps()
-	for {
+	for round := 0; ; round++ {
 		order := slices.Clone(kinds)
 		h.mu.Lock()
 		h.rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+		if round == 0 {
+			// The full disk comes in the first round's first half: a run of
+			// make fault's length may not finish a round.
+			if i := slices.IndexFunc(order, func(k faultKind) bool { return k.needs == "disk" }); i >= len(order)/2 {
+				j := h.rng.IntN(len(order) / 2)
+				order[i], order[j] = order[j], order[i]
+			}
+		}
 		h.mu.Unlock()
 		for _, k := range order {
 			if !sleep(ctx, h.between(4*time.Second, 8*time.Second)) {

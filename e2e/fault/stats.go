@@ -27,6 +27,12 @@ type stats struct {
 	isolationsChecked map[string]int // holders cut off whose successor acted, by verb
 	roll              rollResult
 	lin               linResult
+
+	// The full disks: why the fault is skipped ("" if it runs), the window
+	// open while a disk is full, and each one's outcome.
+	diskSkipped string
+	diskWin     *diskWindow
+	disks       []diskResult
 }
 
 func newStats() *stats {
@@ -50,9 +56,46 @@ func (s *stats) op(verb string, r result) {
 		s.stuck = append(s.stuck, fmt.Sprintf("%s did not end within %s (started %s)", what, stuckAfter, r.start.Format(time.TimeOnly)))
 	}
 	s.byVerb[verb][code]++
+	if w := s.diskWin; w != nil && isWrite(verb) && !r.start.Before(w.from) {
+		switch r.code {
+		case 0:
+			w.acked++
+		case 6:
+			w.refused++
+			if strings.Contains(r.stderr, "disk is full") || strings.Contains(r.stderr, "storage is full") {
+				w.named++
+			}
+		}
+	}
 	if r.code == 0 && (verb == "join" || verb == "commit" || verb == "close" || verb == "lib-join" || verb == "lib-commit") {
 		s.sessionOK = append(s.sessionOK, span{r.start, r.end})
 	}
+}
+
+// openDiskWindow starts counting client writes: a disk fills now.
+func (s *stats) openDiskWindow() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.diskWin = &diskWindow{from: time.Now()}
+}
+
+// closeDiskWindow stops counting and returns the writes acknowledged and
+// failed with exit 6 (and of those, the ones that said the disk is full).
+func (s *stats) closeDiskWindow() (acked, refused, named int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w := s.diskWin
+	s.diskWin = nil
+	if w == nil {
+		return 0, 0, 0
+	}
+	return w.acked, w.refused, w.named
+}
+
+func (s *stats) diskDone(r diskResult) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.disks = append(s.disks, r)
 }
 
 func (s *stats) fault(kind string) {
@@ -206,10 +249,18 @@ func (s *stats) report(w io.Writer, accepted, rejected int, checkerViolations []
 	for _, st := range s.stuck {
 		fmt.Fprintf(w, "STUCK: %s\n", st)
 	}
-	fmt.Fprintf(w, "fault: %d ops, %d faults, %d exclusion violations, %d acknowledged sessions lost, %d stuck operations, %d histories linearizable, %d not%s; queue: %d tasks done, %d key exclusion violations, %d over capacity, %d acknowledged tasks lost; %s, %d task records unreadable (%d put back, %d removed); rolling restart: %d holders lost, longest write pause %s\n",
+	diskProblems := 0
+	for _, d := range s.disks {
+		fmt.Fprintf(w, "full disk: %s\n", d)
+		for _, p := range d.problems {
+			fmt.Fprintf(w, "FULL DISK: %s\n", p)
+		}
+		diskProblems += len(d.problems)
+	}
+	fmt.Fprintf(w, "fault: %d ops, %d faults, %d exclusion violations, %d acknowledged sessions lost, %d stuck operations, %d histories linearizable, %d not%s; queue: %d tasks done, %d key exclusion violations, %d over capacity, %d acknowledged tasks lost; %s, %d task records unreadable (%d put back, %d removed); %s; rolling restart: %d holders lost, longest write pause %s\n",
 		s.ops, faults, len(violations)-q.exclusion-q.overCapacity, len(s.lost)-q.lost, len(s.stuck), l.Linearizable, l.NotLinearizable, undecided(l.TimedOut), q.done, q.exclusion, q.overCapacity, q.lost,
-		queueGarbage(s.faults), q.garbaged, q.garbaged-q.removed, q.removed, len(r.lost), r.pause.Round(10*time.Millisecond))
-	return len(violations) == 0 && len(s.lost) == 0 && len(s.stuck) == 0 && len(r.lost) == 0 && l.NotLinearizable == 0 && l.TimedOut == 0
+		queueGarbage(s.faults), q.garbaged, q.garbaged-q.removed, q.removed, diskVerdict(s.diskSkipped, s.disks), len(r.lost), r.pause.Round(10*time.Millisecond))
+	return len(violations) == 0 && len(s.lost) == 0 && len(s.stuck) == 0 && len(r.lost) == 0 && l.NotLinearizable == 0 && l.TimedOut == 0 && diskProblems == 0
 }
 
 // queueRecords are the kinds of the queue's records that garbage hits

@@ -89,7 +89,9 @@ buckets it still led then wait seconds for an election.
 When the disk that holds the store fills up, up says so on stderr; every
 write then fails at once (exit 6, "the server's storage is full") while
 reads go on, and nothing written before is lost. Once space is freed, up
-says so and writes succeed again, without a restart (adr/0034).`,
+says so and writes succeed again, without a restart (adr/0034). A server of
+a cluster turns its JetStream off instead and the others go on; once space
+is freed, up says to restart it, and restarted it catches up.`,
 		Example: `  baton up
   baton up --listen 127.0.0.1:4333 --store /var/lib/baton --sync always
 

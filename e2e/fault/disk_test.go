@@ -1,0 +1,78 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The full disk's tmpfs: filled, it has no room for one more page, at no
+// more memory than the store held plus fillSlack; freed, it has its size
+// back.
+func TestSmallDisk_FillsAndFrees(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the tmpfs is mounted by the test, which needs root")
+	}
+	dir := filepath.Join(t.TempDir(), "n1")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := mountTmpfs(dir, diskSize, 0); err != nil {
+		if errors.Is(err, syscall.EPERM) {
+			t.Skipf("%v: the test needs the right to mount", err)
+		}
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Unmount(dir, syscall.MNT_DETACH) })
+	d := &smallDisk{dir: dir, filler: filepath.Join(dir, ".batonfault-filler")}
+	store := filepath.Join(dir, "store")
+	if err := os.WriteFile(store, make([]byte, 3<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	held, err := d.fill()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if held < 3<<20 || held > 4<<20 {
+		t.Errorf("fill says the store held %d bytes, want about 3 MiB", held)
+	}
+	used, _ := d.used()
+	if used > held+2*fillSlack {
+		t.Errorf("the filled disk holds %d bytes, want at most %d", used, held+2*fillSlack)
+	}
+	f, err := os.OpenFile(store, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Write(make([]byte, 8<<10)); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("a write to the filled disk: %v, want ENOSPC", err)
+	}
+	if err := d.free(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(make([]byte, 8<<10)); err != nil {
+		t.Fatalf("a write once the disk is freed: %v", err)
+	}
+}
+
+func TestDiskVerdict(t *testing.T) {
+	if got := diskVerdict("not root", nil); got != "full disk SKIPPED (not root)" {
+		t.Errorf("skipped: %s", got)
+	}
+	got := diskVerdict("", []diskResult{
+		{server: "n2", acked: 40, refused: 1, resumed: 700 * time.Millisecond},
+		{server: "n1", acked: 12, resumed: 2 * time.Second, problems: []string{"x"}},
+	})
+	want := "full disk: 2 (n2 n1), 52 writes acknowledged and 1 failed with exit 6 while full, resumed within 2s of the space coming back, 1 problems"
+	if got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+	if !strings.HasPrefix(diskVerdict("", nil), "full disk: none") {
+		t.Errorf("no full disk: %s", diskVerdict("", nil))
+	}
+}
