@@ -3,11 +3,19 @@
 package hostlocal
 
 import (
+	"fmt"
 	"io"
 	"os/exec"
+	"runtime"
 	"syscall"
 	"time"
 )
+
+// errNoGroups says what this platform lacks: process groups that die with
+// their supervisor (baton run, lead and queue work start commands in one).
+func errNoGroups() error {
+	return fmt.Errorf("%w: process groups on %s", ErrUnsupported, runtime.GOOS)
+}
 
 // Group is not supported on this platform.
 type Group struct{}
@@ -19,7 +27,7 @@ type GroupOption func()
 func WithSupervisor(...string) GroupOption { return func() {} }
 
 // StartGroup returns ErrUnsupported on this platform.
-func StartGroup(*exec.Cmd, ...GroupOption) (*Group, error) { return nil, ErrUnsupported }
+func StartGroup(*exec.Cmd, ...GroupOption) (*Group, error) { return nil, errNoGroups() }
 
 // PID is 0 on this platform.
 func (g *Group) PID() int { return 0 }
@@ -28,16 +36,19 @@ func (g *Group) PID() int { return 0 }
 func (g *Group) Done() <-chan struct{} { return nil }
 
 // Wait returns ErrUnsupported on this platform.
-func (g *Group) Wait() (int, error) { return -1, ErrUnsupported }
+func (g *Group) Wait() (int, error) { return -1, errNoGroups() }
 
 // Signal returns ErrUnsupported on this platform.
-func (g *Group) Signal(syscall.Signal) error { return ErrUnsupported }
+func (g *Group) Signal(syscall.Signal) error { return errNoGroups() }
 
 // Stop returns ErrUnsupported on this platform.
-func (g *Group) Stop(time.Duration) (int, error) { return -1, ErrUnsupported }
+func (g *Group) Stop(time.Duration) (int, error) { return -1, errNoGroups() }
 
-// SuperviseMain is not supported on this platform.
-func SuperviseMain([]string, io.Writer) int { return 1 }
+// SuperviseMain is not supported on this platform: it says so and returns 1.
+func SuperviseMain(_ []string, stderr io.Writer) int {
+	fmt.Fprintf(stderr, "supervise: %v\n", errNoGroups())
+	return 1
+}
 
 // WithForeground is not supported on this platform.
 func WithForeground(int) GroupOption { return func() {} }
@@ -52,13 +63,13 @@ func GroupRunning(int) bool { return false }
 type Standby struct{}
 
 // StartStandby returns ErrUnsupported on this platform.
-func StartStandby(io.Writer, io.Writer, ...string) (*Standby, error) { return nil, ErrUnsupported }
+func StartStandby(io.Writer, io.Writer, ...string) (*Standby, error) { return nil, errNoGroups() }
 
 // PID is 0 on this platform.
 func (s *Standby) PID() int { return 0 }
 
 // Start returns ErrUnsupported on this platform.
-func (s *Standby) Start(*exec.Cmd, []byte) (*Group, error) { return nil, ErrUnsupported }
+func (s *Standby) Start(*exec.Cmd, []byte) (*Group, error) { return nil, errNoGroups() }
 
 // Close does nothing on this platform.
 func (s *Standby) Close() error { return nil }

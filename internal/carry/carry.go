@@ -21,6 +21,8 @@
 // every later start is a stat and an exec, and every process of the same
 // version shares its pages. Where that directory cannot be written, the
 // copy goes into an anonymous memory file (Linux) for that process alone.
+// Windows has no exec: there Exec returns ErrUnsupported, and the release
+// ships the full program alone (ADR 0036).
 //
 // What it does not guarantee: the cached copy is trusted as the user's own
 // file (as the client itself is); anyone who can write the user's cache
@@ -237,8 +239,8 @@ func checkPrivate(dir string) error {
 	if fi.Mode().Perm()&0o022 != 0 {
 		return fmt.Errorf("%s: others may write to it (mode %v)", dir, fi.Mode().Perm())
 	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
-		return fmt.Errorf("%s: owned by uid %d, not this user", dir, st.Uid)
+	if uid, ok := fileOwner(fi); ok && uid != os.Geteuid() {
+		return fmt.Errorf("%s: owned by uid %d, not this user", dir, uid)
 	}
 	return nil
 }
@@ -256,8 +258,12 @@ func CacheDir() (string, error) {
 // Exec replaces this process with the full program this program's file
 // carries, with argv and env (ClientEnv added, naming this file). It
 // returns only an error: ErrNotCarried for a file that carries none,
-// ErrCorrupt for one whose program does not match its hash.
+// ErrCorrupt for one whose program does not match its hash, and
+// ErrUnsupported on a system without exec (Windows).
 func Exec(argv, env []string) error {
+	if err := errNoExec(); err != nil {
+		return err
+	}
 	self, err := os.Executable()
 	if err != nil {
 		return err
@@ -280,7 +286,7 @@ func Exec(argv, env []string) error {
 				cacheErr = err
 				break
 			}
-			err = syscall.Exec(path, argv, env)
+			err = execFile(path, argv, env)
 			// A copy removed between the stat and the exec (a newer
 			// version's clean-up): copy it again, once.
 			if !errors.Is(err, syscall.ENOENT) {

@@ -2,9 +2,12 @@
 
 package carry
 
-import "errors"
+import (
+	"fmt"
+	"runtime"
+)
 
 // execInMemory has no anonymous memory file to run from on this system.
 func execInMemory(Payload, []string, []string) error {
-	return errors.New("no cache directory to copy the full program into")
+	return fmt.Errorf("%w: a memory file to run the full program from, on %s", ErrUnsupported, runtime.GOOS)
 }
