@@ -38,6 +38,8 @@ import (
 //
 // An attempt not yet in its worker's file when the worker died (claimed
 // less than hostFileEvery before) is recovered once its lock expires.
+// hostFileEvery is short against any TTL, and a worker that dies that soon
+// after a claim is rare; the claim's way to its work pays no file write.
 
 const (
 	// hostFileEvery bounds how often a worker rewrites its pid file.
@@ -82,17 +84,39 @@ func (l *loop) writeHostFile() error {
 		return nil
 	}
 	f := hostFile{Queue: l.w.q, Worker: l.id, Host: l.w.qs.m.Host(), PID: l.w.qs.proc.PID, PIDStart: l.w.qs.proc.Start, Runs: []hostRun{}}
+	written := make(map[string]uint64, len(l.running))
 	for _, r := range l.running {
 		f.Runs = append(f.Runs, hostRun{Task: r.id, Slot: r.slot, Fence: r.fence, Token: r.token})
+		written[r.id] = r.fence
 	}
-	l.hostDirty, l.hostWritten = false, time.Now()
+	l.hostDue, l.hostRuns = time.Time{}, written
 	return sd.WritePIDFile(l.hostGroup(), l.id, f)
 }
 
-// flushHostFile rewrites the pid file if what runs changed, at most every
-// hostFileEvery.
+// hostChanged notes that what this worker runs changed: the pid file is
+// rewritten hostFileEvery later (off the way from a claim to its work; a
+// task that ends by then costs no write).
+func (l *loop) hostChanged() {
+	if l.hostDue.IsZero() {
+		l.hostDue = time.Now().Add(hostFileEvery)
+	}
+}
+
+// flushHostFile rewrites the pid file once it is due, if what runs differs
+// from what it says.
 func (l *loop) flushHostFile(now time.Time) {
-	if !l.hostDirty || now.Sub(l.hostWritten) < hostFileEvery {
+	if l.hostDue.IsZero() || now.Before(l.hostDue) {
+		return
+	}
+	same := len(l.hostRuns) == len(l.running)
+	for id, r := range l.running {
+		if fence, ok := l.hostRuns[id]; !ok || fence != r.fence {
+			same = false
+			break
+		}
+	}
+	if same {
+		l.hostDue = time.Time{}
 		return
 	}
 	if err := l.writeHostFile(); err != nil {
@@ -101,12 +125,7 @@ func (l *loop) flushHostFile(now time.Time) {
 }
 
 // hostFileDue is when flushHostFile has a write to make (zero: none).
-func (l *loop) hostFileDue() time.Time {
-	if !l.hostDirty {
-		return time.Time{}
-	}
-	return l.hostWritten.Add(hostFileEvery)
-}
+func (l *loop) hostFileDue() time.Time { return l.hostDue }
 
 // removeHostFile removes this worker's pid file as it stops.
 func (l *loop) removeHostFile() {

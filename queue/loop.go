@@ -38,16 +38,16 @@ type loop struct {
 	readyAt time.Time
 
 	running map[string]*runState // by task id
-	// hostDirty says running changed since the pid file was written, at
-	// hostWritten (hostwatch.go).
-	hostDirty   bool
-	hostWritten time.Time
-	bySlot      map[string]*runState
-	byToken     map[int]*runState
-	claims      int
-	started     int
-	recovering  map[string]bool
-	bg          sync.WaitGroup
+	// hostDue is when the pid file is to be written again (zero: it says
+	// what runs), hostRuns the attempts it names (hostwatch.go).
+	hostDue    time.Time
+	hostRuns   map[string]uint64
+	bySlot     map[string]*runState
+	byToken    map[int]*runState
+	claims     int
+	started    int
+	recovering map[string]bool
+	bg         sync.WaitGroup
 	// quit is closed when run returns: goroutines waiting to retry give up.
 	quit chan struct{}
 
@@ -482,7 +482,7 @@ func (l *loop) checkRun(x *index, r *runState) {
 }
 
 func (l *loop) track(r *runState) {
-	l.hostDirty = true
+	l.hostChanged()
 	l.running[r.id] = r
 	l.bySlot[r.slot] = r
 	if r.token >= 0 {
@@ -491,7 +491,7 @@ func (l *loop) track(r *runState) {
 }
 
 func (l *loop) untrack(r *runState) {
-	l.hostDirty = true
+	l.hostChanged()
 	delete(l.running, r.id)
 	if l.bySlot[r.slot] == r {
 		delete(l.bySlot, r.slot)
