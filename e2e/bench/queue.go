@@ -555,28 +555,7 @@ func (b *bench) queueThroughputRows(ctx context.Context, e *queueEnv) ([]row, er
 				return nil
 			}
 			p := fmt.Sprintf("tpf.%d", i)
-			trev, err := e.floor.Create(ctx, p+".task", rec)
-			if err != nil {
-				return err
-			}
-			lrev, err := e.floor.Create(ctx, p+".lock", rec, jetstream.KeyTTL(30*time.Second))
-			if err != nil {
-				return err
-			}
-			crev, err := e.floor.Create(ctx, p+".cap", rec, jetstream.KeyTTL(30*time.Second))
-			if err != nil {
-				return err
-			}
-			if trev, err = e.floor.Update(ctx, p+".task", rec, trev); err != nil {
-				return err
-			}
-			if _, err = e.floor.Update(ctx, p+".task", rec, trev); err != nil {
-				return err
-			}
-			if err := e.floor.Delete(ctx, p+".lock", jetstream.LastRevision(lrev)); err != nil {
-				return err
-			}
-			if err := e.floor.Delete(ctx, p+".cap", jetstream.LastRevision(crev)); err != nil {
+			if err := e.floorTask(ctx, p, rec); err != nil {
 				return err
 			}
 		}
@@ -769,4 +748,32 @@ func (l *lockedWriter) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// floorTask does the raw writes of one task's life under key prefix p:
+// task added, lock and token created, task active then done, lock and
+// token gone.
+func (e *queueEnv) floorTask(ctx context.Context, p string, rec []byte) error {
+	trev, err := e.floor.Create(ctx, p+".task", rec)
+	if err != nil {
+		return err
+	}
+	lrev, err := e.floor.Create(ctx, p+".lock", rec, jetstream.KeyTTL(30*time.Second))
+	if err != nil {
+		return err
+	}
+	crev, err := e.floor.Create(ctx, p+".cap", rec, jetstream.KeyTTL(30*time.Second))
+	if err != nil {
+		return err
+	}
+	if trev, err = e.floor.Update(ctx, p+".task", rec, trev); err != nil {
+		return err
+	}
+	if _, err = e.floor.Update(ctx, p+".task", rec, trev); err != nil {
+		return err
+	}
+	if err := e.floor.Delete(ctx, p+".lock", jetstream.LastRevision(lrev)); err != nil {
+		return err
+	}
+	return e.floor.Delete(ctx, p+".cap", jetstream.LastRevision(crev))
 }

@@ -261,28 +261,7 @@ func (b *bench) workerFloor(ctx context.Context, e *queueEnv) (workerRun, error)
 	err := parallel(ctx, 16, 16, func(ctx context.Context, _ int) error {
 		for time.Now().Before(deadline) {
 			p := fmt.Sprintf("twf.%d", next.Add(1))
-			trev, err := e.floor.Create(ctx, p+".task", rec)
-			if err != nil {
-				return err
-			}
-			lrev, err := e.floor.Create(ctx, p+".lock", rec, jetstream.KeyTTL(30*time.Second))
-			if err != nil {
-				return err
-			}
-			crev, err := e.floor.Create(ctx, p+".cap", rec, jetstream.KeyTTL(30*time.Second))
-			if err != nil {
-				return err
-			}
-			if trev, err = e.floor.Update(ctx, p+".task", rec, trev); err != nil {
-				return err
-			}
-			if _, err = e.floor.Update(ctx, p+".task", rec, trev); err != nil {
-				return err
-			}
-			if err := e.floor.Delete(ctx, p+".lock", jetstream.LastRevision(lrev)); err != nil {
-				return err
-			}
-			if err := e.floor.Delete(ctx, p+".cap", jetstream.LastRevision(crev)); err != nil {
+			if err := e.floorTask(ctx, p, rec); err != nil {
 				return err
 			}
 		}
