@@ -18,7 +18,7 @@ import (
 //
 //   - each worker keeps a pid file (group <prefix>.queue.<Q>, named by its id) with
 //     its process and the attempts it runs: the key lock's slot and fence
-//     and the capacity token of each, written within hostFileEvery of a
+//     and the capacity token of each, written hostFileEvery after a
 //     change;
 //   - one worker per host and queue, the holder of the state directory's
 //     gate <prefix>.queue-watch.<Q>, waits for the processes of those files to exit
