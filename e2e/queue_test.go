@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -384,6 +385,52 @@ func TestQueue_SameHostCrashRerunsAtOnce(t *testing.T) {
 		t.Errorf("rerun: fence %d attempt %s; first run fence %d: want a larger fence, attempt 2", f2, second[2], f1)
 	}
 	t.Logf("rerun %s after the kill", took)
+}
+
+// The command's process group is in its key lock before the command
+// begins: a worker killed just after starting it leaves a lock that names
+// work still running, which no worker of its host frees while the command
+// lives (it was freed, and the task ran twice at once, when the record
+// came after the start).
+func TestQueue_TheCommandIsInItsLockBeforeItBegins(t *testing.T) {
+	w := newWorld(t)
+	h := w.host("host-a")
+	dir := t.TempDir()
+	h.must("queue", "create", "q")
+	h.must("queue", "add", "q", "--key", "k", "--id", "t1")
+	// First the command's process group, then what the lock says.
+	script := `cut -d' ' -f5 /proc/$$/stat > ` + dir + `/seen.tmp; "$0" status --json >> ` + dir + `/seen.tmp; mv ` + dir + `/seen.tmp ` + dir + `/seen`
+	h.startWorker(t, "q", "--", "sh", "-c", script, batonBin)
+	var b []byte
+	waitFor(t, 10*time.Second, "the command's report", func() bool {
+		var err error
+		b, err = os.ReadFile(filepath.Join(dir, "seen"))
+		return err == nil
+	})
+	pgid, doc, _ := strings.Cut(string(b), "\n")
+	var st struct {
+		Sessions []struct {
+			Slot string            `json:"slot"`
+			Meta map[string]string `json:"meta"`
+		} `json:"sessions"`
+	}
+	if err := json.Unmarshal([]byte(doc), &st); err != nil {
+		t.Fatalf("status --json: %v\n%s", err, doc)
+	}
+	found := false
+	for _, s := range st.Sessions {
+		if s.Meta["task"] != "t1" {
+			continue
+		}
+		found = true
+		if s.Meta["child_pid"] != strings.TrimSpace(pgid) || s.Meta["child_pid_start"] == "" {
+			t.Errorf("lock %s as the command began: child_pid %q (start %q), want the command's process group %s",
+				s.Slot, s.Meta["child_pid"], s.Meta["child_pid_start"], pgid)
+		}
+	}
+	if !found {
+		t.Fatalf("no key lock of task t1 while it ran:\n%s", doc)
+	}
 }
 
 // A worker that is not the dispatcher (which runs on another host) dies:

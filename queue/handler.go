@@ -36,7 +36,7 @@ func (f HandlerFunc) Work(ctx context.Context, t *Task) error { return f(ctx, t)
 type runCtx struct {
 	mu     sync.Mutex
 	within time.Duration
-	child  func(hostlocal.Process)
+	child  func(hostlocal.Process) error
 }
 
 type runCtxKey struct{}
@@ -60,12 +60,19 @@ func StopWithin(ctx context.Context) time.Duration {
 }
 
 // Started tells the worker the process that does the task's work (a
-// command it started, leading its own process group). The worker records
-// it in the key lock, so that a worker on this host can tell, should this
-// one die, when the work is gone too, and take the task over at once.
-// Outside a handler it does nothing.
-func Started(ctx context.Context, p hostlocal.Process) {
+// command's supervisor, leading its own process group). The worker
+// records it in the key lock, so that a worker on this host can tell,
+// should this one die, when the work is gone too, and take the task over
+// at once. Call it before the process begins the task's work (a
+// supervisor started ahead, as hostlocal.Standby is, and told what to run
+// once Started returns), and start nothing if it fails: a worker that
+// dies between the start and the record leaves a lock that names no
+// work, and a worker of its host would free it while the work still
+// runs. The error is the lock's write failing (kv.ErrConflict when the
+// lock was lost). Outside a handler it does nothing and returns nil.
+func Started(ctx context.Context, p hostlocal.Process) error {
 	if rc, _ := ctx.Value(runCtxKey{}).(*runCtx); rc != nil && rc.child != nil {
-		rc.child(p)
+		return rc.child(p)
 	}
+	return nil
 }

@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"strconv"
 	"sync"
@@ -216,7 +217,7 @@ func (r *runState) renewToken(ctx context.Context) error {
 
 // setChild records the process that does the work in the lock's meta,
 // for a worker of this host to check should this one die.
-func (r *runState) setChild(p hostlocal.Process) {
+func (r *runState) setChild(p hostlocal.Process) error {
 	ctx, cancel := context.WithTimeout(context.Background(), r.l.w.qs.bucket.Client().Timeout())
 	defer cancel()
 	r.writing.Lock()
@@ -230,9 +231,12 @@ func (r *runState) setChild(p hostlocal.Process) {
 	next.Meta["child_pid"] = strconv.Itoa(p.PID)
 	next.Meta["child_pid_start"] = p.Start
 	next.RenewedAt = r.l.stampNow()
-	if s, err := r.l.w.qs.m.Update(ctx, &next); err == nil {
-		r.setSession(s)
+	s, err := r.l.w.qs.m.Update(ctx, &next)
+	if err != nil {
+		return fmt.Errorf("queue: recording the task's process %d in its key lock: %w", p.PID, err)
 	}
+	r.setSession(s)
+	return nil
 }
 
 func (r *runState) session() *session.Session {

@@ -180,6 +180,9 @@ func workRun(ctx context.Context, o *WorkOptions) error {
 type execHandler struct {
 	cmd *cmdutil.Command
 	q   string
+	// started records the process doing a task's work in its key lock
+	// (queue.Started; a test's recorder when set).
+	started func(context.Context, hostlocal.Process) error
 
 	mu      sync.Mutex
 	ready   *hostlocal.Standby
@@ -244,6 +247,37 @@ func (h *execHandler) close() {
 	}
 }
 
+// errNotRecorded is a standby whose process could not be recorded in the
+// task's key lock: the command is not started.
+var errNotRecorded = errors.New("the command's process could not be recorded in the task's key lock")
+
+// startOn records the standby s in the task's key lock as the process
+// doing the work, then has it run the command. The record comes first: a
+// worker killed between the two leaves a lock naming a process group that
+// lives as long as the command does, so no worker of this host frees the
+// lock while the command still runs. s is closed on failure.
+func (h *execHandler) startOn(ctx context.Context, s *hostlocal.Standby, t *queue.Task, env []string) (*hostlocal.Group, error) {
+	p, err := hostlocal.LookupProcess(s.PID())
+	if err == nil {
+		record := h.started
+		if record == nil {
+			record = queue.Started
+		}
+		if err = record(ctx, p); err != nil {
+			err = fmt.Errorf("%w: %w", errNotRecorded, err)
+		}
+	}
+	if err != nil {
+		_ = s.Close()
+		return nil, err
+	}
+	g, err := h.cmd.StartOn(s, t.Payload, env...)
+	if err != nil {
+		_ = s.Close()
+	}
+	return g, err
+}
+
 // exitError is a command's non-zero exit.
 type exitError struct{ code int }
 
@@ -262,19 +296,15 @@ func (h *execHandler) Work(ctx context.Context, t *queue.Task) error {
 	s, err := h.standby()
 	var g *hostlocal.Group
 	if err == nil {
-		if g, err = h.cmd.StartOn(s, t.Payload, env...); err != nil {
+		if g, err = h.startOn(ctx, s, t, env); err != nil && !errors.Is(err, errNotRecorded) {
 			// The standby died while it waited: start one now.
-			_ = s.Close()
 			if s, err = h.cmd.Standby(); err == nil {
-				g, err = h.cmd.StartOn(s, t.Payload, env...)
+				g, err = h.startOn(ctx, s, t, env)
 			}
 		}
 	}
 	if err != nil {
 		return fmt.Errorf("%w: %w", queue.ErrStartFailed, err)
-	}
-	if p, err := hostlocal.LookupProcess(g.PID()); err == nil {
-		queue.Started(ctx, p)
 	}
 	later := time.AfterFunc(refillAfter, h.refill)
 	defer func() {

@@ -102,3 +102,66 @@ echo "$pgid $BATON_QUEUE $BATON_TASK $BATON_KEY $BATON_FENCE $BATON_ATTEMPT $BAT
 		t.Fatalf("runs:\n%s\nwant (pgid queue task key fence attempt slot):\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// The supervisor that will run a task's command is recorded before the
+// command begins, and a command whose record fails never begins: a worker
+// killed between the two would leave a lock naming no work, which a
+// worker of its host frees while the command still runs.
+func TestExecHandler_RecordsTheProcessBeforeTheCommandBegins(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "out")
+	command, err := (&cmdutil.Factory{}).LookCommand([]string{"sh", "-c", `echo "$BATON_TASK" >> "$1"`, "sh", out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &execHandler{cmd: command, q: "agents"}
+	defer h.close()
+	var recorded []int
+	refuse := errors.New("the lock was lost")
+	var fail bool
+	h.started = func(_ context.Context, p hostlocal.Process) error {
+		// Held a while: a command started before the record would have
+		// written by now.
+		time.Sleep(200 * time.Millisecond)
+		if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("the command ran before its process %d was recorded (%v)", p.PID, err)
+		}
+		if p.Start == "" {
+			t.Errorf("process %d recorded without its start token", p.PID)
+		}
+		recorded = append(recorded, p.PID)
+		if fail {
+			return refuse
+		}
+		return nil
+	}
+	task := func(id string) *queue.Task {
+		return &queue.Task{ID: id, Queue: "agents", Key: "alice", Run: &queue.Run{Attempt: 1, Slot: "alice", Fence: 1}}
+	}
+
+	fail = true
+	if err := h.Work(context.Background(), task("refused")); !errors.Is(err, queue.ErrStartFailed) || !errors.Is(err, refuse) {
+		t.Fatalf("Work with the record refused = %v, want ErrStartFailed wrapping the refusal", err)
+	}
+	if len(recorded) != 1 {
+		t.Fatalf("a refused record was tried %d times, want once (no second supervisor)", len(recorded))
+	}
+	if alive(recorded[0]) {
+		t.Errorf("the supervisor %d of a refused record still runs", recorded[0])
+	}
+
+	fail = false
+	h.refill()
+	pid := awaitReady(t, h)
+	if err := h.Work(context.Background(), task("t1")); err != nil {
+		t.Fatalf("Work = %v", err)
+	}
+	if len(recorded) != 2 || recorded[1] != pid {
+		t.Fatalf("recorded %v, want the standby %d second", recorded, pid)
+	}
+	if b, _ := os.ReadFile(out); strings.TrimSpace(string(b)) != "t1" {
+		t.Fatalf("commands run: %q, want only t1's", b)
+	}
+}
+
+// alive reports whether pid runs and is not a zombie waiting for us.
+func alive(pid int) bool { return hostlocal.Process{PID: pid}.Alive() }
