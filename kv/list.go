@@ -228,7 +228,7 @@ func startScan[T any](ctx context.Context, b *Bucket, pattern string, room int) 
 	// run ahead of it.
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	sub, err := b.subscribe(ctx, cancel, pattern, false, handler)
+	sub, err := b.subscribe(ctx, cancel, []string{pattern}, false, handler)
 	if err != nil {
 		return nil, err
 	}

@@ -49,6 +49,17 @@ func UpdatesOnly() WatchOption { return func(c *watchConfig) { c.updatesOnly = t
 // closed when ctx is done, Stop is called or the subscription ends. A reader
 // that falls behind slows delivery rather than losing entries.
 func (b *Bucket) Watch(ctx context.Context, pattern string, opts ...WatchOption) (*Watcher, error) {
+	return b.WatchPatterns(ctx, []string{pattern}, opts...)
+}
+
+// WatchPatterns is Watch of the keys that match any of patterns (each as
+// Watch's; none overlapping another), in one watch: the server sends only
+// those keys' changes, where a watch of a broader pattern sends every key
+// under it for the client to drop.
+func (b *Bucket) WatchPatterns(ctx context.Context, patterns []string, opts ...WatchOption) (*Watcher, error) {
+	if len(patterns) == 0 {
+		return nil, fmt.Errorf("%w: a watch of no key pattern", ErrInvalidKey)
+	}
 	var cfg watchConfig
 	for _, o := range opts {
 		o(&cfg)
@@ -85,7 +96,7 @@ func (b *Bucket) Watch(ctx context.Context, pattern string, opts ...WatchOption)
 	// run ahead of it.
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	sub, err := b.subscribe(ctx, cancelCause, pattern, cfg.updatesOnly, handler)
+	sub, err := b.subscribe(ctx, cancelCause, patterns, cfg.updatesOnly, handler)
 	if err != nil {
 		return nil, err
 	}
@@ -133,9 +144,13 @@ func (b *Bucket) Watch(ctx context.Context, pattern string, opts ...WatchOption)
 // matching pattern ("" is every key) on ctx, whose cancel ends it: the
 // latest revision of each key first, unless updatesOnly, then every change.
 // handler gets each message on nats.go's delivery goroutine, in order.
-func (b *Bucket) subscribe(ctx context.Context, cancel context.CancelCauseFunc, pattern string, updatesOnly bool, handler nats.MsgHandler) (*nats.Subscription, error) {
-	if pattern == "" {
-		pattern = ">"
+func (b *Bucket) subscribe(ctx context.Context, cancel context.CancelCauseFunc, patterns []string, updatesOnly bool, handler nats.MsgHandler) (*nats.Subscription, error) {
+	subjects := make([]string, len(patterns))
+	for i, p := range patterns {
+		if p == "" {
+			p = ">"
+		}
+		subjects[i] = b.prefix + p
 	}
 	// Creating the consumer fails at once if the server refuses it (or the
 	// reply inbox), rather than when the request times out.
@@ -149,7 +164,14 @@ func (b *Bucket) subscribe(ctx context.Context, cancel context.CancelCauseFunc, 
 	} else {
 		subOpts = append(subOpts, nats.DeliverLastPerSubject())
 	}
-	sub, err := b.c.pushJS.Subscribe(b.prefix+pattern, handler, subOpts...)
+	subject := subjects[0]
+	if len(subjects) > 1 {
+		// The consumer's filters; nats.go sends its subject as the one
+		// filter, which must then be empty.
+		subject = ""
+		subOpts = append(subOpts, nats.ConsumerFilterSubjects(subjects...))
+	}
+	sub, err := b.c.pushJS.Subscribe(subject, handler, subOpts...)
 	unregister()
 	if err != nil {
 		err = b.c.watchError(ctx, b, refusal(ctx, err))

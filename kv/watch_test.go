@@ -2,6 +2,7 @@ package kv_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -136,5 +137,59 @@ func TestWatch_EndingWhileDeliveringIsClean(t *testing.T) {
 		cancel()
 		for range w.Updates() {
 		}
+	}
+}
+
+// A watch of several patterns gets the current values and the changes of
+// the keys matching any of them, and nothing of the others.
+func TestWatchPatterns_OnlyTheKeysThatMatch(t *testing.T) {
+	ctx := context.Background()
+	_, b := testBucket(t)
+	revs := map[string]uint64{}
+	for _, k := range []string{"q.task.1", "q.inbox.w1", "q.config", "r.task.1"} {
+		rev, err := b.Create(ctx, k, []byte("1"), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		revs[k] = rev
+	}
+	w, err := b.WatchPatterns(ctx, []string{"q.task.>", "q.config"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	next := func() *kv.Entry {
+		t.Helper()
+		select {
+		case e := <-w.Updates():
+			return e
+		case <-time.After(5 * time.Second):
+			t.Fatal("no update")
+			return nil
+		}
+	}
+	// The current values, in stream order, then the end marker.
+	if a, c, end := next(), next(), next(); a == nil || c == nil || end != nil || a.Key != "q.task.1" || c.Key != "q.config" {
+		t.Fatalf("initial = %v %v %v, want q.task.1, q.config, nil", a, c, end)
+	}
+	if _, err := b.Update(ctx, "q.inbox.w1", []byte("2"), 0, revs["q.inbox.w1"]); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"r.task.2", "q.inbox.w2", "q.task.2"} {
+		if _, err := b.Create(ctx, k, []byte("2"), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := b.Update(ctx, "q.config", []byte("2"), 0, revs["q.config"]); err != nil {
+		t.Fatal(err)
+	}
+	if e := next(); e.Key != "q.task.2" {
+		t.Fatalf("first change: %s, want q.task.2 (no inbox, no other queue)", e.Key)
+	}
+	if e := next(); e.Key != "q.config" || string(e.Value) != "2" {
+		t.Fatalf("second change: %s=%s, want q.config=2", e.Key, e.Value)
+	}
+	if _, err := b.WatchPatterns(ctx, nil); !errors.Is(err, kv.ErrInvalidKey) {
+		t.Fatalf("a watch of no pattern: %v, want ErrInvalidKey", err)
 	}
 }

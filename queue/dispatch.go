@@ -112,7 +112,7 @@ func (l *loop) startTerm(t term) {
 	x.offset = l.offset
 	x.myHost, x.myPID, x.myStart = l.w.qs.m.Host(), l.w.qs.proc.PID, l.w.qs.proc.Start
 	wctx, stop := context.WithCancel(t.ctx)
-	qw, err := l.w.qs.bucket.Watch(wctx, queuePattern(l.w.q))
+	qw, err := l.w.qs.bucket.WatchPatterns(wctx, dispatchPatterns(l.w.q))
 	if err != nil {
 		stop()
 		close(t.done)
@@ -159,15 +159,6 @@ func (d *dispatcher) maybeSynced(l *loop) {
 func (d *dispatcher) applyQueue(l *loop, e kv.Entry) {
 	q := l.w.q
 	switch {
-	case isInboxKey(q, e.Key):
-		if w := d.workers[inboxOwner(q, e.Key)]; w != nil && e.Revision > w.rev {
-			if e.Live() {
-				w.rev = e.Revision
-			} else {
-				w.rev, w.gone = 0, e.Revision
-			}
-		}
-		return
 	case isPresenceKey(q, e.Key):
 		d.applyPresence(l, e)
 		return

@@ -299,6 +299,13 @@ func tokenIndexOf(q, key string) int {
 	return i
 }
 
+// dispatchPatterns are the keys a dispatcher watches: all of the queue's
+// but the inboxes, which only it writes (and a host's watcher removes);
+// their revisions come back with its own writes, or with a conflict.
+func dispatchPatterns(q string) []string {
+	return []string{configKey(q), q + ".task.>", q + ".cap.>", q + ".worker.>"}
+}
+
 // decodeTask turns a live entry into a task, failing on garbage or a
 // record stored under another id. The task keeps the fields this version
 // does not know, to write them back.
