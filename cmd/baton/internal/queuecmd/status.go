@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"sort"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -198,7 +199,7 @@ func printStatus(o *StatusOptions, s *queue.Snapshot) error {
 	if len(s.Undecodable) > 0 {
 		cmdutil.Fprintf(out, "undecodable task records (never run; see baton doctor): %v\n", s.Undecodable)
 	}
-	cmdutil.Fprintf(out, "records   %d of this queue; %d in the bucket (every queue, and tombstones for 5m)\n", s.Records.Queue, s.Records.Bucket)
+	cmdutil.Fprintf(out, "records   %d of this queue; %d in the bucket (every queue, and tombstones for %s)\n", s.Records.Queue, s.Records.Bucket, strings.TrimSuffix(queue.MarkerTTL.String(), "0s"))
 	if err := printKeys(out, o.Keys, s); err != nil {
 		return err
 	}
