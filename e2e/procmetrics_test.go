@@ -197,3 +197,26 @@ func TestMetrics_RunAndQueueWorkExportRenewalsAndOutcomes(t *testing.T) {
 			value(s, "baton_process_info", "verb", "queue work") == 1
 	})
 }
+
+// A queue worker runs its Go code on one thread (ADR 0037), unless
+// GOMAXPROCS says otherwise.
+func TestMetrics_QueueWorkRunsOnOneThreadUnlessGOMAXPROCSIsSet(t *testing.T) {
+	w := newWorld(t)
+	h := w.host("h1")
+	h.must("queue", "create", "mt")
+	for _, c := range []struct {
+		env  []string
+		want float64
+	}{{nil, 1}, {[]string{"GOMAXPROCS=3"}, 3}} {
+		h.env = c.env
+		wk := h.startWorker(t, "mt", "--metrics", "127.0.0.1:0", "--", "true")
+		url := metricsURL(t, wk.errs)
+		s := awaitMetrics(t, url, "the worker's Go runtime metrics", func(s map[string][]sample) bool {
+			return len(s["go_sched_gomaxprocs_threads"]) > 0
+		})
+		if got := value(s, "go_sched_gomaxprocs_threads"); got != c.want {
+			t.Errorf("queue work with %v: GOMAXPROCS %v, want %v", c.env, got, c.want)
+		}
+		wk.kill()
+	}
+}

@@ -78,4 +78,10 @@
 // while a queue has none (between a dispatcher's death and its successor)
 // the worker learns of it no sooner. Its own renewals still stop the work
 // once its lock is gone.
+//
+// A worker mostly waits (on the server, and on the work), and its process
+// spends less CPU per task on one thread: `baton queue work` sets
+// GOMAXPROCS to 1 unless the variable is set (adr/0037). This package
+// leaves GOMAXPROCS to the program that embeds it; one whose handlers do
+// not need the cores may do the same.
 package queue

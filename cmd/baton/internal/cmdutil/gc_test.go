@@ -1,6 +1,7 @@
 package cmdutil
 
 import (
+	"runtime"
 	"runtime/debug"
 	"testing"
 )
@@ -28,6 +29,33 @@ func TestListingGC_RaisesGOGCUnlessSet(t *testing.T) {
 	}}).ListingGC()
 	if got := debug.SetGCPercent(100); got != 100 {
 		t.Errorf("GOGC set by the user became %d", got)
+	}
+	restore()
+}
+
+// A queue worker runs on one thread unless GOMAXPROCS is set, and puts the
+// setting back after.
+func TestOneThread_UnlessGOMAXPROCSIsSet(t *testing.T) {
+	before := runtime.GOMAXPROCS(3)
+	defer runtime.GOMAXPROCS(before)
+
+	restore := (&Factory{Getenv: func(string) string { return "" }}).OneThread()
+	if got := runtime.GOMAXPROCS(0); got != 1 {
+		t.Errorf("GOMAXPROCS in a worker %d, want 1", got)
+	}
+	restore()
+	if got := runtime.GOMAXPROCS(0); got != 3 {
+		t.Errorf("GOMAXPROCS after %d, want 3 back", got)
+	}
+
+	restore = (&Factory{Getenv: func(k string) string {
+		if k == "GOMAXPROCS" {
+			return "3"
+		}
+		return ""
+	}}).OneThread()
+	if got := runtime.GOMAXPROCS(0); got != 3 {
+		t.Errorf("GOMAXPROCS set by the user became %d", got)
 	}
 	restore()
 }

@@ -101,6 +101,7 @@ func workRun(ctx context.Context, o *WorkOptions) error {
 	if o.Wait.IsSet() && !o.Once {
 		return cmdutil.Usagef("--wait goes with --once")
 	}
+	defer o.F.OneThread()()
 	command, err := o.F.LookCommand(o.Command)
 	if err != nil {
 		return err

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"sync"
@@ -39,6 +40,11 @@ func main() {
 	if *server == "" || *q == "" || *state == "" {
 		fmt.Fprintln(os.Stderr, "usage: qworker -server URL -queue Q -state DIR [-host ID] [-concurrency N]")
 		os.Exit(2)
+	}
+	// One thread, as `baton queue work` runs (ADR 0037): this is its
+	// stand-in, with the queue package's worker and a no-op handler.
+	if os.Getenv("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(1)
 	}
 	// QWORKER_CPUPROFILE_DIR, when set, gets this process's CPU profile
 	// (for looking into what a worker spends its time on).
