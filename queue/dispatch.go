@@ -442,7 +442,7 @@ func (d *dispatcher) flush(l *loop) {
 		w.dirty, w.writing = false, true
 		rev, gone, ttl := w.rev, w.gone, time.Duration(l.cfg.TTL)
 		l.bg.Add(1)
-		go func() {
+		l.pool.Go(func() {
 			defer l.bg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), l.w.qs.bucket.Client().Timeout())
 			defer cancel()
@@ -477,6 +477,6 @@ func (d *dispatcher) flush(l *loop) {
 					w.rev = next
 				}
 			}
-		}()
+		})
 	}
 }

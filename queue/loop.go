@@ -48,6 +48,9 @@ type loop struct {
 	started    int
 	recovering map[string]bool
 	bg         sync.WaitGroup
+	// pool runs the goroutines of each task (claim, work, end) and of the
+	// inbox writes, kept between tasks; closed once bg is done.
+	pool *goPool
 	// quit is closed when run returns: goroutines waiting to retry give up.
 	quit chan struct{}
 
@@ -80,6 +83,7 @@ func (l *loop) run(ctx context.Context) error {
 	defer timer.Stop()
 	poll := time.NewTicker(samehostPoll)
 	defer poll.Stop()
+	defer l.pool.Close()
 	defer l.bg.Wait()
 	defer close(l.quit)
 	defer l.endTerm()
@@ -386,13 +390,13 @@ func (l *loop) dispatch(now time.Time) {
 		l.started++
 		cfg := l.cfg
 		l.bg.Add(1)
-		go func() {
+		l.pool.Go(func() {
 			defer l.bg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), 2*l.w.qs.bucket.Client().Timeout())
 			defer cancel()
 			c, err := l.w.qs.claim(ctx, cfg, pk, l.id, l.stampNow())
 			l.results <- func() { l.claimed(pk, cfg, c, err) }
-		}()
+		})
 	}
 }
 
@@ -445,16 +449,16 @@ func (l *loop) claimed(pk pick, cfg Config, c *claimed, err error) {
 		r.stop(ErrDraining, 0)
 		close(r.kept) // no keepalive runs
 		l.bg.Add(1)
-		go func() {
+		l.pool.Go(func() {
 			defer l.bg.Done()
 			l.finish(r, ErrDraining, 0)
-		}()
+		})
 		return
 	}
 	l.track(r)
 	l.bg.Add(2)
 	r.startKeep(l.bg.Done)
-	go func() { defer l.bg.Done(); l.work(r) }()
+	l.pool.Go(func() { defer l.bg.Done(); l.work(r) })
 	if x := l.x(); x != nil {
 		l.checkRun(x, r)
 	}

@@ -336,7 +336,9 @@ func (l *loop) finish(r *runState, err error, took time.Duration) {
 	tokErr := errors.New("no token")
 	var tokWG sync.WaitGroup
 	if tok != nil {
-		tokWG.Go(func() {
+		tokWG.Add(1)
+		l.pool.Go(func() {
+			defer tokWG.Done()
 			tokTomb, tokErr = l.w.qs.bucket.DeleteRevision(ctx, tokenKey(r.cfg.Queue, r.token), tok.rev, nil)
 		})
 	}

@@ -188,6 +188,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		results: make(chan func(), 64), taken: map[string]uint64{}, running: map[string]*runState{},
 		bySlot: map[string]*runState{}, byToken: map[int]*runState{}, recovering: map[string]bool{},
 		quit: make(chan struct{}), terms: make(chan term), resign: make(chan struct{}),
+		pool: newGoPool(2*w.concurrency + 2),
 	}
 	el, err := w.qs.election(w.q, l.id, time.Duration(cfg.TTL))
 	if err != nil {
