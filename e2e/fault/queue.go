@@ -55,8 +55,13 @@ func newQueueChecker() *queueChecker {
 	return &queueChecker{runs: map[string]*taskRun{}, added: map[string]bool{}, hit: map[string]bool{}, gone: map[string]bool{}}
 }
 
-// ServeHTTP takes POST /qevent?event=start|write|end&run=R&key=K&task=T&fence=F&actor=A,
-// where R is the command's procID.
+// ServeHTTP takes POST /qevent?event=start|write|end&run=R&key=K&task=T&fence=F&actor=A&at=NS,
+// where R is the command's procID and NS when the command did it (Unix
+// nanoseconds; every process here shares the machine's clock). The time
+// is the command's, not the request's arrival: a host cut off from the
+// network delivers a request its command sent before it ended, the TCP
+// stack retrying it, once the link is back, seconds after that command
+// ended, and the run must not seem to have gone on until then.
 func (c *queueChecker) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	fence, err := strconv.ParseUint(q.Get("fence"), 10, 64)
@@ -64,7 +69,12 @@ func (c *queueChecker) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "want run and fence", http.StatusBadRequest)
 		return
 	}
-	c.event(q.Get("run"), q.Get("event"), q.Get("key"), q.Get("task"), q.Get("actor"), fence, time.Now())
+	ns, err := strconv.ParseInt(q.Get("at"), 10, 64)
+	if err != nil || ns <= 0 {
+		http.Error(w, "want at, the event's time in Unix nanoseconds", http.StatusBadRequest)
+		return
+	}
+	c.event(q.Get("run"), q.Get("event"), q.Get("key"), q.Get("task"), q.Get("actor"), fence, time.Unix(0, ns))
 	w.WriteHeader(http.StatusOK)
 }
 
@@ -75,10 +85,16 @@ func (c *queueChecker) event(run, kind, key, task, actor string, fence uint64, a
 	defer c.mu.Unlock()
 	tr := c.runs[run]
 	if tr == nil {
-		tr = &taskRun{key: key, task: task, actor: actor, fence: fence, start: at}
+		tr = &taskRun{key: key, task: task, actor: actor, fence: fence, start: at, last: at}
 		c.runs[run] = tr
 	}
-	tr.last = at
+	// Reports may arrive out of their order (a late one retried).
+	if at.Before(tr.start) {
+		tr.start = at
+	}
+	if at.After(tr.last) {
+		tr.last = at
+	}
 	if kind == "end" {
 		tr.ended = true
 	}
@@ -347,7 +363,8 @@ func qtaskMain() int {
 		}
 	}
 	event := func(kind string) {
-		post(qurl + "?event=" + kind + "&run=" + run + "&key=" + key + "&task=" + task + "&fence=" + fence + "&actor=" + actor)
+		at := strconv.FormatInt(time.Now().UnixNano(), 10)
+		post(qurl + "?event=" + kind + "&run=" + run + "&key=" + key + "&task=" + task + "&fence=" + fence + "&actor=" + actor + "&at=" + at)
 	}
 	event("start")
 	term := make(chan os.Signal, 1)

@@ -82,17 +82,32 @@ func TestQueueChecker_ServeHTTP(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode
 	}
-	if code := post("event=start&pid=4242&key=q1&task=t&fence=3&actor=qw"); code != http.StatusBadRequest {
+	t0 := time.Now().Add(-time.Minute)
+	at := func(d time.Duration) string { return "&at=" + strconv.FormatInt(t0.Add(d).UnixNano(), 10) }
+	if code := post("event=start&pid=4242&key=q1&task=t&fence=3&actor=qw" + at(0)); code != http.StatusBadRequest {
 		t.Errorf("an event without a run: %d, want 400", code)
 	}
-	for _, ev := range []string{"start", "write", "end"} {
-		if code := post("event=" + ev + "&run=4242@9&key=q1&task=t&fence=3&actor=qw"); code != http.StatusOK {
-			t.Fatalf("%s: %d", ev, code)
+	if code := post("event=start&run=4242@9&key=q1&task=t&fence=3&actor=qw"); code != http.StatusBadRequest {
+		t.Errorf("an event without its time: %d, want 400", code)
+	}
+	// A write retried by TCP arrives after the end, last (the soak's case: a
+	// host cut off, its command's report delivered seconds after the command
+	// ended, after the task's next attempt began elsewhere): the run still
+	// ended when its command said.
+	for _, ev := range []struct {
+		kind string
+		at   time.Duration
+	}{{"start", 0}, {"write", 50 * time.Millisecond}, {"end", 200 * time.Millisecond}, {"write", 100 * time.Millisecond}} {
+		if code := post("event=" + ev.kind + "&run=4242@9&key=q1&task=t&fence=3&actor=qw" + at(ev.at)); code != http.StatusOK {
+			t.Fatalf("%s: %d", ev.kind, code)
 		}
 	}
 	r := c.runs["4242@9"]
-	if len(c.runs) != 1 || r == nil || !r.ended || r.key != "q1" || r.fence != 3 || r.last.Before(r.start) {
-		t.Errorf("runs %+v", c.runs)
+	if len(c.runs) != 1 || r == nil || !r.ended || r.key != "q1" || r.fence != 3 {
+		t.Fatalf("runs %+v", c.runs)
+	}
+	if !r.start.Equal(t0) || !r.last.Equal(t0.Add(200*time.Millisecond)) {
+		t.Errorf("run from %s to %s, want the command's own times: %s to %s", r.start, r.last, t0, t0.Add(200*time.Millisecond))
 	}
 }
 
