@@ -171,6 +171,11 @@ func TestLin_LegalHistoriesPass(t *testing.T) {
 			{op: create, value: "B", call: 1600, ret: 1610, outcome: ok, rev: 3},
 			{op: get, call: 1700, ret: 1710, outcome: ok, entry: livE(3, "B")},
 		}},
+		{"a tombstone followed, once its TTL ran out, by an expiry marker", []linEv{
+			{key: "k3", op: create, value: "A", ttl: time.Second, call: 0, ret: 10, outcome: ok, rev: 1},
+			{key: "k3", op: del, value: "N", expected: 1, ttl: linMarkerTTL, call: 20, ret: 30, outcome: ok, rev: 2},
+			{key: "k3", op: latest, call: 5000, ret: 5010, outcome: ok, entry: expE(9)},
+		}},
 		{"a renewal restarts the TTL", []linEv{
 			{op: create, value: "A", ttl: time.Second, call: 0, ret: 10, outcome: ok, rev: 1},
 			{op: update, value: "A2", expected: 1, ttl: time.Second, call: 800, ret: 810, outcome: ok, rev: 2},
@@ -248,6 +253,11 @@ func TestLin_IllegalHistoriesFailWithTheirVisualization(t *testing.T) {
 			{op: create, value: "A", ttl: time.Second, call: 0, ret: 10, outcome: ok, rev: 1},
 			{op: update, value: "A2", expected: 1, ttl: time.Second, call: 800, ret: 810, outcome: ok, rev: 2},
 			{op: get, call: 1100, ret: 1110, outcome: notFound, entry: expE(3)},
+		}},
+		{"an expiry marker over a tombstone before the tombstone's TTL ran out", []linEv{
+			{op: create, value: "A", call: 0, ret: 10, outcome: ok, rev: 1},
+			{op: del, value: "N", expected: 1, ttl: linMarkerTTL, call: 20, ret: 30, outcome: ok, rev: 2},
+			{op: latest, call: 500, ret: 510, outcome: ok, entry: expE(9)},
 		}},
 		{"a tombstone gone before the marker TTL", []linEv{
 			{op: create, value: "A", call: 0, ret: 10, outcome: ok, rev: 1},
