@@ -61,7 +61,10 @@ With --once it runs one task and exits with that task's exit code (3 if its
 lock was lost, 124 if it timed out), or 5 if no task could start within
 --wait (default: none, do not wait). Lines about each task go to stderr;
 stdout is the commands'. --metrics serves this worker's task outcomes,
-running tasks and renewal latency for Prometheus.`,
+running tasks and renewal latency for Prometheus.
+
+The worker's own Go code runs on one thread (GOMAXPROCS=1: it mostly waits,
+and spends less CPU per task that way); set GOMAXPROCS to change it.`,
 		Example: `  baton queue work agents -- ./agent.sh
   baton queue work agents --concurrency 4 --grace 30s -- sh -c 'claude -p "$(cat)"'
   baton queue work agents --once --wait 1m -- ./agent.sh`,
