@@ -21,16 +21,7 @@ func TestWatch_InitialValuesThenChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Stop()
-	next := func() *kv.Entry {
-		t.Helper()
-		select {
-		case e := <-w.Updates():
-			return e
-		case <-time.After(5 * time.Second):
-			t.Fatal("no update")
-			return nil
-		}
-	}
+	next := func() *kv.Entry { t.Helper(); return nextUpdate(t, w) }
 	if a, bb, end := next(), next(), next(); a == nil || bb == nil || end != nil || a.Key != "a" || bb.Key != "b" {
 		t.Fatalf("initial = %v %v %v, want a, b, nil", a, bb, end)
 	}
@@ -158,16 +149,7 @@ func TestWatchPatterns_OnlyTheKeysThatMatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Stop()
-	next := func() *kv.Entry {
-		t.Helper()
-		select {
-		case e := <-w.Updates():
-			return e
-		case <-time.After(5 * time.Second):
-			t.Fatal("no update")
-			return nil
-		}
-	}
+	next := func() *kv.Entry { t.Helper(); return nextUpdate(t, w) }
 	// The current values, in stream order, then the end marker.
 	if a, c, end := next(), next(), next(); a == nil || c == nil || end != nil || a.Key != "q.task.1" || c.Key != "q.config" {
 		t.Fatalf("initial = %v %v %v, want q.task.1, q.config, nil", a, c, end)
@@ -191,5 +173,18 @@ func TestWatchPatterns_OnlyTheKeysThatMatch(t *testing.T) {
 	}
 	if _, err := b.WatchPatterns(ctx, nil); !errors.Is(err, kv.ErrInvalidKey) {
 		t.Fatalf("a watch of no pattern: %v, want ErrInvalidKey", err)
+	}
+}
+
+// nextUpdate is w's next entry (nil: the end of the current values),
+// failing the test if none comes within 5s.
+func nextUpdate(t *testing.T, w *kv.Watcher) *kv.Entry {
+	t.Helper()
+	select {
+	case e := <-w.Updates():
+		return e
+	case <-time.After(5 * time.Second):
+		t.Fatal("no update")
+		return nil
 	}
 }

@@ -251,10 +251,6 @@ func (h *execHandler) close() {
 	}
 }
 
-// errNotRecorded is a standby whose process could not be recorded in the
-// task's key lock: the command is not started.
-var errNotRecorded = errors.New("the command's process could not be recorded in the task's key lock")
-
 // startOn records the standby s in the task's key lock as the process
 // doing the work, then has it run the command. The record comes first: a
 // worker killed between the two leaves a lock naming a process group that
