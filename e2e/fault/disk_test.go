@@ -76,3 +76,29 @@ func TestDiskVerdict(t *testing.T) {
 		t.Errorf("no full disk: %s", diskVerdict("", nil))
 	}
 }
+
+// A full disk is held against its server only for what it had time to say:
+// a fault the run's end cut short before the server said its disk is full
+// asks nothing of it, one it said so in asks for the room again message.
+func TestDiskProblems(t *testing.T) {
+	for _, c := range []struct {
+		saidFull, saidRoom, cut bool
+		want                    string
+	}{
+		{true, true, false, ""},
+		{true, true, true, ""},
+		{false, false, false, "n3's disk was full for 30s and it did not say so on stderr"},
+		{false, false, true, ""},
+		{true, false, false, "n3 did not say within 15s that its disk has room again"},
+		{true, false, true, "n3 did not say within 15s that its disk has room again"},
+	} {
+		got := strings.Join(diskProblems("n3", c.saidFull, c.saidRoom, c.cut), "; ")
+		if got != c.want {
+			t.Errorf("said full %v, said room %v, cut %v: %q, want %q", c.saidFull, c.saidRoom, c.cut, got, c.want)
+		}
+	}
+	cut := diskResult{server: "n3", held: 7 << 20, full: 400 * time.Millisecond, acked: 4, cut: true}
+	if s := cut.String(); !strings.Contains(s, "cut short by the run's end") || strings.Contains(s, "said so after") {
+		t.Errorf("a cut fault reads %q", s)
+	}
+}
