@@ -27,7 +27,10 @@ type dispatcher struct {
 	qSynced, sSynced bool
 
 	workers map[string]*remote // the other workers present, by id
-	offers  map[string]*outOffer
+	// dirty are the ids of the workers whose inboxes may need a write:
+	// flush looks at these, not at every worker present.
+	dirty  map[string]struct{}
+	offers map[string]*outOffer
 	// runs are the attempts other workers run, by task id: what a stop
 	// note names.
 	runs map[string]remoteRun
@@ -125,7 +128,7 @@ func (l *loop) startTerm(t term) {
 		return
 	}
 	l.d = &dispatcher{term: t, x: x, qw: qw, sw: sw, stop: stop, head: head,
-		workers: map[string]*remote{}, offers: map[string]*outOffer{}, runs: map[string]remoteRun{}}
+		workers: map[string]*remote{}, dirty: map[string]struct{}{}, offers: map[string]*outOffer{}, runs: map[string]remoteRun{}}
 }
 
 // endTerm stops dispatching, if this worker does.
@@ -147,8 +150,8 @@ func (d *dispatcher) maybeSynced(l *loop) {
 		}
 		// Every worker hears from this dispatcher once, offers or not, so
 		// that it knows it has been seen.
-		for _, w := range d.workers {
-			w.dirty = true
+		for id, w := range d.workers {
+			d.markDirty(id, w)
 		}
 		l.markReady()
 	}
@@ -243,7 +246,7 @@ func (d *dispatcher) endRemote(l *loop, id string, r remoteRun, stop bool) {
 	w.active--
 	if stop {
 		w.stops[id] = stopNote{Task: id, Fence: r.fence}
-		w.dirty = true
+		d.markDirty(r.worker, w)
 	} else {
 		delete(w.stops, id) // dropped from the next write
 	}
@@ -280,7 +283,7 @@ func (d *dispatcher) checkRemote(l *loop, id string) {
 	if note != nil {
 		if cur, ok := w.stops[id]; !ok || cur != *note {
 			w.stops[id] = *note
-			w.dirty = true
+			d.markDirty(r.worker, w)
 		}
 	}
 }
@@ -307,7 +310,8 @@ func (d *dispatcher) applyPresence(l *loop, e kv.Entry) {
 		return // not a worker this version knows: offered nothing
 	}
 	if w == nil {
-		w = &remote{offers: map[string]*outOffer{}, stops: map[string]stopNote{}, dirty: true}
+		w = &remote{offers: map[string]*outOffer{}, stops: map[string]stopNote{}}
+		d.markDirty(id, w)
 		for _, r := range d.runs {
 			if r.worker == id {
 				w.active++
@@ -324,6 +328,12 @@ func (d *dispatcher) applyPresence(l *loop, e kv.Entry) {
 			d.withdraw(l, o)
 		}
 	}
+}
+
+// markDirty says that worker id's inbox must be written again.
+func (d *dispatcher) markDirty(id string, w *remote) {
+	w.dirty = true
+	d.dirty[id] = struct{}{}
 }
 
 // inboxOwner is the worker whose inbox key is key.
@@ -360,7 +370,7 @@ func (d *dispatcher) offerAll(l *loop, now time.Time) {
 			o := &outOffer{pk: pk, worker: id, until: now.Add(offerTimeout)}
 			d.offers[pk.id] = o
 			w.offers[pk.id] = o
-			w.dirty = true
+			d.markDirty(id, w)
 		}
 	}
 }
@@ -424,10 +434,16 @@ func (d *dispatcher) flush(l *loop) {
 	if !d.x.synced {
 		return
 	}
-	for id, w := range d.workers {
-		if !w.dirty || w.writing {
+	for id := range d.dirty {
+		w := d.workers[id]
+		if w == nil || !w.dirty {
+			delete(d.dirty, id)
 			continue
 		}
+		if w.writing {
+			continue // written again once this write is answered
+		}
+		delete(d.dirty, id)
 		in := inbox{Queue: l.w.q, Worker: id, Dispatcher: l.id, Offers: make([]*offer, 0, len(w.offers))}
 		for _, o := range w.offers {
 			in.Offers = append(in.Offers, offerOf(o.pk))
@@ -469,7 +485,7 @@ func (d *dispatcher) flush(l *loop) {
 			l.results <- func() {
 				w.writing = false
 				if err != nil {
-					w.dirty = true // written again with the next change
+					d.markDirty(id, w) // written again with the next pass
 					l.w.emit(Event{Kind: EventError, Err: fmt.Errorf("offer tasks to worker %s: %w", id, err)})
 					return
 				}

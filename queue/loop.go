@@ -165,6 +165,7 @@ func (l *loop) run(ctx context.Context) error {
 				l.stopAll(ErrDraining, min(l.w.grace, time.Second))
 			}
 		}
+		l.drain()
 	}
 }
 
@@ -250,6 +251,41 @@ func (l *loop) waitIdle() {
 }
 
 // onQueue takes one entry of the dispatcher's watch of the queue.
+// drainMax bounds the changes and results one pass of the loop takes in
+// after the one it woke for.
+const drainMax = 64
+
+// drain takes in what the dispatcher's watches and the attempts' results
+// have ready now, up to drainMax, so that the loop's pass (dispatch,
+// offers, inbox writes, timers) serves a burst of changes once rather than
+// once per change: a task's life is six changes in the dispatcher's
+// watches. A watch that ended is left to the loop's select, which handles
+// its end.
+func (l *loop) drain() {
+	for range drainMax {
+		var qC, sC <-chan *kv.Entry
+		if d := l.d; d != nil {
+			qC, sC = d.qw.Updates(), d.sw.Updates()
+		}
+		select {
+		case e, ok := <-qC:
+			if !ok {
+				return
+			}
+			l.onQueue(e)
+		case e, ok := <-sC:
+			if !ok {
+				return
+			}
+			l.onSession(e)
+		case f := <-l.results:
+			f()
+		default:
+			return
+		}
+	}
+}
+
 func (l *loop) onQueue(e *kv.Entry) {
 	d := l.d
 	if e == nil {
