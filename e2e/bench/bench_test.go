@@ -30,6 +30,33 @@ func TestQuantilesAreNearestRank(t *testing.T) {
 	}
 }
 
+// The worker rows' medians: of floats as of samples, each measure taken
+// apart, and a ratio the median of the rounds' own ratios.
+func TestWorkerRoundMedians(t *testing.T) {
+	if got := medianFloat([]float64{3, 1, 2}); got != 2 {
+		t.Errorf("median of 3 1 2 = %v", got)
+	}
+	if got := medianFloat([]float64{4, 1}); got != 1 {
+		t.Errorf("median of 4 1 = %v, want the lower middle as samples.median", got)
+	}
+	if got := medianFloat(nil); got != 0 {
+		t.Errorf("median of none = %v", got)
+	}
+	m := medianRun([]workerRun{
+		{n: 4, rate: 2000, cpuPer1k: 900, serverPer1k: 400},
+		{n: 4, rate: 1500, cpuPer1k: 700, serverPer1k: 450},
+		{n: 4, rate: 1800, cpuPer1k: 800, serverPer1k: 300},
+	})
+	if m.n != 4 || m.rate != 1800 || m.cpuPer1k != 800 || m.serverPer1k != 400 {
+		t.Errorf("medianRun = %+v", m)
+	}
+	// Round 1 ran slow for both counts: its ratio is like the others'.
+	a, b := []float64{2000, 1000, 2100}, []float64{1800, 900, 1995}
+	if got := medianRatio(3, func(r int) float64 { return b[r] / a[r] }); got != 0.9 {
+		t.Errorf("median ratio = %v, want 0.9", got)
+	}
+}
+
 func TestOrderCyclesThroughEveryPermutation(t *testing.T) {
 	for _, n := range []int{1, 3, 5} {
 		perms := permutations(n)

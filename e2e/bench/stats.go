@@ -24,6 +24,17 @@ func (s samples) quantile(q float64) time.Duration {
 
 func (s samples) median() time.Duration { return s.quantile(0.5) }
 
+// medianFloat is the nearest-rank median of xs, as samples.median takes
+// it (the lower middle of an even count); 0 for none.
+func medianFloat(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	sorted := slices.Clone(xs)
+	slices.Sort(sorted)
+	return sorted[(len(sorted)-1)/2]
+}
+
 // tail names the p99 of n samples: below 100 the nearest-rank p99 is the
 // largest sample, and the table says so.
 func tail(n int) string {

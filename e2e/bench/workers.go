@@ -182,8 +182,8 @@ func (b *bench) workerWindow() (window time.Duration, warmUp int64, tasks int) {
 // waiting at the start on 1000 keys, max_active 16, and times them over
 // the window once warmUp tasks have ended: tasks per second, and CPU
 // seconds per 1000 tasks of the workers and the server together.
-func (b *bench) workerThroughput(ctx context.Context, e *queueEnv, n int) (workerRun, error) {
-	q := fmt.Sprintf("tw%d", n)
+func (b *bench) workerThroughput(ctx context.Context, e *queueEnv, n, round int) (workerRun, error) {
+	q := fmt.Sprintf("tw%dr%d", n, round)
 	window, warmUp, tasks := b.workerWindow()
 	cfg := queue.DefaultConfig(q)
 	cfg.MaxActive = 16
@@ -249,8 +249,8 @@ func waitPresent(ctx context.Context, e *queueEnv, q string, n int) error {
 // workerFloor is the raw writes of a task's life (lock, token, task
 // active, task done, lock gone, token gone), 16 at once, timed over the
 // window: tasks per second, and CPU per 1000 tasks of this process and the
-// server.
-func (b *bench) workerFloor(ctx context.Context, e *queueEnv) (workerRun, error) {
+// server. Each round writes keys of its own.
+func (b *bench) workerFloor(ctx context.Context, e *queueEnv, round int) (workerRun, error) {
 	window, _, _ := b.workerWindow()
 	rec := taskRecord("twf", "x", "k", nil)
 	var next atomic.Int64
@@ -260,7 +260,7 @@ func (b *bench) workerFloor(ctx context.Context, e *queueEnv) (workerRun, error)
 	t0 := time.Now()
 	err := parallel(ctx, 16, 16, func(ctx context.Context, _ int) error {
 		for time.Now().Before(deadline) {
-			p := fmt.Sprintf("twf.%d", next.Add(1))
+			p := fmt.Sprintf("twf%d.%d", round, next.Add(1))
 			if err := e.floorTask(ctx, p, rec); err != nil {
 				return err
 			}
@@ -307,29 +307,86 @@ func (b *bench) dispatchFrom(ctx context.Context, e *queueEnv, q string, ws *qwo
 	}
 }
 
+// workerRounds is how many times the floor and each worker count are
+// measured, in turn. On the shared 2-core machine one measurement moves by
+// 10-25% from one minute to the next (the floor alone gave 3,048 and 3,962
+// tasks/s in two runs of the same build): the rows report the medians of
+// the rounds, and each ratio between worker counts is the median of the
+// ratios within a round, so that drift over the minutes the rows take
+// falls on both sides of a ratio alike.
+func (b *bench) workerRounds() int {
+	if b.quick {
+		return 1
+	}
+	return 3
+}
+
+// medianRun is the median of each of rs's measures (taken apart).
+func medianRun(rs []workerRun) workerRun {
+	var rate []float64
+	var cpu, server samples
+	for _, r := range rs {
+		rate, cpu, server = append(rate, r.rate), append(cpu, r.cpuPer1k), append(server, r.serverPer1k)
+	}
+	m := workerRun{rate: medianFloat(rate), cpuPer1k: cpu.median(), serverPer1k: server.median()}
+	if len(rs) > 0 {
+		m.n = rs[0].n
+	}
+	return m
+}
+
+// medianRatio is the median over rounds of f(round).
+func medianRatio(rounds int, f func(round int) float64) float64 {
+	var rs []float64
+	for r := range rounds {
+		rs = append(rs, f(r))
+	}
+	return medianFloat(rs)
+}
+
 // queueWorkerRows measures what a task costs as worker processes are
 // added: throughput and CPU per 1000 tasks at 1, 4, 16 and 64 workers
 // beside the floor, and dispatch to 64 idle workers beside dispatch to one.
+// The floor and the worker counts are measured in rounds (workerRounds),
+// the counts in a rotated order each round.
 func (b *bench) queueWorkerRows(ctx context.Context, e *queueEnv) ([]row, error) {
-	floor, err := b.workerFloor(ctx, e)
-	if err != nil {
-		return nil, err
-	}
-	runs := map[int]workerRun{}
 	counts := workerCounts
 	if len(b.workers) > 0 {
 		counts = b.workers
 	}
-	for _, n := range counts {
-		b.progress("queue workers: %d worker processes", n)
-		r, err := b.workerThroughput(ctx, e, n)
+	rounds := b.workerRounds()
+	var floors []workerRun
+	all := map[int][]workerRun{}
+	for round := range rounds {
+		f, err := b.workerFloor(ctx, e, round)
 		if err != nil {
 			return nil, err
 		}
-		b.progress("queue workers: %d: %.0f tasks/s, %s of CPU per 1000 tasks, %s of it the server's (floor %.0f tasks/s, %s, %s)", n, r.rate,
-			r.cpuPer1k.Round(time.Millisecond), r.serverPer1k.Round(time.Millisecond),
-			floor.rate, floor.cpuPer1k.Round(time.Millisecond), floor.serverPer1k.Round(time.Millisecond))
-		runs[n] = r
+		floors = append(floors, f)
+		for i := range counts {
+			n := counts[(i+round)%len(counts)]
+			b.progress("queue workers, round %d of %d: %d worker processes", round+1, rounds, n)
+			r, err := b.workerThroughput(ctx, e, n, round)
+			if err != nil {
+				return nil, err
+			}
+			b.progress("queue workers, round %d of %d: %d: %.0f tasks/s, %s of CPU per 1000 tasks, %s of it the server's (floor %.0f tasks/s, %s, %s)",
+				round+1, rounds, n, r.rate, r.cpuPer1k.Round(time.Millisecond), r.serverPer1k.Round(time.Millisecond),
+				f.rate, f.cpuPer1k.Round(time.Millisecond), f.serverPer1k.Round(time.Millisecond))
+			all[n] = append(all[n], r)
+		}
+	}
+	floor := medianRun(floors)
+	runs := map[int]workerRun{}
+	for n, rs := range all {
+		runs[n] = medianRun(rs)
+	}
+	// A ratio of two counts not both measured is left out (-workers).
+	ratio := func(n, of int, f func(workerRun) float64) float64 {
+		if len(all[n]) < rounds || len(all[of]) < rounds {
+			return 0
+		}
+		return medianRatio(rounds, func(r int) float64 { return f(all[n][r]) / f(all[of][r]) })
 	}
 	var rows []row
 	for _, n := range workerCounts {
@@ -347,7 +404,7 @@ func (b *bench) queueWorkerRows(ctx context.Context, e *queueEnv) ([]row, error)
 	for _, n := range []int{16, 64} {
 		rows = append(rows, row{
 			metric: fmt.Sprintf("queue throughput at %d workers / at 4", n), unit: unitRatio, noRatios: true,
-			baton: val(runs[n].rate / runs[4].rate), floor: missing("—"), etcd: missing("—"),
+			baton: val(ratio(n, 4, func(r workerRun) float64 { return r.rate })), floor: missing("—"), etcd: missing("—"),
 			goal: []cond{batonAtLeast(0.9, unitRatio)},
 		})
 	}
@@ -359,7 +416,7 @@ func (b *bench) queueWorkerRows(ctx context.Context, e *queueEnv) ([]row, error)
 	}
 	rows = append(rows, row{
 		metric: "queue CPU per 1000 tasks at 64 workers / at 4", unit: unitRatio, noRatios: true,
-		baton: val(float64(runs[64].cpuPer1k) / float64(runs[4].cpuPer1k)), floor: missing("—"), etcd: missing("—"),
+		baton: val(ratio(64, 4, func(r workerRun) float64 { return float64(r.cpuPer1k) })), floor: missing("—"), etcd: missing("—"),
 		goal: []cond{batonAtMost(1.5, unitRatio)},
 	})
 
