@@ -17,9 +17,10 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"sort"
+	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/anishathalye/porcupine"
@@ -42,6 +43,49 @@ type linResult struct {
 	// write had been acknowledged at before the read was sent. Refused
 	// counts the creates refused then, taken as of unknown outcome.
 	Exempt, Stale, Refused int
+	// Timeout is what each pass of one history's check was given:
+	// checkTraces's timeout, or less on a machine with less memory
+	// (linTimeoutFor).
+	Timeout time.Duration
+}
+
+// linGrowth is how fast the search of a hard history grows its memory:
+// porcupine caches every (operations linearized, state) pair it has
+// tried. Histories of 4,500-5,000 operations of one key, 165-408 of them
+// of unknown outcome (an hour's soak, servers killed, partitions), grew
+// by 110-165 MB a second each; rounded up.
+const linGrowth = 200 << 20
+
+// linTimeoutFor bounds a check's time by the memory available: a pass
+// may grow to 60% of it. Three minutes of a hard history grow to 20-30
+// GB, past this machine's 24 GiB: the kernel killed the harness before
+// its verdict. The histories are checked one at a time for the same
+// reason.
+func linTimeoutFor(limit time.Duration, available uint64) time.Duration {
+	if available == 0 {
+		return limit
+	}
+	t := time.Duration(float64(available) * 0.6 / linGrowth * float64(time.Second))
+	return min(limit, max(t, 10*time.Second))
+}
+
+// memAvailable is the memory the kernel says is available (MemAvailable
+// in /proc/meminfo), 0 if it cannot be read.
+func memAvailable() uint64 {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 2 && f[0] == "MemAvailable:" {
+			kb, err := strconv.ParseUint(f[1], 10, 64)
+			if err == nil {
+				return kb << 10
+			}
+		}
+	}
+	return 0
 }
 
 // linNever is the return time of a call that never returned, or of a write
@@ -84,21 +128,22 @@ func checkTraces(traceDir, artifactDir string, timeout time.Duration, cutOff []s
 		res.Unknown += h.unknown()
 	}
 
+	// One at a time: a hard history's search takes what memory it can
+	// (linTimeoutFor).
+	avail := memAvailable()
+	res.Timeout = linTimeoutFor(timeout, avail)
+	if avail > 0 {
+		// The collector keeps the heap near what the search holds, not
+		// twice that, as the heap nears the memory there is.
+		defer debug.SetMemoryLimit(debug.SetMemoryLimit(int64(avail * 8 / 10)))
+	}
 	verdicts := make([]porcupine.CheckResult, len(hists))
-	work := make(chan int)
-	var wg sync.WaitGroup
-	for range max(1, runtime.GOMAXPROCS(0)) {
-		wg.Go(func() {
-			for i := range work {
-				verdicts[i] = hists[i].check(timeout)
-			}
-		})
+	for i, h := range hists {
+		verdicts[i] = h.check(res.Timeout)
+		if verdicts[i] != porcupine.Ok {
+			runtime.GC() // what the search kept goes before the next
+		}
 	}
-	for i := range hists {
-		work <- i
-	}
-	close(work)
-	wg.Wait()
 
 	for i, h := range hists {
 		switch verdicts[i] {
@@ -106,7 +151,7 @@ func checkTraces(traceDir, artifactDir string, timeout time.Duration, cutOff []s
 			res.Linearizable++
 		case porcupine.Unknown:
 			res.TimedOut++
-			res.Failures = append(res.Failures, fmt.Sprintf("%s/%s: not decided within %s (%d ops, %d of unknown outcome); the run's directory is kept", h.bucket, h.key, timeout, len(h.ops), h.unknown()))
+			res.Failures = append(res.Failures, fmt.Sprintf("%s/%s: not decided within %s (%d ops, %d of unknown outcome); the run's directory is kept", h.bucket, h.key, res.Timeout, len(h.ops), h.unknown()))
 		default:
 			res.NotLinearizable++
 			path, err := h.visualize(artifactDir, timeout)
@@ -249,6 +294,7 @@ func (h *linHistory) check(timeout time.Duration) porcupine.CheckResult {
 		if porcupine.CheckOperationsTimeout(h.model, h.lean, timeout) == porcupine.Ok {
 			return porcupine.Ok
 		}
+		runtime.GC() // the first pass's search goes before the second's
 	}
 	return porcupine.CheckOperationsTimeout(h.model, h.ops, timeout)
 }

@@ -547,3 +547,27 @@ func TestLin_ARefusalDuringACutIsOfUnknownOutcome(t *testing.T) {
 		t.Errorf("refusals outside any cut: got %+v, want not linearizable", res)
 	}
 }
+
+// A check's time is bounded by the memory a hard history's search may
+// take: the limit given where memory is plenty or unknown, less where it
+// is not, and never under 10 s.
+func TestLinTimeoutFor(t *testing.T) {
+	for _, c := range []struct {
+		limit     time.Duration
+		available uint64
+		want      time.Duration
+	}{
+		{3 * time.Minute, 0, 3 * time.Minute},
+		{3 * time.Minute, 1 << 40, 3 * time.Minute},
+		{3 * time.Minute, 24 << 30, time.Duration(float64(24<<30) * 0.6 / linGrowth * float64(time.Second))},
+		{3 * time.Minute, 1 << 30, 10 * time.Second},
+		{5 * time.Second, 1 << 30, 5 * time.Second},
+	} {
+		if got := linTimeoutFor(c.limit, c.available); got != c.want {
+			t.Errorf("limit %s, %d bytes available: %s, want %s", c.limit, c.available, got, c.want)
+		}
+	}
+	if got := linTimeoutFor(3*time.Minute, 24<<30); got < time.Minute || got > 90*time.Second {
+		t.Errorf("24 GiB available: %s, want about 74 s", got)
+	}
+}

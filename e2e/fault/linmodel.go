@@ -121,7 +121,7 @@ func (s linState) timeouts(now, markerTTL int64, out []linState) []linState {
 		next.kind, next.since, next.ttl = linExpired, at, markerTTL
 	}
 	if s.kind == linDeleted {
-		out = append(out, linState{kind: linExpired, floor: s.revOrFloor(), notBefore: max(s.notBefore, at), since: now, ttl: markerTTL})
+		out = append(out, linState{kind: linExpired, floor: s.revOrFloor(), notBefore: max(s.notBefore, at), since: at, ttl: markerTTL})
 	}
 	return next.timeouts(now, markerTTL, out)
 }
