@@ -91,6 +91,8 @@ type bench struct {
 	// workers overrides the worker process counts of the queue's
 	// throughput rows (for profiling one of them).
 	workers []int
+	// idleWorkers run beside the throughput rows, of a queue of their own.
+	idleWorkers int
 
 	nats       *natsServer // default sync interval
 	natsAlways *natsServer // sync always
@@ -130,6 +132,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		return nil
 	})
+	fs.IntVar(&b.idleWorkers, "idle-workers", 0, "this many idle worker processes of another queue run beside the queue throughput rows (what idle processes cost the machine, apart from the queue's design)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}

@@ -354,6 +354,18 @@ func (b *bench) queueWorkerRows(ctx context.Context, e *queueEnv) ([]row, error)
 	if len(b.workers) > 0 {
 		counts = b.workers
 	}
+	if b.idleWorkers > 0 {
+		cfg := queue.DefaultConfig("tidle")
+		if _, _, err := e.qs.Create(ctx, cfg); err != nil {
+			return nil, err
+		}
+		idle, err := b.startQworkers(ctx, "tidle", b.idleWorkers, func(int) string { return "bench-host" }, false)
+		if err != nil {
+			return nil, err
+		}
+		defer idle.stop()
+		b.progress("queue workers: %d idle worker processes of queue tidle run beside them", b.idleWorkers)
+	}
 	rounds := b.workerRounds()
 	var floors []workerRun
 	all := map[int][]workerRun{}
