@@ -151,7 +151,7 @@ func checkTraces(traceDir, artifactDir string, timeout time.Duration, cutOff []s
 			res.Linearizable++
 		case porcupine.Unknown:
 			res.TimedOut++
-			res.Failures = append(res.Failures, fmt.Sprintf("%s/%s: not decided within %s (%d ops, %d of unknown outcome); the run's directory is kept", h.bucket, h.key, res.Timeout, len(h.ops), h.unknown()))
+			res.Failures = append(res.Failures, fmt.Sprintf("%s/%s: not decided within %s (%d ops, %d of unknown outcome); the run's directory is kept", h.bucket, h.key, res.Timeout.Round(time.Second), len(h.ops), h.unknown()))
 		default:
 			res.NotLinearizable++
 			path, err := h.visualize(artifactDir, timeout)

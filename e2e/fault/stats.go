@@ -236,7 +236,7 @@ func (s *stats) report(w io.Writer, accepted, rejected int, checkerViolations []
 	}
 	l := s.lin
 	fmt.Fprintf(w, "linearizability: %d KV operations (%d of unknown outcome) in %d histories: %d linearizable, %d not, %d too long to check within %s; %d reads answered while a server was cut off from the majority left out, %d of them stale (adr/0015), and %d creates refused then taken as of unknown outcome (adr/0026)\n",
-		l.Ops, l.Unknown, l.Histories, l.Linearizable, l.NotLinearizable, l.TimedOut, l.Timeout, l.Exempt, l.Stale, l.Refused)
+		l.Ops, l.Unknown, l.Histories, l.Linearizable, l.NotLinearizable, l.TimedOut, l.Timeout.Round(time.Second), l.Exempt, l.Stale, l.Refused)
 	for _, f := range l.Failures {
 		fmt.Fprintf(w, "NOT LINEARIZABLE: %s\n", f)
 	}
