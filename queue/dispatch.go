@@ -27,8 +27,8 @@ type dispatcher struct {
 	qSynced, sSynced bool
 
 	workers map[string]*remote // the other workers present, by id
-	// dirty are the ids of the workers whose inboxes may need a write:
-	// flush looks at these, not at every worker present.
+	// dirty are the ids of the workers whose inboxes changed since their
+	// last write: flush looks at these, not at every worker present.
 	dirty  map[string]struct{}
 	offers map[string]*outOffer
 	// runs are the attempts other workers run, by task id: what a stop
@@ -42,11 +42,11 @@ type remote struct {
 	offers map[string]*outOffer // by task id
 	stops  map[string]stopNote  // by task id
 	active int                  // attempts it runs
-	// The inbox: its revision (0: none, or gone at last), whether what it
-	// should hold changed since the last write, and whether one is in flight.
+	// The inbox: its revision (0: none, or gone at last), and whether a
+	// write is in flight (whether what it should hold changed since the
+	// last write is the dispatcher's dirty set).
 	rev     uint64
 	gone    uint64
-	dirty   bool
 	writing bool
 	// stalled says an offer to it expired unclaimed (a process paused, or
 	// cut off): it is offered nothing more until it shows life, by
@@ -150,8 +150,8 @@ func (d *dispatcher) maybeSynced(l *loop) {
 		}
 		// Every worker hears from this dispatcher once, offers or not, so
 		// that it knows it has been seen.
-		for id, w := range d.workers {
-			d.markDirty(id, w)
+		for id := range d.workers {
+			d.markDirty(id)
 		}
 		l.markReady()
 	}
@@ -246,7 +246,7 @@ func (d *dispatcher) endRemote(l *loop, id string, r remoteRun, stop bool) {
 	w.active--
 	if stop {
 		w.stops[id] = stopNote{Task: id, Fence: r.fence}
-		d.markDirty(r.worker, w)
+		d.markDirty(r.worker)
 	} else {
 		delete(w.stops, id) // dropped from the next write
 	}
@@ -283,7 +283,7 @@ func (d *dispatcher) checkRemote(l *loop, id string) {
 	if note != nil {
 		if cur, ok := w.stops[id]; !ok || cur != *note {
 			w.stops[id] = *note
-			d.markDirty(r.worker, w)
+			d.markDirty(r.worker)
 		}
 	}
 }
@@ -311,7 +311,7 @@ func (d *dispatcher) applyPresence(l *loop, e kv.Entry) {
 	}
 	if w == nil {
 		w = &remote{offers: map[string]*outOffer{}, stops: map[string]stopNote{}}
-		d.markDirty(id, w)
+		d.markDirty(id)
 		for _, r := range d.runs {
 			if r.worker == id {
 				w.active++
@@ -331,8 +331,7 @@ func (d *dispatcher) applyPresence(l *loop, e kv.Entry) {
 }
 
 // markDirty says that worker id's inbox must be written again.
-func (d *dispatcher) markDirty(id string, w *remote) {
-	w.dirty = true
+func (d *dispatcher) markDirty(id string) {
 	d.dirty[id] = struct{}{}
 }
 
@@ -370,7 +369,7 @@ func (d *dispatcher) offerAll(l *loop, now time.Time) {
 			o := &outOffer{pk: pk, worker: id, until: now.Add(offerTimeout)}
 			d.offers[pk.id] = o
 			w.offers[pk.id] = o
-			d.markDirty(id, w)
+			d.markDirty(id)
 		}
 	}
 }
@@ -436,8 +435,8 @@ func (d *dispatcher) flush(l *loop) {
 	}
 	for id := range d.dirty {
 		w := d.workers[id]
-		if w == nil || !w.dirty {
-			delete(d.dirty, id)
+		if w == nil {
+			delete(d.dirty, id) // gone
 			continue
 		}
 		if w.writing {
@@ -455,7 +454,7 @@ func (d *dispatcher) flush(l *loop) {
 		if err != nil {
 			continue
 		}
-		w.dirty, w.writing = false, true
+		w.writing = true
 		rev, gone, ttl := w.rev, w.gone, time.Duration(l.cfg.TTL)
 		l.bg.Add(1)
 		l.pool.Go(func() {
@@ -485,7 +484,7 @@ func (d *dispatcher) flush(l *loop) {
 			l.results <- func() {
 				w.writing = false
 				if err != nil {
-					d.markDirty(id, w) // written again with the next pass
+					d.markDirty(id) // written again with the next pass
 					l.w.emit(Event{Kind: EventError, Err: fmt.Errorf("offer tasks to worker %s: %w", id, err)})
 					return
 				}
