@@ -333,7 +333,7 @@ func diskVerdict(skipped string, rs []diskResult) string {
 
 // String is one full disk, for the report.
 func (r diskResult) String() string {
-	if !r.saidFull {
+	if r.cut && !r.saidFull {
 		return fmt.Sprintf("%s's store (%.1f MiB) full for %s, cut short by the run's end before it said so; %d client writes acknowledged meanwhile, %d failed with exit 6 (%d of them saying the disk is full); restarted and caught up %s after the space came back",
 			r.server, float64(r.held)/(1<<20), r.full.Round(100*time.Millisecond), r.acked, r.refused, r.named, r.resumed.Round(10*time.Millisecond))
 	}

@@ -101,4 +101,8 @@ func TestDiskProblems(t *testing.T) {
 	if s := cut.String(); !strings.Contains(s, "cut short by the run's end") || strings.Contains(s, "said so after") {
 		t.Errorf("a cut fault reads %q", s)
 	}
+	silent := diskResult{server: "n3", held: 7 << 20, full: 30 * time.Second, problems: diskProblems("n3", false, false, false)}
+	if s := silent.String(); strings.Contains(s, "cut short") {
+		t.Errorf("a fault the run did not cut short reads %q", s)
+	}
 }

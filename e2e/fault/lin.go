@@ -154,7 +154,7 @@ func checkTraces(traceDir, artifactDir string, timeout time.Duration, cutOff []s
 			res.Failures = append(res.Failures, fmt.Sprintf("%s/%s: not decided within %s (%d ops, %d of unknown outcome); the run's directory is kept", h.bucket, h.key, res.Timeout.Round(time.Second), len(h.ops), h.unknown()))
 		default:
 			res.NotLinearizable++
-			path, err := h.visualize(artifactDir, timeout)
+			path, err := h.visualize(artifactDir, res.Timeout)
 			if err != nil {
 				return res, err
 			}

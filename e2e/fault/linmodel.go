@@ -109,7 +109,9 @@ func (s linState) hasRev(r uint64) bool {
 // full disks, seed 1795756017144579026: a presence record deleted at 22 s
 // read as expired 9 minutes later, at a revision written long after the
 // tombstone's 5 minutes). Either way the key has no value, which is all
-// baton relies on; the marker may have come at any time up to now.
+// baton relies on. The marker may have come at any time from the
+// tombstone's TTL's end up to now; its since is that end, the earliest,
+// so that its state is the same whichever call finds it.
 func (s linState) timeouts(now, markerTTL int64, out []linState) []linState {
 	out = append(out, s)
 	if s.ttl <= 0 || s.kind == linAbsent || s.since > now-s.ttl {
