@@ -25,7 +25,7 @@ type loop struct {
 	results chan func()
 
 	// What this worker runs, and what it was offered.
-	iw, cw   *kv.Watcher // its inbox, and the queue's config
+	mine     *kv.Watcher // its inbox and the queue's config, in one watch
 	pres     *presence   // as last written
 	renewAt  time.Time   // when the presence is renewed next
 	presBusy bool        // a write of the presence is in flight
@@ -133,16 +133,11 @@ func (l *loop) run(ctx context.Context) error {
 			l.endTerm()
 		case t := <-l.terms:
 			l.startTerm(t)
-		case e, ok := <-l.iw.Updates():
+		case e, ok := <-l.mine.Updates():
 			if !ok {
-				return l.lost(fmt.Errorf("%w: the watch of this worker's inbox in queue %s ended", kv.ErrUnavailable, l.w.q))
+				return l.lost(fmt.Errorf("%w: the watch of this worker's inbox and queue %s's config ended", kv.ErrUnavailable, l.w.q))
 			}
-			l.onInbox(e)
-		case e, ok := <-l.cw.Updates():
-			if !ok {
-				return l.lost(fmt.Errorf("%w: the watch of queue %s's config ended", kv.ErrUnavailable, l.w.q))
-			}
-			l.onConfig(e)
+			l.onMine(e)
 		case f := <-l.results:
 			f()
 		case <-timer.C:

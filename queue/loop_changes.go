@@ -85,6 +85,18 @@ func (l *loop) onSession(e *kv.Entry) {
 	}
 }
 
+// onMine takes one entry of the watch of this worker's inbox and the
+// queue's config.
+func (l *loop) onMine(e *kv.Entry) {
+	switch {
+	case e == nil:
+	case e.Key == configKey(l.w.q):
+		l.onConfig(e)
+	default:
+		l.onInbox(e)
+	}
+}
+
 // onInbox takes a version of this worker's inbox: new offers wait to be
 // claimed, stop notes stop what they name.
 func (l *loop) onInbox(e *kv.Entry) {

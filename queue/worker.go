@@ -196,10 +196,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	wctx, stopWatches := context.WithCancel(context.Background())
 	defer stopWatches()
-	if l.iw, err = w.qs.bucket.Watch(wctx, inboxKey(w.q, l.id)); err != nil {
-		return err
-	}
-	if l.cw, err = w.qs.bucket.Watch(wctx, configKey(w.q)); err != nil {
+	// One watch for both: an idle worker costs the server one consumer
+	// and its heartbeats, not two.
+	if l.mine, err = w.qs.bucket.WatchPatterns(wctx, []string{inboxKey(w.q, l.id), configKey(w.q)}); err != nil {
 		return err
 	}
 	if err := l.enter(ctx); err != nil {
