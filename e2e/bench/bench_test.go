@@ -57,6 +57,20 @@ func TestWorkerRoundMedians(t *testing.T) {
 	}
 }
 
+func TestWorkerSpread(t *testing.T) {
+	ms := time.Millisecond
+	cpu0 := []time.Duration{100 * ms, 10 * ms, 10 * ms, 50 * ms}
+	cpu1 := []time.Duration{900 * ms, 30 * ms, 14 * ms, 450 * ms}
+	ended0 := []int64{10, 5, 0, 7}
+	ended1 := []int64{900, 5, 0, 400}
+	s := spreadOf(cpu0, cpu1, ended0, ended1, 2*time.Second)
+	// Processes 1 and 2 ended nothing in the window (1 ended tasks before
+	// it): 24 ms of CPU in 2 s.
+	if s.working != 2 || s.idle != 2 || s.idleCPU != 12*ms {
+		t.Errorf("spread = %+v, want 2 working, 2 idle using 12ms a second", s)
+	}
+}
+
 func TestOrderCyclesThroughEveryPermutation(t *testing.T) {
 	for _, n := range []int{1, 3, 5} {
 		perms := permutations(n)

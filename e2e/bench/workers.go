@@ -27,23 +27,32 @@ const workerConcurrency = 4
 // read as it comes: ended counts the tasks they ended, started gets the
 // time each handler started.
 type qworkers struct {
-	b       *bench
-	q       string
-	host    func(i int) string
-	stamps  bool // the workers say when each handler starts
-	procs   []*proc
-	ready   chan struct{}
-	nReady  atomic.Int64
-	ended   atomic.Int64
+	b      *bench
+	q      string
+	host   func(i int) string
+	stamps bool // the workers say when each handler starts
+	procs  []*proc
+	ready  chan struct{}
+	nReady atomic.Int64
+	ended  atomic.Int64
+	// endedBy counts the tasks each process slot ended (spawn replaces a
+	// slot's process and keeps counting).
+	endedBy [maxQworkers]atomic.Int64
 	started chan int64
 	spawned int
 }
+
+// maxQworkers bounds the worker processes of one queue.
+const maxQworkers = 128
 
 // startQworkers starts n worker processes of queue q, each with its own
 // connection, on host (the same host id for all unless host says
 // otherwise); the workers of a host share its state directory, as they do
 // by default.
 func (b *bench) startQworkers(ctx context.Context, q string, n int, host func(i int) string, stamps bool) (*qworkers, error) {
+	if n > maxQworkers {
+		return nil, fmt.Errorf("%d worker processes: at most %d", n, maxQworkers)
+	}
 	ws := &qworkers{b: b, q: q, host: host, stamps: stamps, ready: make(chan struct{}), started: make(chan int64, 1024)}
 	for i := range n {
 		if err := ws.spawn(ctx, i, n); err != nil {
@@ -84,11 +93,11 @@ func (ws *qworkers) spawn(ctx context.Context, i, readyAt int) error {
 	} else {
 		ws.procs = append(ws.procs, p)
 	}
-	go ws.read(out, readyAt)
+	go ws.read(out, i, readyAt)
 	return nil
 }
 
-func (ws *qworkers) read(out interface{ Read([]byte) (int, error) }, n int) {
+func (ws *qworkers) read(out interface{ Read([]byte) (int, error) }, i, n int) {
 	sc := bufio.NewScanner(out)
 	for sc.Scan() {
 		line := sc.Text()
@@ -96,6 +105,7 @@ func (ws *qworkers) read(out interface{ Read([]byte) (int, error) }, n int) {
 		case strings.HasPrefix(line, "E "):
 			if n, err := strconv.ParseInt(line[2:], 10, 64); err == nil {
 				ws.ended.Add(n)
+				ws.endedBy[i].Add(n)
 			}
 		case line == "R":
 			if ws.nReady.Add(1) == int64(n) {
@@ -115,12 +125,54 @@ func (ws *qworkers) read(out interface{ Read([]byte) (int, error) }, n int) {
 // cpu is the CPU time the worker processes have used so far.
 func (ws *qworkers) cpu() time.Duration {
 	var sum time.Duration
-	for _, p := range ws.procs {
-		if d, err := procCPU(p.pid()); err == nil {
-			sum += d
-		}
+	for _, d := range ws.cpuEach() {
+		sum += d
 	}
 	return sum
+}
+
+// cpuEach is the CPU time each worker process has used so far.
+func (ws *qworkers) cpuEach() []time.Duration {
+	ds := make([]time.Duration, len(ws.procs))
+	for i, p := range ws.procs {
+		ds[i], _ = procCPU(p.pid())
+	}
+	return ds
+}
+
+// endedEach is how many tasks each worker process has ended so far.
+func (ws *qworkers) endedEach() []int64 {
+	ns := make([]int64, len(ws.procs))
+	for i := range ns {
+		ns[i] = ws.endedBy[i].Load()
+	}
+	return ns
+}
+
+// workerSpread is how a run's work and CPU fell on its processes: how
+// many ended tasks in the window, and the CPU per second of those that
+// ended none.
+type workerSpread struct {
+	working int
+	idleCPU time.Duration // per second, all idle processes together
+	idle    int
+}
+
+func spreadOf(cpu0, cpu1 []time.Duration, ended0, ended1 []int64, took time.Duration) workerSpread {
+	var s workerSpread
+	var idle time.Duration
+	for i := range cpu1 {
+		if ended1[i] > ended0[i] {
+			s.working++
+			continue
+		}
+		s.idle++
+		idle += cpu1[i] - cpu0[i]
+	}
+	if took > 0 {
+		s.idleCPU = time.Duration(float64(idle) / took.Seconds())
+	}
+	return s
 }
 
 func (ws *qworkers) stop() {
@@ -167,6 +219,7 @@ type workerRun struct {
 	cpuPer1k    time.Duration // CPU of the workers and the server per 1000 tasks
 	serverPer1k time.Duration // the server's part of it
 	completed   int64
+	spread      workerSpread
 }
 
 // workerWindow is how long each throughput run is timed, after warmUp
@@ -217,6 +270,7 @@ func (b *bench) workerThroughput(ctx context.Context, e *queueEnv, n, round int)
 		return workerRun{}, err
 	}
 	server0, _ := procCPU(b.nats.pid())
+	each0, by0 := ws.cpuEach(), ws.endedEach()
 	cpu0, ended0, t0 := ws.cpu(), ws.ended.Load(), time.Now()
 	select {
 	case <-time.After(window):
@@ -225,6 +279,7 @@ func (b *bench) workerThroughput(ctx context.Context, e *queueEnv, n, round int)
 	}
 	server1, _ := procCPU(b.nats.pid())
 	cpu1, ended1, t1 := ws.cpu(), ws.ended.Load(), time.Now()
+	each1, by1 := ws.cpuEach(), ws.endedEach()
 	done := ended1 - ended0
 	if ended1 >= int64(tasks) {
 		return workerRun{}, fmt.Errorf("%d workers ended every task within the window: store more", n)
@@ -234,7 +289,8 @@ func (b *bench) workerThroughput(ctx context.Context, e *queueEnv, n, round int)
 	}
 	cpu := (cpu1 - cpu0) + (server1 - server0)
 	return workerRun{n: n, rate: float64(done) / t1.Sub(t0).Seconds(), completed: done,
-		cpuPer1k: cpu * 1000 / time.Duration(done), serverPer1k: (server1 - server0) * 1000 / time.Duration(done)}, nil
+		cpuPer1k: cpu * 1000 / time.Duration(done), serverPer1k: (server1 - server0) * 1000 / time.Duration(done),
+		spread: spreadOf(each0, each1, by0, by1, t1.Sub(t0))}, nil
 }
 
 // waitPresent waits until n workers of queue q have written their
@@ -382,9 +438,10 @@ func (b *bench) queueWorkerRows(ctx context.Context, e *queueEnv) ([]row, error)
 			if err != nil {
 				return nil, err
 			}
-			b.progress("queue workers, round %d of %d: %d: %.0f tasks/s, %s of CPU per 1000 tasks, %s of it the server's (floor %.0f tasks/s, %s, %s)",
+			b.progress("queue workers, round %d of %d: %d: %.0f tasks/s, %s of CPU per 1000 tasks, %s of it the server's (floor %.0f tasks/s, %s, %s); %d processes ended tasks, %d none (their CPU %s a second)",
 				round+1, rounds, n, r.rate, r.cpuPer1k.Round(time.Millisecond), r.serverPer1k.Round(time.Millisecond),
-				f.rate, f.cpuPer1k.Round(time.Millisecond), f.serverPer1k.Round(time.Millisecond))
+				f.rate, f.cpuPer1k.Round(time.Millisecond), f.serverPer1k.Round(time.Millisecond),
+				r.spread.working, r.spread.idle, r.spread.idleCPU.Round(time.Millisecond))
 			all[n] = append(all[n], r)
 		}
 	}
