@@ -220,6 +220,21 @@ type workerRun struct {
 	serverPer1k time.Duration // the server's part of it
 	completed   int64
 	spread      workerSpread
+	// writes are the writes per task to the queues and the sessions
+	// buckets in the window (their streams' sequences).
+	writes [2]float64
+}
+
+// lastSeqs are the last sequences of the queues and sessions buckets'
+// streams (0 where unknown).
+func (e *queueEnv) lastSeqs(ctx context.Context) [2]uint64 {
+	var seqs [2]uint64
+	for i, b := range []string{e.qb, e.sb} {
+		if s, err := e.js.Stream(ctx, "KV_"+b); err == nil {
+			seqs[i] = s.CachedInfo().State.LastSeq
+		}
+	}
+	return seqs
 }
 
 // workerWindow is how long each throughput run is timed, after warmUp
@@ -270,7 +285,7 @@ func (b *bench) workerThroughput(ctx context.Context, e *queueEnv, n, round int)
 		return workerRun{}, err
 	}
 	server0, _ := procCPU(b.nats.pid())
-	each0, by0 := ws.cpuEach(), ws.endedEach()
+	each0, by0, seq0 := ws.cpuEach(), ws.endedEach(), e.lastSeqs(ctx)
 	cpu0, ended0, t0 := ws.cpu(), ws.ended.Load(), time.Now()
 	select {
 	case <-time.After(window):
@@ -279,7 +294,7 @@ func (b *bench) workerThroughput(ctx context.Context, e *queueEnv, n, round int)
 	}
 	server1, _ := procCPU(b.nats.pid())
 	cpu1, ended1, t1 := ws.cpu(), ws.ended.Load(), time.Now()
-	each1, by1 := ws.cpuEach(), ws.endedEach()
+	each1, by1, seq1 := ws.cpuEach(), ws.endedEach(), e.lastSeqs(ctx)
 	done := ended1 - ended0
 	if ended1 >= int64(tasks) {
 		return workerRun{}, fmt.Errorf("%d workers ended every task within the window: store more", n)
@@ -290,7 +305,8 @@ func (b *bench) workerThroughput(ctx context.Context, e *queueEnv, n, round int)
 	cpu := (cpu1 - cpu0) + (server1 - server0)
 	return workerRun{n: n, rate: float64(done) / t1.Sub(t0).Seconds(), completed: done,
 		cpuPer1k: cpu * 1000 / time.Duration(done), serverPer1k: (server1 - server0) * 1000 / time.Duration(done),
-		spread: spreadOf(each0, each1, by0, by1, t1.Sub(t0))}, nil
+		spread: spreadOf(each0, each1, by0, by1, t1.Sub(t0)),
+		writes: [2]float64{float64(seq1[0]-seq0[0]) / float64(done), float64(seq1[1]-seq0[1]) / float64(done)}}, nil
 }
 
 // waitPresent waits until n workers of queue q have written their
@@ -438,10 +454,10 @@ func (b *bench) queueWorkerRows(ctx context.Context, e *queueEnv) ([]row, error)
 			if err != nil {
 				return nil, err
 			}
-			b.progress("queue workers, round %d of %d: %d: %.0f tasks/s, %s of CPU per 1000 tasks, %s of it the server's (floor %.0f tasks/s, %s, %s); %d processes ended tasks, %d none (their CPU %s a second)",
+			b.progress("queue workers, round %d of %d: %d: %.0f tasks/s, %s of CPU per 1000 tasks, %s of it the server's (floor %.0f tasks/s, %s, %s); %d processes ended tasks, %d none (their CPU %s a second); writes per task %.2f to the queues bucket, %.2f to the sessions",
 				round+1, rounds, n, r.rate, r.cpuPer1k.Round(time.Millisecond), r.serverPer1k.Round(time.Millisecond),
 				f.rate, f.cpuPer1k.Round(time.Millisecond), f.serverPer1k.Round(time.Millisecond),
-				r.spread.working, r.spread.idle, r.spread.idleCPU.Round(time.Millisecond))
+				r.spread.working, r.spread.idle, r.spread.idleCPU.Round(time.Millisecond), r.writes[0], r.writes[1])
 			all[n] = append(all[n], r)
 		}
 	}
