@@ -152,14 +152,18 @@ func TestDiskGuard_AClusteredServerSaysToRestartItOnceThereIsRoom(t *testing.T) 
 	c.WaitCurrent(2, 10*time.Second, "KV_full")
 
 	filler := kvtest.FillDisk(t, disk)
+	// The server writes its store's blocks behind the answers it gives, so
+	// the disk's refusal may come a while after the writes that meet it:
+	// write until it does.
 	var full kvserver.DiskEvent
+	deadline := time.Now().Add(15 * time.Second)
 	for i := 0; full.Dir == ""; i++ {
 		put(fmt.Sprintf("full-%d", i), true)
 		select {
 		case full = <-events:
-		default:
-			if i == 200 {
-				t.Fatal("no disk event after 200 writes of 2000 bytes on a 4 MiB disk")
+		case <-time.After(10 * time.Millisecond):
+			if time.Now().After(deadline) {
+				t.Fatalf("no disk event after %d writes of 2000 bytes on a 4 MiB disk in 15s", i+1)
 			}
 		}
 	}
@@ -183,9 +187,14 @@ func TestDiskGuard_AClusteredServerSaysToRestartItOnceThereIsRoom(t *testing.T) 
 	c.WaitCurrent(2, 30*time.Second, "KV_full")
 	// With another server down, the one that was full is in the majority:
 	// it holds every acknowledged write.
+	// The two left elect the stream's leader again if it was the one
+	// stopped: until then reads go unanswered.
 	c.Stop(0)
 	for key, rev := range acked {
 		e, err := b.Get(ctx, key)
+		for end := time.Now().Add(30 * time.Second); errors.Is(err, kv.ErrUnavailable) && time.Now().Before(end); {
+			e, err = b.Get(ctx, key)
+		}
 		if err != nil || e.Revision != rev {
 			t.Errorf("acknowledged %s at revision %d: now %+v, %v", key, rev, e, err)
 		}
