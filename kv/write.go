@@ -248,13 +248,15 @@ func (b *Bucket) putMsg(key string, value []byte, ttl time.Duration, expected ui
 	return &nats.Msg{Subject: b.prefix + key, Data: value, Header: h}
 }
 
-// deleteMsg is a purge that rolls up the key's revisions into a tombstone
-// that expires after the bucket's marker TTL (a plain delete tombstone would
-// stay forever, and on expiry the server would add a second marker).
+// deleteMsg is a purge: a tombstone that expires after the bucket's marker
+// TTL (a plain delete tombstone would stay forever, and on expiry the
+// server would add a second marker; a purge counts as a marker itself). It
+// carries no rollup: with one revision per key the tombstone replaces the
+// value anyway, and the server answers a rollup by walking every consumer
+// of the stream (adr/0038).
 func (b *Bucket) deleteMsg(key string, note []byte, expected uint64) *nats.Msg {
-	h := make(nats.Header, 4)
+	h := make(nats.Header, 3)
 	h[hdrKVOperation] = []string{kvOpPurge}
-	h[hdrRollup] = []string{rollupSubject}
 	h[hdrExpectedLastSS] = []string{strconv.FormatUint(expected, 10)}
 	if ttl := b.tombstoneTTL(); ttl > 0 {
 		h[hdrTTL] = []string{ttl.String()}

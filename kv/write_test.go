@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/kv/kvtest"
 )
 
 func TestCreate_FreshKeyIsOneRoundTrip(t *testing.T) {
@@ -333,5 +334,67 @@ func TestCAS_RefusedAsInProgressUntilTheDeadlineIsUnavailableNotAConflict(t *tes
 	kv.RefuseInProgress(c, 0)
 	if e, err := b.Get(context.Background(), "a"); err != nil || e.Revision != rev {
 		t.Fatalf("after: %+v, %v; want v1 untouched at %d", e, err, rev)
+	}
+}
+
+// A delete is a purge without a rollup (adr/0038): with one revision per
+// key the tombstone still replaces the value (and the value's own TTL
+// never fires), and once the tombstone's TTL passes the key holds nothing,
+// with no marker added for it.
+func TestDelete_TombstoneReplacesTheValueAndGoesWithoutAMarker(t *testing.T) {
+	ctx := context.Background()
+	s := kvtest.StartServer(t)
+	c := kvtest.Connect(t, s.ClientURL())
+	b, err := c.Ensure(ctx, kv.BucketConfig{Name: "tomb", MarkerTTL: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := jetstream.New(c.Conn())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, err := js.Stream(ctx, "KV_tomb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev, err := b.Create(ctx, "a", []byte("held"), 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Delete(ctx, "a", rev, []byte("closed")); err != nil {
+		t.Fatal(err)
+	}
+	e, err := b.Latest(ctx, "a")
+	if err != nil || e.Op != kv.OpDelete || string(e.Value) != "closed" {
+		t.Fatalf("latest after delete = %+v, %v; want the tombstone", e, err)
+	}
+	tomb := e.Revision
+	info, err := stream.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != 1 {
+		t.Errorf("the stream holds %d messages after the delete, want 1 (the tombstone alone)", info.State.Msgs)
+	}
+	// The tombstone goes after its second; the value's 2 s would have
+	// ended meanwhile had it stayed. Wait past both.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if info, err = stream.Info(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if info.State.Msgs == 0 && time.Now().After(e.Created.Add(3*time.Second)) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the stream still holds %d messages 10s after the delete", info.State.Msgs)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if info.State.LastSeq != tomb {
+		t.Errorf("last sequence %d after the tombstone went, want %d: the server added a marker", info.State.LastSeq, tomb)
+	}
+	if _, err := b.Latest(ctx, "a"); !errors.Is(err, kv.ErrNotFound) {
+		t.Errorf("latest after the tombstone went: %v, want ErrNotFound", err)
 	}
 }
