@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -66,6 +67,9 @@ type Bucket struct {
 	cfg    BucketConfig
 	stream string // KV_<name>
 	prefix string // $KV.<name>.
+	// oneRevision says the server showed the bucket keeping one revision
+	// per key (Ensure, LearnHistory): deletes then need no rollup.
+	oneRevision atomic.Bool
 }
 
 // Bucket returns a handle on the bucket cfg names, without checking that it
@@ -130,7 +134,38 @@ func (c *Client) Ensure(ctx context.Context, cfg BucketConfig) (*Bucket, error) 
 	if err != nil && !errors.Is(err, ErrBucketMismatch) {
 		return nil, err
 	}
-	return c.Bucket(cfg), err
+	b := c.Bucket(cfg)
+	b.oneRevision.Store(!mismatched(err, "history"))
+	return b, err
+}
+
+// LearnHistory reads how many revisions per key the bucket keeps. A delete
+// through a handle that has seen one (here or by Ensure) is a purge without
+// a rollup; otherwise it carries one, which the server answers by walking
+// every watch of the bucket, so that a bucket whose history was raised by
+// hand still loses the older revisions (adr/0038). A long-lived handle that
+// deletes often (a queue worker's) calls it once.
+func (b *Bucket) LearnHistory(ctx context.Context) error {
+	info, err := b.c.streamInfo(ctx, b.stream)
+	if err != nil {
+		return err
+	}
+	b.oneRevision.Store(info.Config.MaxMsgsPerSubject == 1)
+	return nil
+}
+
+// mismatched reports whether err is a *MismatchError naming setting.
+func mismatched(err error, setting string) bool {
+	var me *MismatchError
+	if !errors.As(err, &me) {
+		return false
+	}
+	for _, d := range me.Differences {
+		if d.Setting == setting {
+			return true
+		}
+	}
+	return false
 }
 
 // Check compares an existing bucket with cfg. It returns nil when they

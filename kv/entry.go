@@ -62,9 +62,11 @@ const (
 	hdrKVOperation    = "KV-Operation"
 	hdrMarkerReason   = "Nats-Marker-Reason"
 	hdrTTL            = "Nats-TTL"
+	hdrRollup         = "Nats-Rollup"
 	hdrExpectedLastSS = "Nats-Expected-Last-Subject-Sequence"
 	kvOpDelete        = "DEL"
 	kvOpPurge         = "PURGE"
+	rollupSubject     = "sub"
 )
 
 // opFromHeader classifies a stored message by its headers.

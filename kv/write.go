@@ -251,12 +251,16 @@ func (b *Bucket) putMsg(key string, value []byte, ttl time.Duration, expected ui
 // deleteMsg is a purge: a tombstone that expires after the bucket's marker
 // TTL (a plain delete tombstone would stay forever, and on expiry the
 // server would add a second marker; a purge counts as a marker itself). It
-// carries no rollup: with one revision per key the tombstone replaces the
-// value anyway, and the server answers a rollup by walking every consumer
-// of the stream (adr/0038).
+// rolls up the key's older revisions unless the handle knows the bucket
+// keeps one (LearnHistory): the tombstone then replaces the value anyway,
+// and the server answers a rollup by walking every consumer of the stream
+// (adr/0038).
 func (b *Bucket) deleteMsg(key string, note []byte, expected uint64) *nats.Msg {
-	h := make(nats.Header, 3)
+	h := make(nats.Header, 4)
 	h[hdrKVOperation] = []string{kvOpPurge}
+	if !b.oneRevision.Load() {
+		h[hdrRollup] = []string{rollupSubject}
+	}
 	h[hdrExpectedLastSS] = []string{strconv.FormatUint(expected, 10)}
 	if ttl := b.tombstoneTTL(); ttl > 0 {
 		h[hdrTTL] = []string{ttl.String()}

@@ -337,15 +337,17 @@ func TestCAS_RefusedAsInProgressUntilTheDeadlineIsUnavailableNotAConflict(t *tes
 	}
 }
 
-// A delete is a purge without a rollup (adr/0038): with one revision per
-// key the tombstone still replaces the value (and the value's own TTL
-// never fires), and once the tombstone's TTL passes the key holds nothing,
-// with no marker added for it.
+// A delete through a handle that knows its bucket keeps one revision per
+// key is a purge without a rollup (adr/0038): the tombstone still replaces
+// the value (and the value's own TTL never fires), and once the
+// tombstone's TTL passes the key holds nothing, with no marker added for
+// it. A handle that does not know keeps the rollup.
 func TestDelete_TombstoneReplacesTheValueAndGoesWithoutAMarker(t *testing.T) {
 	ctx := context.Background()
 	s := kvtest.StartServer(t)
 	c := kvtest.Connect(t, s.ClientURL())
-	b, err := c.Ensure(ctx, kv.BucketConfig{Name: "tomb", MarkerTTL: time.Second})
+	cfg := kv.BucketConfig{Name: "tomb", MarkerTTL: time.Second}
+	b, err := c.Ensure(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -369,6 +371,9 @@ func TestDelete_TombstoneReplacesTheValueAndGoesWithoutAMarker(t *testing.T) {
 		t.Fatalf("latest after delete = %+v, %v; want the tombstone", e, err)
 	}
 	tomb := e.Revision
+	if rollup := rollupOf(ctx, t, stream, "$KV.tomb.a"); rollup != "" {
+		t.Errorf("the tombstone of a handle from Ensure carries Nats-Rollup %q, want none", rollup)
+	}
 	info, err := stream.Info(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -397,4 +402,93 @@ func TestDelete_TombstoneReplacesTheValueAndGoesWithoutAMarker(t *testing.T) {
 	if _, err := b.Latest(ctx, "a"); !errors.Is(err, kv.ErrNotFound) {
 		t.Errorf("latest after the tombstone went: %v, want ErrNotFound", err)
 	}
+
+	// A handle that was not told keeps the rollup; LearnHistory tells it.
+	plain := c.Bucket(cfg)
+	rev, _ = plain.Create(ctx, "b", []byte("held"), 0)
+	if err := plain.Delete(ctx, "b", rev, nil); err != nil {
+		t.Fatal(err)
+	}
+	if rollup := rollupOf(ctx, t, stream, "$KV.tomb.b"); rollup != "sub" {
+		t.Errorf("the tombstone of a handle that does not know the history carries Nats-Rollup %q, want sub", rollup)
+	}
+	if err := plain.LearnHistory(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rev, _ = plain.Create(ctx, "c", []byte("held"), 0)
+	if err := plain.Delete(ctx, "c", rev, nil); err != nil {
+		t.Fatal(err)
+	}
+	if rollup := rollupOf(ctx, t, stream, "$KV.tomb.c"); rollup != "" {
+		t.Errorf("after LearnHistory the tombstone carries Nats-Rollup %q, want none", rollup)
+	}
+}
+
+// A bucket whose history was raised by hand (nats kv edit --history) keeps
+// older revisions under a tombstone unless the delete rolls them up: a
+// handle that learns the history keeps the rollup, and the deleted value
+// does not come back when the tombstone goes.
+func TestDelete_ABucketWithMoreHistoryLosesTheValueForGood(t *testing.T) {
+	ctx := context.Background()
+	s := kvtest.StartServer(t)
+	c := kvtest.Connect(t, s.ClientURL())
+	cfg := kv.BucketConfig{Name: "hist", MarkerTTL: time.Second}
+	if _, err := c.Ensure(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	js, err := jetstream.New(c.Conn())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, err := js.Stream(ctx, "KV_hist")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := stream.CachedInfo().Config
+	sc.MaxMsgsPerSubject = 5
+	if _, err := js.UpdateStream(ctx, sc); err != nil {
+		t.Fatal(err)
+	}
+	b := c.Bucket(cfg)
+	if err := b.LearnHistory(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r1, _ := b.Create(ctx, "a", []byte("v1"), 0)
+	r2, err := b.Update(ctx, "a", []byte("v2"), 0, r1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Delete(ctx, "a", r2, []byte("closed")); err != nil {
+		t.Fatal(err)
+	}
+	if rollup := rollupOf(ctx, t, stream, "$KV.hist.a"); rollup != "sub" {
+		t.Errorf("the tombstone in a bucket of history 5 carries Nats-Rollup %q, want sub", rollup)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		info, err := stream.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.State.Msgs == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the stream still holds %d messages 10s after the delete", info.State.Msgs)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if e, err := b.Get(ctx, "a"); !errors.Is(err, kv.ErrNotFound) {
+		t.Errorf("get after the tombstone went = %+v, %v; want ErrNotFound, not an older revision back", e, err)
+	}
+}
+
+// rollupOf is the Nats-Rollup header of subject's last stored message.
+func rollupOf(ctx context.Context, t *testing.T, s jetstream.Stream, subject string) string {
+	t.Helper()
+	m, err := s.GetLastMsgForSubject(ctx, subject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m.Header.Get("Nats-Rollup")
 }

@@ -176,6 +176,12 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// A worker deletes a token and a key lock for every task: through
+	// buckets known to keep one revision per key those deletes need no
+	// rollup, which the server pays for with a walk over every watch of
+	// the bucket (adr/0038). Not knowing, they keep it.
+	_ = w.qs.bucket.LearnHistory(ctx)
+	_ = w.qs.m.Bucket().LearnHistory(ctx)
 	// The server's time gives the clock offset for backoffs and for the
 	// times written into records.
 	t0 := time.Now()
