@@ -71,6 +71,17 @@ func TestWorkerSpread(t *testing.T) {
 	}
 }
 
+func TestWritesPer(t *testing.T) {
+	got := writesPer([2]uint64{100, 50}, [2]uint64{540, 250}, 100)
+	if got != [2]float64{4.4, 2} {
+		t.Errorf("writes per task = %v, want [4.4 2]", got)
+	}
+	// A failed reading (0) says unknown, not the whole stream.
+	if got := writesPer([2]uint64{0, 50}, [2]uint64{540, 0}, 100); got != [2]float64{-1, -1} {
+		t.Errorf("writes per task with failed readings = %v, want [-1 -1]", got)
+	}
+}
+
 func TestOrderCyclesThroughEveryPermutation(t *testing.T) {
 	for _, n := range []int{1, 3, 5} {
 		perms := permutations(n)

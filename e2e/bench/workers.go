@@ -167,7 +167,9 @@ func spreadOf(cpu0, cpu1 []time.Duration, ended0, ended1 []int64, took time.Dura
 			continue
 		}
 		s.idle++
-		idle += cpu1[i] - cpu0[i]
+		if cpu1[i] > cpu0[i] { // 0: its CPU could not be read
+			idle += cpu1[i] - cpu0[i]
+		}
 	}
 	if took > 0 {
 		s.idleCPU = time.Duration(float64(idle) / took.Seconds())
@@ -235,6 +237,19 @@ func (e *queueEnv) lastSeqs(ctx context.Context) [2]uint64 {
 		}
 	}
 	return seqs
+}
+
+// writesPer is the writes per task between two lastSeqs readings, -1
+// where either reading failed.
+func writesPer(seq0, seq1 [2]uint64, done int64) [2]float64 {
+	var w [2]float64
+	for i := range w {
+		w[i] = -1
+		if seq0[i] > 0 && seq1[i] >= seq0[i] && done > 0 {
+			w[i] = float64(seq1[i]-seq0[i]) / float64(done)
+		}
+	}
+	return w
 }
 
 // workerWindow is how long each throughput run is timed, after warmUp
@@ -306,7 +321,7 @@ func (b *bench) workerThroughput(ctx context.Context, e *queueEnv, n, round int)
 	return workerRun{n: n, rate: float64(done) / t1.Sub(t0).Seconds(), completed: done,
 		cpuPer1k: cpu * 1000 / time.Duration(done), serverPer1k: (server1 - server0) * 1000 / time.Duration(done),
 		spread: spreadOf(each0, each1, by0, by1, t1.Sub(t0)),
-		writes: [2]float64{float64(seq1[0]-seq0[0]) / float64(done), float64(seq1[1]-seq0[1]) / float64(done)}}, nil
+		writes: writesPer(seq0, seq1, done)}, nil
 }
 
 // waitPresent waits until n workers of queue q have written their
