@@ -52,7 +52,11 @@
 // the CAS header. Deletes leave a tombstone that carries an optional note and
 // itself expires after the bucket's marker TTL, and the server writes an
 // expiry marker when a key's TTL runs out, so a watcher can tell a delete
-// (OpDelete) from an expiry (OpExpire).
+// (OpDelete) from an expiry (OpExpire). Buckets keep one revision per key;
+// a handle that has seen that (Ensure, LearnHistory) deletes without a
+// rollup, which the server would answer by walking every watch of the
+// bucket, and any other handle rolls up, in case the history was raised by
+// hand (adr/0038).
 //
 // The package connects to servers with URLs, credentials, TLS and nats CLI
 // contexts (Connect). It does not link nats-server: the embedded server
