@@ -135,38 +135,41 @@ func (c *Client) Ensure(ctx context.Context, cfg BucketConfig) (*Bucket, error) 
 		return nil, err
 	}
 	b := c.Bucket(cfg)
-	b.oneRevision.Store(!mismatched(err, "history"))
+	b.learn(err)
 	return b, err
 }
 
-// LearnHistory reads how many revisions per key the bucket keeps. A delete
-// through a handle that has seen one (here or by Ensure) is a purge without
-// a rollup; otherwise it carries one, which the server answers by walking
-// every watch of the bucket, so that a bucket whose history was raised by
-// hand still loses the older revisions (adr/0038). A long-lived handle that
-// deletes often (a queue worker's) calls it once.
+// LearnHistory reads the bucket's settings (Check) for how many revisions
+// per key it keeps. A delete through a handle that has seen one (here or
+// by Ensure) is a purge without a rollup; otherwise it carries one, which
+// the server answers by walking every watch of the bucket, so that a
+// bucket whose history was raised by hand still loses the older revisions
+// (adr/0038). A long-lived handle that deletes often (a queue worker's)
+// calls it once.
 func (b *Bucket) LearnHistory(ctx context.Context) error {
-	info, err := b.c.streamInfo(ctx, b.stream)
-	if err != nil {
+	err := b.c.Check(ctx, b.cfg)
+	if err != nil && !errors.Is(err, ErrBucketMismatch) {
 		return err
 	}
-	b.oneRevision.Store(info.Config.MaxMsgsPerSubject == 1)
+	b.learn(err)
 	return nil
 }
 
-// mismatched reports whether err is a *MismatchError naming setting.
-func mismatched(err error, setting string) bool {
+// learn takes what Check said of the bucket (nil or a *MismatchError):
+// one revision per key unless the history differs.
+func (b *Bucket) learn(checked error) {
+	one := true
 	var me *MismatchError
-	if !errors.As(err, &me) {
-		return false
-	}
-	for _, d := range me.Differences {
-		if d.Setting == setting {
-			return true
+	if errors.As(checked, &me) {
+		for _, d := range me.Differences {
+			one = one && d.Setting != settingHistory
 		}
 	}
-	return false
+	b.oneRevision.Store(one)
 }
+
+// settingHistory names the revisions kept per key in a Difference.
+const settingHistory = "history"
 
 // Check compares an existing bucket with cfg. It returns nil when they
 // match, a *MismatchError (ErrBucketMismatch) listing the differences, or
@@ -185,7 +188,7 @@ func (c *Client) Check(ctx context.Context, cfg BucketConfig) error {
 		add("ttl", durOrNone(sc.MaxAge), durOrNone(cfg.TTL))
 	}
 	if sc.MaxMsgsPerSubject != 1 {
-		add("history", sc.MaxMsgsPerSubject, 1)
+		add(settingHistory, sc.MaxMsgsPerSubject, 1)
 	}
 	if !sc.AllowMsgTTL || sc.SubjectDeleteMarkerTTL != cfg.MarkerTTL {
 		have := "off"

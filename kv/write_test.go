@@ -344,17 +344,8 @@ func TestCAS_RefusedAsInProgressUntilTheDeadlineIsUnavailableNotAConflict(t *tes
 // it. A handle that does not know keeps the rollup.
 func TestDelete_TombstoneReplacesTheValueAndGoesWithoutAMarker(t *testing.T) {
 	ctx := context.Background()
-	s := kvtest.StartServer(t)
-	c := kvtest.Connect(t, s.ClientURL())
-	cfg := kv.BucketConfig{Name: "tomb", MarkerTTL: time.Second}
-	b, err := c.Ensure(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	js, err := jetstream.New(c.Conn())
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, b, js := streamBucket(t, "tomb")
+	cfg := b.Config()
 	stream, err := js.Stream(ctx, "KV_tomb")
 	if err != nil {
 		t.Fatal(err)
@@ -383,19 +374,7 @@ func TestDelete_TombstoneReplacesTheValueAndGoesWithoutAMarker(t *testing.T) {
 	}
 	// The tombstone goes after its second; the value's 2 s would have
 	// ended meanwhile had it stayed. Wait past both.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if info, err = stream.Info(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if info.State.Msgs == 0 && time.Now().After(e.Created.Add(3*time.Second)) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the stream still holds %d messages 10s after the delete", info.State.Msgs)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	info = waitEmpty(ctx, t, stream, e.Created.Add(3*time.Second))
 	if info.State.LastSeq != tomb {
 		t.Errorf("last sequence %d after the tombstone went, want %d: the server added a marker", info.State.LastSeq, tomb)
 	}
@@ -430,16 +409,7 @@ func TestDelete_TombstoneReplacesTheValueAndGoesWithoutAMarker(t *testing.T) {
 // does not come back when the tombstone goes.
 func TestDelete_ABucketWithMoreHistoryLosesTheValueForGood(t *testing.T) {
 	ctx := context.Background()
-	s := kvtest.StartServer(t)
-	c := kvtest.Connect(t, s.ClientURL())
-	cfg := kv.BucketConfig{Name: "hist", MarkerTTL: time.Second}
-	if _, err := c.Ensure(ctx, cfg); err != nil {
-		t.Fatal(err)
-	}
-	js, err := jetstream.New(c.Conn())
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, ensured, js := streamBucket(t, "hist")
 	stream, err := js.Stream(ctx, "KV_hist")
 	if err != nil {
 		t.Fatal(err)
@@ -449,7 +419,7 @@ func TestDelete_ABucketWithMoreHistoryLosesTheValueForGood(t *testing.T) {
 	if _, err := js.UpdateStream(ctx, sc); err != nil {
 		t.Fatal(err)
 	}
-	b := c.Bucket(cfg)
+	b := c.Bucket(ensured.Config())
 	if err := b.LearnHistory(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -464,22 +434,46 @@ func TestDelete_ABucketWithMoreHistoryLosesTheValueForGood(t *testing.T) {
 	if rollup := rollupOf(ctx, t, stream, "$KV.hist.a"); rollup != "sub" {
 		t.Errorf("the tombstone in a bucket of history 5 carries Nats-Rollup %q, want sub", rollup)
 	}
+	waitEmpty(ctx, t, stream, time.Time{})
+	if e, err := b.Get(ctx, "a"); !errors.Is(err, kv.ErrNotFound) {
+		t.Errorf("get after the tombstone went = %+v, %v; want ErrNotFound, not an older revision back", e, err)
+	}
+}
+
+// streamBucket starts a server and ensures bucket name on it, with a
+// marker TTL of a second, for tests that read its stream.
+func streamBucket(t *testing.T, name string) (*kv.Client, *kv.Bucket, jetstream.JetStream) {
+	t.Helper()
+	s := kvtest.StartServer(t)
+	c := kvtest.Connect(t, s.ClientURL())
+	b, err := c.Ensure(context.Background(), kv.BucketConfig{Name: name, MarkerTTL: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := jetstream.New(c.Conn())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, b, js
+}
+
+// waitEmpty waits until stream holds no message and not before, within
+// 10 s of being called, and returns its info then.
+func waitEmpty(ctx context.Context, t *testing.T, stream jetstream.Stream, notBefore time.Time) *jetstream.StreamInfo {
+	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		info, err := stream.Info(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if info.State.Msgs == 0 {
-			break
+		if info.State.Msgs == 0 && time.Now().After(notBefore) {
+			return info
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the stream still holds %d messages 10s after the delete", info.State.Msgs)
+			t.Fatalf("the stream still holds %d messages after 10s", info.State.Msgs)
 		}
 		time.Sleep(100 * time.Millisecond)
-	}
-	if e, err := b.Get(ctx, "a"); !errors.Is(err, kv.ErrNotFound) {
-		t.Errorf("get after the tombstone went = %+v, %v; want ErrNotFound, not an older revision back", e, err)
 	}
 }
 

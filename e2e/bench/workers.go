@@ -122,10 +122,10 @@ func (ws *qworkers) read(out interface{ Read([]byte) (int, error) }, i, n int) {
 	}
 }
 
-// cpu is the CPU time the worker processes have used so far.
-func (ws *qworkers) cpu() time.Duration {
+// total is the sum of ds.
+func total(ds []time.Duration) time.Duration {
 	var sum time.Duration
-	for _, d := range ws.cpuEach() {
+	for _, d := range ds {
 		sum += d
 	}
 	return sum
@@ -299,17 +299,17 @@ func (b *bench) workerThroughput(ctx context.Context, e *queueEnv, n, round int)
 	if err := waitFor(ctx, 2*time.Minute, func() (bool, error) { return ws.ended.Load() >= ended+warmUp, nil }); err != nil && ctx.Err() != nil {
 		return workerRun{}, err
 	}
+	seq0 := e.lastSeqs(ctx) // before the window: its reads are not the tasks' work
 	server0, _ := procCPU(b.nats.pid())
-	each0, by0, seq0 := ws.cpuEach(), ws.endedEach(), e.lastSeqs(ctx)
-	cpu0, ended0, t0 := ws.cpu(), ws.ended.Load(), time.Now()
+	each0, by0, ended0, t0 := ws.cpuEach(), ws.endedEach(), ws.ended.Load(), time.Now()
 	select {
 	case <-time.After(window):
 	case <-ctx.Done():
 		return workerRun{}, ctx.Err()
 	}
 	server1, _ := procCPU(b.nats.pid())
-	cpu1, ended1, t1 := ws.cpu(), ws.ended.Load(), time.Now()
-	each1, by1, seq1 := ws.cpuEach(), ws.endedEach(), e.lastSeqs(ctx)
+	each1, by1, ended1, t1 := ws.cpuEach(), ws.endedEach(), ws.ended.Load(), time.Now()
+	seq1 := e.lastSeqs(ctx)
 	done := ended1 - ended0
 	if ended1 >= int64(tasks) {
 		return workerRun{}, fmt.Errorf("%d workers ended every task within the window: store more", n)
@@ -317,7 +317,7 @@ func (b *bench) workerThroughput(ctx context.Context, e *queueEnv, n, round int)
 	if done == 0 {
 		return workerRun{}, fmt.Errorf("%d workers ended no task in %s", n, window)
 	}
-	cpu := (cpu1 - cpu0) + (server1 - server0)
+	cpu := (total(each1) - total(each0)) + (server1 - server0)
 	return workerRun{n: n, rate: float64(done) / t1.Sub(t0).Seconds(), completed: done,
 		cpuPer1k: cpu * 1000 / time.Duration(done), serverPer1k: (server1 - server0) * 1000 / time.Duration(done),
 		spread: spreadOf(each0, each1, by0, by1, t1.Sub(t0)),
