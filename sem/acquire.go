@@ -1,0 +1,356 @@
+package sem
+
+// Acquiring a permit: one try (TryAcquire) or a wait woken by the
+// semaphore's watch and by the exit of holders on this host (Acquire).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/batonhq/baton/hostlocal"
+	"github.com/batonhq/baton/kv"
+)
+
+// AcquireOption configures Acquire and TryAcquire.
+type AcquireOption func(*acquireConfig) error
+
+type acquireConfig struct {
+	weight    int
+	ttl       time.Duration
+	meta      map[string]string
+	keepAlive bool
+	grace     time.Duration
+}
+
+// WithWeight sets how many units the permit holds. Default: 1.
+func WithWeight(w int) AcquireOption {
+	return func(c *acquireConfig) error {
+		if w < 1 {
+			return fmt.Errorf("%w: weight %d: at least 1", ErrInvalid, w)
+		}
+		c.weight = w
+		return nil
+	}
+}
+
+// WithTTL sets the permit's TTL: a whole number of seconds, at least 1s.
+// Default: DefaultTTL.
+func WithTTL(d time.Duration) AcquireOption {
+	return func(c *acquireConfig) error {
+		if err := kv.ValidateTTL(d); err != nil {
+			return fmt.Errorf("%w: ttl: %w", ErrInvalid, err)
+		}
+		c.ttl = d
+		return nil
+	}
+}
+
+// WithMeta records free-form key/value pairs with the permit. Default:
+// none.
+func WithMeta(meta map[string]string) AcquireOption {
+	return func(c *acquireConfig) error { c.meta = maps.Clone(meta); return nil }
+}
+
+// WithoutKeepAlive returns a permit that is not renewed in the background:
+// for a command line that acquires and exits. Release and the TTL are its
+// life. Default: renewed every third of its TTL until released.
+func WithoutKeepAlive() AcquireOption {
+	return func(c *acquireConfig) error { c.keepAlive = false; return nil }
+}
+
+// WithGrace is the time the holder needs to stop its work once it must
+// give the permit up: renewals that keep failing end it that long (at most
+// a quarter of the TTL) before the server could expire its units.
+// Default: 0.
+func WithGrace(d time.Duration) AcquireOption {
+	return func(c *acquireConfig) error {
+		if d < 0 {
+			return fmt.Errorf("%w: grace %s is negative", ErrInvalid, d)
+		}
+		c.grace = d
+		return nil
+	}
+}
+
+// maxTries bounds the tries of one TryAcquire that lose races to other
+// acquirers while enough units looked free.
+const maxTries = 4
+
+// TryAcquire takes a permit of semaphore name if enough units are free,
+// without waiting: a *FullError (ErrFull) when they are not. Units held
+// by dead processes of this host are freed on the way.
+func (s *Semaphores) TryAcquire(ctx context.Context, name string, opts ...AcquireOption) (*Permit, error) {
+	cfg, c, err := s.prepare(ctx, name, opts)
+	if err != nil {
+		return nil, err
+	}
+	p, st, err := s.try(ctx, c, cfg)
+	if errors.Is(err, kv.ErrConflict) {
+		// Others took the units it went for, maxTries times over.
+		return nil, s.full(c, cfg.weight, st)
+	}
+	return p, err
+}
+
+// Acquire takes a permit of semaphore name, waiting while too few units
+// are free, until ctx is done. It is woken by the semaphore's watch when a
+// unit is released or expires, and by the exit of a holder's process on
+// this host, not by polling. When ctx ends first, the error wraps both the
+// *FullError and ctx's error.
+func (s *Semaphores) Acquire(ctx context.Context, name string, opts ...AcquireOption) (*Permit, error) {
+	cfg, c, err := s.prepare(ctx, name, opts)
+	if err != nil {
+		return nil, err
+	}
+	// The watch starts before the first try, so that a release between
+	// the try and the wait is not missed.
+	w, err := s.bucket.Watch(ctx, "sem."+name+".*", kv.UpdatesOnly())
+	if err != nil {
+		return nil, err
+	}
+	defer w.Stop()
+	exits := newExitWait(ctx)
+	defer exits.stop()
+	for {
+		p, st, err := s.try(ctx, c, cfg)
+		switch {
+		case p != nil:
+			return p, nil
+		case errors.Is(err, kv.ErrConflict) && ctx.Err() == nil:
+			continue // others took the units it went for: look again
+		case !errors.Is(err, ErrFull):
+			return nil, err
+		}
+		exits.watch(s, st)
+		// Sleep until a unit is freed (released, expired) or a holder of
+		// this host exits; a unit taken or renewed frees nothing.
+		for woke := false; !woke; {
+			select {
+			case e, ok := <-w.Updates():
+				if !ok {
+					return nil, errors.Join(err, ctx.Err())
+				}
+				if e == nil || e.Live() {
+					continue
+				}
+				if i, ok := unitOf(name, e.Key); ok && i < c.Max {
+					s.setTomb(e.Key, e.Revision)
+					woke = true
+				}
+			case <-exits.c:
+				woke = true
+			case <-ctx.Done():
+				return nil, errors.Join(err, ctx.Err())
+			}
+		}
+	}
+}
+
+func (s *Semaphores) prepare(ctx context.Context, name string, opts []AcquireOption) (acquireConfig, Config, error) {
+	cfg := acquireConfig{weight: 1, ttl: DefaultTTL, keepAlive: true}
+	for _, o := range opts {
+		if err := o(&cfg); err != nil {
+			return cfg, Config{}, err
+		}
+	}
+	c, err := s.Config(ctx, name)
+	if err != nil {
+		return cfg, c, err
+	}
+	if cfg.weight > c.Max {
+		return cfg, c, fmt.Errorf("%w: weight %d: semaphore %s has %d units", ErrInvalid, cfg.weight, name, c.Max)
+	}
+	return cfg, c, nil
+}
+
+// try reads the units and creates weight free ones, the lowest first, all
+// at once; a create that loses undoes the others and, while enough units
+// still look free, tries again (maxTries in all: then the conflict is
+// returned). It returns the units as last seen, for a waiter.
+func (s *Semaphores) try(ctx context.Context, c Config, cfg acquireConfig) (*Permit, []unitState, error) {
+	for attempt := 1; ; attempt++ {
+		st, err := s.units(ctx, c)
+		if err != nil {
+			return nil, nil, err
+		}
+		s.reap(ctx, c, st)
+		var free []int
+		for _, u := range st {
+			if !u.live {
+				free = append(free, u.unit)
+			}
+		}
+		if len(free) < cfg.weight {
+			return nil, st, s.full(c, cfg.weight, st)
+		}
+		p, err := s.take(ctx, c, cfg, free[:cfg.weight])
+		if err == nil {
+			return p, st, nil
+		}
+		if !errors.Is(err, kv.ErrConflict) || attempt == maxTries {
+			return nil, st, err
+		}
+	}
+}
+
+// reap frees, at the revision seen, units held by dead processes of this
+// host, and marks them free in st (a renewal since makes the delete fail:
+// then the unit is live, and the create over it loses).
+func (s *Semaphores) reap(ctx context.Context, c Config, st []unitState) {
+	for i := range st {
+		u := &st[i]
+		if !u.live || !s.deadOnThisHost(u.rec) {
+			continue
+		}
+		if rev, err := s.bucket.DeleteRevision(ctx, unitKey(c.Name, u.unit), u.rev, nil); err == nil {
+			u.live, u.rev, u.rec = false, rev, nil
+		}
+	}
+}
+
+// take creates the units of a new permit, in parallel; if any is lost the
+// others are deleted again.
+func (s *Semaphores) take(ctx context.Context, c Config, cfg acquireConfig, units []int) (*Permit, error) {
+	id := newPermitID()
+	now := s.now().UTC()
+	recs := make([]Unit, len(units))
+	revs := make([]uint64, len(units))
+	errs := make([]error, len(units))
+	sent := time.Now()
+	var wg sync.WaitGroup
+	for i, n := range units {
+		recs[i] = Unit{Sem: c.Name, Unit: n, Permit: id, Index: units[0], Weight: cfg.weight,
+			Host: s.host, PID: s.proc.PID, PIDStart: s.proc.Start, AcquiredAt: now, RenewedAt: now, Meta: cfg.meta}
+		create := func() {
+			data, err := recs[i].MarshalJSON()
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			key := unitKey(c.Name, n)
+			revs[i], errs[i] = s.bucket.CreateAfter(ctx, key, data, cfg.ttl, s.tomb(key))
+			if errs[i] == nil {
+				s.setTomb(key, 0)
+			}
+		}
+		if len(units) == 1 {
+			create()
+			break
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); create() }()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		undo, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.bucket.Client().Timeout())
+		defer cancel()
+		for i, n := range units {
+			if errs[i] == nil {
+				if tomb, derr := s.bucket.DeleteRevision(undo, unitKey(c.Name, n), revs[i], nil); derr == nil {
+					s.setTomb(unitKey(c.Name, n), tomb)
+				}
+			}
+		}
+		return nil, err
+	}
+	held := make([]heldUnit, len(units))
+	for i := range units {
+		held[i] = heldUnit{unit: units[i], rev: revs[i], rec: recs[i]}
+	}
+	return s.hold(c, id, cfg, held, sent), nil
+}
+
+// full is the *FullError of a try that found too few free units.
+func (s *Semaphores) full(c Config, weight int, st []unitState) error {
+	free := 0
+	for _, u := range st {
+		if !u.live {
+			free++
+		}
+	}
+	return &FullError{Name: c.Name, Max: c.Max, Weight: weight, Free: free, Holders: holdersOf(st)}
+}
+
+// exitWait waits for the processes of this host's holders to exit, and
+// then sends on c, so that a waiter frees their units at once.
+type exitWait struct {
+	ctx     context.Context
+	cancel  context.CancelFunc
+	c       chan struct{}
+	mu      sync.Mutex
+	waiting map[hostlocal.Process]bool
+	wg      sync.WaitGroup
+}
+
+func newExitWait(ctx context.Context) *exitWait {
+	ctx, cancel := context.WithCancel(ctx)
+	return &exitWait{ctx: ctx, cancel: cancel, c: make(chan struct{}, 1), waiting: map[hostlocal.Process]bool{}}
+}
+
+// watch starts a wait for each live holder in st on this host not yet
+// waited on.
+func (x *exitWait) watch(s *Semaphores, st []unitState) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for _, u := range st {
+		if !u.live || u.rec == nil || u.rec.Host != s.host || u.rec.PID <= 0 {
+			continue
+		}
+		p := hostlocal.Process{PID: u.rec.PID, Start: u.rec.PIDStart}
+		if x.waiting[p] || !p.ThisBoot() {
+			continue
+		}
+		x.waiting[p] = true
+		x.wg.Add(1)
+		go func() {
+			defer x.wg.Done()
+			if hostlocal.WaitExit(x.ctx, p) != nil {
+				return
+			}
+			x.mu.Lock()
+			delete(x.waiting, p)
+			x.mu.Unlock()
+			select {
+			case x.c <- struct{}{}:
+			default:
+			}
+		}()
+	}
+}
+
+func (x *exitWait) stop() {
+	x.cancel()
+	x.wg.Wait()
+}
+
+// holdersOf groups the live units of st by permit, lowest index first; a
+// unit that does not decode is a holder of its own.
+func holdersOf(st []unitState) []Holder {
+	at := map[string]int{} // permit -> its place in out
+	var out []Holder
+	for _, u := range st {
+		if !u.live {
+			continue
+		}
+		if u.rec == nil {
+			out = append(out, Holder{Index: u.unit, Weight: 1, Units: []int{u.unit}, Revision: u.rev, Undecodable: u.err.Error()})
+			continue
+		}
+		i, ok := at[u.rec.Permit]
+		if !ok {
+			i = len(out)
+			at[u.rec.Permit] = i
+			out = append(out, Holder{Permit: u.rec.Permit, Index: u.rec.Index, Weight: u.rec.Weight, Host: u.rec.Host,
+				PID: u.rec.PID, PIDStart: u.rec.PIDStart, AcquiredAt: u.rec.AcquiredAt, RenewedAt: u.rec.RenewedAt, Meta: u.rec.Meta})
+		}
+		out[i].Units = append(out[i].Units, u.unit)
+		out[i].Revision = max(out[i].Revision, u.rev)
+	}
+	slices.SortStableFunc(out, func(a, b Holder) int { return a.Index - b.Index })
+	return out
+}

@@ -1,0 +1,89 @@
+package sem
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+var (
+	// ErrInvalid means bad input: a name, max, weight, TTL or option that
+	// is not usable.
+	ErrInvalid = errors.New("sem: invalid input")
+
+	// ErrNotFound means there is no semaphore of that name: create it
+	// first (baton sem create NAME --max N).
+	ErrNotFound = errors.New("sem: no such semaphore")
+
+	// ErrExists means a semaphore of that name exists with another max.
+	// Returned wrapped in an *ExistsError.
+	ErrExists = errors.New("sem: semaphore exists with another max")
+
+	// ErrFull means the semaphore has fewer free units than the weight
+	// asked for. Returned wrapped in a *FullError naming the holders.
+	ErrFull = errors.New("sem: not enough free units")
+
+	// ErrLost means a permit is gone: one of its units expired, was freed
+	// by someone else, or was not renewed in time. Returned wrapped in a
+	// *LostError.
+	ErrLost = errors.New("sem: permit lost")
+
+	// ErrReleased means the permit's holder released it.
+	ErrReleased = errors.New("sem: permit released")
+
+	// ErrNoPermit means no unit of the semaphore names that permit: it was
+	// released, or its units expired.
+	ErrNoPermit = errors.New("sem: no such permit")
+
+	// ErrUndecodable means a record of the semaphore does not decode. A
+	// unit that does not decode is held by nobody-knows-who: never free.
+	ErrUndecodable = errors.New("sem: record does not decode")
+)
+
+// ExistsError is the semaphore found in the way of a Create.
+type ExistsError struct {
+	Name string
+	Max  int
+}
+
+func (e *ExistsError) Error() string {
+	return fmt.Sprintf("sem: semaphore %s exists with max %d; its max never changes (choose another name)", e.Name, e.Max)
+}
+
+func (e *ExistsError) Unwrap() error { return ErrExists }
+
+// FullError says why an acquire could not be served now.
+type FullError struct {
+	Name   string
+	Max    int
+	Weight int
+	Free   int
+	// Holders are the permits holding units, as last seen.
+	Holders []Holder
+}
+
+func (e *FullError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "sem: %s has %d of %d units free, %d asked", e.Name, e.Free, e.Max, e.Weight)
+	if n := len(e.Holders); n > 0 {
+		h := e.Holders[0]
+		fmt.Fprintf(&b, "; held by %d permit(s), e.g. %s (index %d, weight %d, host %s, pid %d)", n, h.Permit, h.Index, h.Weight, h.Host, h.PID)
+	}
+	b.WriteString("; wait with --wait, or see baton sem status " + e.Name)
+	return b.String()
+}
+
+func (e *FullError) Unwrap() error { return ErrFull }
+
+// LostError says how a permit was lost.
+type LostError struct {
+	Name   string
+	Permit string
+	Cause  error
+}
+
+func (e *LostError) Error() string {
+	return fmt.Sprintf("sem: permit %s of %s lost: %v", e.Permit, e.Name, e.Cause)
+}
+
+func (e *LostError) Unwrap() []error { return []error{ErrLost, e.Cause} }

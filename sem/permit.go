@@ -1,0 +1,289 @@
+package sem
+
+// A held permit: its units, their renewal and their release.
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"sync"
+	"time"
+
+	"github.com/batonhq/baton/internal/keepalive"
+	"github.com/batonhq/baton/kv"
+)
+
+// heldUnit is one unit of a permit, at the revision the permit last wrote.
+type heldUnit struct {
+	unit int
+	rev  uint64
+	rec  Unit
+}
+
+// Permit is a holding of Weight units of a semaphore. Its units are
+// renewed in the background (unless acquired WithoutKeepAlive) until it is
+// released or lost; Done closes then.
+type Permit struct {
+	s      *Semaphores
+	name   string
+	id     string
+	index  int
+	weight int
+	fence  uint64
+	ttl    time.Duration
+
+	mu    sync.Mutex
+	units []heldUnit
+	err   error // why it ended, once done is closed
+
+	done   chan struct{}
+	cancel context.CancelFunc // stops the keepalive
+	kept   chan struct{}      // closed when the keepalive has returned
+}
+
+// hold makes the permit of units just created, and starts its keepalive.
+func (s *Semaphores) hold(c Config, id string, cfg acquireConfig, units []heldUnit, sent time.Time) *Permit {
+	p := &Permit{s: s, name: c.Name, id: id, index: units[0].unit, weight: len(units), ttl: cfg.ttl,
+		units: units, done: make(chan struct{}), kept: make(chan struct{})}
+	for _, u := range units {
+		p.fence = max(p.fence, u.rev)
+	}
+	if !cfg.keepAlive {
+		close(p.kept)
+		p.cancel = func() {}
+		return p
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p.cancel = cancel
+	m := keepalive.New(cfg.ttl, cfg.grace, sent)
+	go func() {
+		defer close(p.kept)
+		err := keepalive.Run(ctx, m, p.renew, func(err error) bool { return errors.Is(err, kv.ErrConflict) }, nil)
+		if err != nil {
+			p.end(&LostError{Name: p.name, Permit: p.id, Cause: err})
+		}
+	}()
+	return p
+}
+
+// Name is the semaphore's name.
+func (p *Permit) Name() string { return p.name }
+
+// ID is the permit's id, written in each of its units.
+func (p *Permit) ID() string { return p.id }
+
+// Index is the permit's lowest unit: 0 to max-1, unique among the live
+// permits of the semaphore (a port or database number can be derived from
+// it).
+func (p *Permit) Index() int { return p.index }
+
+// Weight is how many units the permit holds.
+func (p *Permit) Weight() int { return p.weight }
+
+// Units are the units the permit holds, lowest first.
+func (p *Permit) Units() []int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]int, len(p.units))
+	for i, u := range p.units {
+		out[i] = u.unit
+	}
+	return out
+}
+
+// Fence is the highest revision at which the permit's units were written
+// when it was acquired: every permit acquired later on the semaphore has a
+// higher one. Pass it to what the holder writes, and have that refuse a
+// fence lower than the highest it has seen.
+func (p *Permit) Fence() uint64 { return p.fence }
+
+// TTL is the permit's TTL.
+func (p *Permit) TTL() time.Duration { return p.ttl }
+
+// Done is closed when the permit has ended: released, or lost.
+func (p *Permit) Done() <-chan struct{} { return p.done }
+
+// Err is why the permit ended (ErrReleased, or a *LostError), nil while
+// it is held.
+func (p *Permit) Err() error {
+	select {
+	case <-p.done:
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.err
+	default:
+		return nil
+	}
+}
+
+// end closes done once, with err.
+func (p *Permit) end(err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.done:
+	default:
+		p.err = err
+		close(p.done)
+	}
+}
+
+// Holder is the permit as its records show it.
+func (p *Permit) Holder() Holder {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	r := p.units[0].rec
+	h := Holder{Permit: p.id, Index: p.index, Weight: p.weight, Host: r.Host, PID: r.PID, PIDStart: r.PIDStart,
+		AcquiredAt: r.AcquiredAt, RenewedAt: r.RenewedAt, Meta: maps.Clone(r.Meta), Fence: p.fence}
+	for _, u := range p.units {
+		h.Units = append(h.Units, u.unit)
+		h.Revision = max(h.Revision, u.rev)
+	}
+	return h
+}
+
+// renew writes every unit again at the revision the permit last wrote,
+// restarting their TTLs; a unit that changed meanwhile is a conflict (the
+// permit is lost).
+func (p *Permit) renew(ctx context.Context) error {
+	p.mu.Lock()
+	units := make([]heldUnit, len(p.units))
+	copy(units, p.units)
+	p.mu.Unlock()
+	now := p.s.now().UTC()
+	errs := make([]error, len(units))
+	var wg sync.WaitGroup
+	for i := range units {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			u := &units[i]
+			rec := u.rec.clone()
+			rec.RenewedAt = now
+			data, err := rec.MarshalJSON()
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			rev, err := p.s.bucket.Update(ctx, unitKey(p.name, u.unit), data, p.ttl, u.rev)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			u.rev, u.rec = rev, rec
+		}()
+	}
+	wg.Wait()
+	p.mu.Lock()
+	for i, u := range units {
+		if errs[i] == nil {
+			p.units[i] = u
+		}
+	}
+	p.mu.Unlock()
+	return errors.Join(errs...)
+}
+
+// Renew writes the permit's units again now (a permit acquired
+// WithoutKeepAlive lives by these and its TTL).
+func (p *Permit) Renew(ctx context.Context) error {
+	if err := p.Err(); err != nil {
+		return err
+	}
+	err := p.renew(ctx)
+	if errors.Is(err, kv.ErrConflict) {
+		lost := &LostError{Name: p.name, Permit: p.id, Cause: err}
+		p.end(lost)
+		return lost
+	}
+	return err
+}
+
+// Release frees the permit's units, each by compare-and-set on the
+// revision the permit last wrote, so that a unit lost to another holder is
+// never touched. A unit already lost makes it a *LostError (the others
+// are freed all the same). Releasing a released permit does nothing.
+func (p *Permit) Release(ctx context.Context) error {
+	p.cancel()
+	<-p.kept
+	select {
+	case <-p.done:
+		p.mu.Lock()
+		err := p.err
+		p.mu.Unlock()
+		if errors.Is(err, ErrReleased) {
+			return nil
+		}
+	default:
+	}
+	p.mu.Lock()
+	units := make([]heldUnit, len(p.units))
+	copy(units, p.units)
+	p.mu.Unlock()
+	errs := make([]error, len(units))
+	var wg sync.WaitGroup
+	for i, u := range units {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			key := unitKey(p.name, u.unit)
+			tomb, err := p.s.bucket.DeleteRevision(ctx, key, u.rev, nil)
+			if err == nil {
+				p.s.setTomb(key, tomb)
+			}
+			errs[i] = err
+		}()
+	}
+	wg.Wait()
+	err := errors.Join(errs...)
+	switch {
+	case err == nil:
+		p.end(ErrReleased)
+		return nil
+	case errors.Is(err, kv.ErrConflict):
+		lost := &LostError{Name: p.name, Permit: p.id, Cause: err}
+		p.end(lost)
+		return lost
+	default:
+		return err
+	}
+}
+
+// Resume finds permit id of semaphore name from its units, for a process
+// other than the one that acquired it (baton sem release): it is not
+// renewed in the background, and its Fence is 0 (renewals have moved its
+// units' revisions on). A permit none of whose units is live is
+// ErrNoPermit.
+func (s *Semaphores) Resume(ctx context.Context, name, id string) (*Permit, error) {
+	c, err := s.Config(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	st, err := s.units(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	var held []heldUnit
+	var ttl time.Duration
+	for _, u := range st {
+		if u.live && u.rec != nil && u.rec.Permit == id {
+			held = append(held, heldUnit{unit: u.unit, rev: u.rev, rec: *u.rec})
+			ttl = u.ttl
+		}
+	}
+	if len(held) == 0 {
+		return nil, &noPermitError{name: name, id: id}
+	}
+	p := &Permit{s: s, name: name, id: id, index: held[0].rec.Index, weight: held[0].rec.Weight, ttl: ttl,
+		units: held, done: make(chan struct{}), kept: make(chan struct{}), cancel: func() {}}
+	close(p.kept)
+	return p, nil
+}
+
+type noPermitError struct{ name, id string }
+
+func (e *noPermitError) Error() string {
+	return "sem: no unit of " + e.name + " names permit " + e.id + ": it was released, or its units expired"
+}
+
+func (e *noPermitError) Unwrap() error { return ErrNoPermit }

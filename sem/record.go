@@ -1,0 +1,138 @@
+package sem
+
+import (
+	"fmt"
+	"maps"
+	"time"
+
+	"github.com/batonhq/baton/internal/jsonrec"
+	"github.com/batonhq/baton/kv"
+)
+
+//go:generate go run ../internal/jsonrec/recgen
+
+// Config is a semaphore as stored in KV under sem.<name>
+// (docs/CONTRACT.md, "Records"). It has no TTL and never changes once
+// written: every caller reads max from it, so callers cannot disagree
+// about it.
+//
+//jsonrec:codec
+type Config struct {
+	Name      string    `json:"name"`
+	Max       int       `json:"max"`
+	CreatedAt time.Time `json:"created_at"`
+
+	unknown jsonrec.Unknown
+}
+
+type configFields Config
+
+// MarshalJSON writes the known fields and any unknown ones read earlier.
+func (c Config) MarshalJSON() ([]byte, error) {
+	if len(c.unknown) == 0 {
+		if b, ok := c.encodeFast(); ok {
+			return b, nil
+		}
+	}
+	return jsonrec.Marshal(configFields(c), c.unknown)
+}
+
+// UnmarshalJSON reads the known fields and keeps the others.
+func (c *Config) UnmarshalJSON(data []byte) error {
+	if c.decodeFast(data, 0) {
+		return nil
+	}
+	var f configFields
+	unknown, err := jsonrec.Unmarshal(data, &f, configKnown)
+	if err != nil {
+		return err
+	}
+	*c = Config(f)
+	c.unknown = unknown
+	return nil
+}
+
+// Unit is one held unit of a semaphore, stored under sem.<name>.<unit>
+// with the permit's TTL. A permit of weight W holds W units; each names
+// the permit and its index (its lowest unit).
+//
+//jsonrec:codec
+type Unit struct {
+	Sem    string `json:"sem"`
+	Unit   int    `json:"unit"`
+	Permit string `json:"permit"`
+	Index  int    `json:"index"`
+	Weight int    `json:"weight"`
+	Host   string `json:"host"`
+	PID    int    `json:"pid"`
+	// PIDStart is PID's start token (hostlocal.Process.Start).
+	PIDStart   string            `json:"pid_start,omitempty"`
+	AcquiredAt time.Time         `json:"acquired_at"`
+	RenewedAt  time.Time         `json:"renewed_at"`
+	Meta       map[string]string `json:"meta,omitempty"`
+
+	unknown jsonrec.Unknown
+}
+
+type unitFields Unit
+
+// MarshalJSON writes the known fields and any unknown ones read earlier.
+func (u Unit) MarshalJSON() ([]byte, error) {
+	if len(u.unknown) == 0 {
+		if b, ok := u.encodeFast(); ok {
+			return b, nil
+		}
+	}
+	return jsonrec.Marshal(unitFields(u), u.unknown)
+}
+
+// UnmarshalJSON reads the known fields and keeps the others.
+func (u *Unit) UnmarshalJSON(data []byte) error {
+	if u.decodeFast(data, 0) {
+		return nil
+	}
+	var f unitFields
+	unknown, err := jsonrec.Unmarshal(data, &f, unitKnown)
+	if err != nil {
+		return err
+	}
+	*u = Unit(f)
+	u.unknown = unknown
+	return nil
+}
+
+func (u Unit) clone() Unit {
+	u.Meta = maps.Clone(u.Meta)
+	u.unknown = u.unknown.Clone()
+	return u
+}
+
+// configKey and unitKey are where a semaphore's records live.
+func configKey(name string) string         { return "sem." + name }
+func unitKey(name string, unit int) string { return fmt.Sprintf("sem.%s.%d", name, unit) }
+
+// decodeConfig reads a semaphore's record, failing on anything that is not
+// one of that name.
+func decodeConfig(name string, e kv.Entry) (Config, error) {
+	var c Config
+	if err := c.UnmarshalJSON(e.Value); err != nil {
+		return c, fmt.Errorf("%w: %s: %w", ErrUndecodable, e.Key, err)
+	}
+	if c.Name != name || c.Max < 1 {
+		return c, fmt.Errorf("%w: %s: names semaphore %q with max %d", ErrUndecodable, e.Key, c.Name, c.Max)
+	}
+	return c, nil
+}
+
+// decodeUnit reads a live unit record, failing on anything that is not
+// that unit of that semaphore.
+func decodeUnit(name string, unit int, e kv.Entry) (Unit, error) {
+	var u Unit
+	if err := u.UnmarshalJSON(e.Value); err != nil {
+		return u, fmt.Errorf("%w: %s: %w", ErrUndecodable, e.Key, err)
+	}
+	if u.Sem != name || u.Unit != unit || u.Permit == "" || u.Weight < 1 {
+		return u, fmt.Errorf("%w: %s: names semaphore %q unit %d permit %q weight %d", ErrUndecodable, e.Key, u.Sem, u.Unit, u.Permit, u.Weight)
+	}
+	return u, nil
+}
