@@ -24,12 +24,13 @@ import (
 	"github.com/batonhq/baton/kv/kvtest"
 	"github.com/batonhq/baton/lease"
 	"github.com/batonhq/baton/queue"
+	"github.com/batonhq/baton/sem"
 	"github.com/batonhq/baton/session"
 )
 
 // batonBin is the binary under test, built once by TestMain; qtaskBin is
 // the queue tests' task command (e2e/qtask).
-var batonBin, qtaskBin string
+var batonBin, qtaskBin, semtaskBin string
 
 func TestMain(m *testing.M) {
 	if os.Getenv(envHelper) != "" {
@@ -64,12 +65,14 @@ func TestMain(m *testing.M) {
 	}
 	// The queue tests' task command: small and without -race, so that
 	// starting hundreds of tasks costs little.
-	qtaskBin = filepath.Join(dir, "qtask")
-	build := exec.Command("go", "build", "-o", qtaskBin, "github.com/batonhq/baton/e2e/qtask")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build qtask:", err)
-		os.Exit(1)
+	qtaskBin, semtaskBin = filepath.Join(dir, "qtask"), filepath.Join(dir, "semtask")
+	for _, prog := range []struct{ out, pkg string }{{qtaskBin, "qtask"}, {semtaskBin, "semtask"}} {
+		build := exec.Command("go", "build", "-o", prog.out, "github.com/batonhq/baton/e2e/"+prog.pkg)
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "build "+prog.pkg+":", err)
+			os.Exit(1)
+		}
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
@@ -89,7 +92,8 @@ func newWorld(t testing.TB) *world {
 	t.Helper()
 	s := kvtest.StartServer(t)
 	c := kvtest.Connect(t, s.ClientURL())
-	for _, cfg := range []kv.BucketConfig{session.BucketConfig(session.DefaultPrefix, 1), lease.BucketConfig(lease.DefaultPrefix, 1), queue.BucketConfig(session.DefaultPrefix, 1)} {
+	for _, cfg := range []kv.BucketConfig{session.BucketConfig(session.DefaultPrefix, 1), lease.BucketConfig(lease.DefaultPrefix, 1), queue.BucketConfig(session.DefaultPrefix, 1),
+		sem.BucketConfig(session.DefaultPrefix, 1)} {
 		if _, err := c.Ensure(context.Background(), cfg); err != nil {
 			t.Fatal(err)
 		}

@@ -292,8 +292,8 @@ func newExitWait(ctx context.Context) *exitWait {
 	return &exitWait{ctx: ctx, cancel: cancel, c: make(chan struct{}, 1), waiting: map[hostlocal.Process]bool{}}
 }
 
-// watch starts a wait for each live holder in st on this host not yet
-// waited on.
+// watch starts a wait for the process, and the command, of each live
+// holder in st on this host not yet waited on.
 func (x *exitWait) watch(s *Semaphores, st []unitState) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -301,26 +301,33 @@ func (x *exitWait) watch(s *Semaphores, st []unitState) {
 		if !u.live || u.rec == nil || u.rec.Host != s.host || u.rec.PID <= 0 {
 			continue
 		}
-		p := hostlocal.Process{PID: u.rec.PID, Start: u.rec.PIDStart}
-		if x.waiting[p] || !p.ThisBoot() {
-			continue
+		x.wait(hostlocal.Process{PID: u.rec.PID, Start: u.rec.PIDStart})
+		if u.rec.ChildPID > 0 {
+			x.wait(hostlocal.Process{PID: u.rec.ChildPID, Start: u.rec.ChildPIDStart})
 		}
-		x.waiting[p] = true
-		x.wg.Add(1)
-		go func() {
-			defer x.wg.Done()
-			if hostlocal.WaitExit(x.ctx, p) != nil {
-				return
-			}
-			x.mu.Lock()
-			delete(x.waiting, p)
-			x.mu.Unlock()
-			select {
-			case x.c <- struct{}{}:
-			default:
-			}
-		}()
 	}
+}
+
+// wait starts a wait for p, unless one runs; x.mu is held.
+func (x *exitWait) wait(p hostlocal.Process) {
+	if x.waiting[p] || !p.ThisBoot() {
+		return
+	}
+	x.waiting[p] = true
+	x.wg.Add(1)
+	go func() {
+		defer x.wg.Done()
+		if hostlocal.WaitExit(x.ctx, p) != nil {
+			return
+		}
+		x.mu.Lock()
+		delete(x.waiting, p)
+		x.mu.Unlock()
+		select {
+		case x.c <- struct{}{}:
+		default:
+		}
+	}()
 }
 
 func (x *exitWait) stop() {

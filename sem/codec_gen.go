@@ -78,6 +78,8 @@ const (
 	unitFieldHost
 	unitFieldPID
 	unitFieldPIDStart
+	unitFieldChildPID
+	unitFieldChildPIDStart
 	unitFieldAcquiredAt
 	unitFieldRenewedAt
 	unitFieldMeta
@@ -85,23 +87,25 @@ const (
 
 // unitKnown are the JSON names of Unit's fields.
 var unitKnown = map[string]bool{
-	"acquired_at": true,
-	"host":        true,
-	"index":       true,
-	"meta":        true,
-	"permit":      true,
-	"pid":         true,
-	"pid_start":   true,
-	"renewed_at":  true,
-	"sem":         true,
-	"unit":        true,
-	"weight":      true,
+	"acquired_at":     true,
+	"child_pid":       true,
+	"child_pid_start": true,
+	"host":            true,
+	"index":           true,
+	"meta":            true,
+	"permit":          true,
+	"pid":             true,
+	"pid_start":       true,
+	"renewed_at":      true,
+	"sem":             true,
+	"unit":            true,
+	"weight":          true,
 }
 
 // encodeFast is v as encoding/json writes its fields, and false for what
 // only encoding/json may write (jsonappend).
 func (v *Unit) encodeFast() ([]byte, bool) {
-	w := jsonappend.New(271 + 32*len(v.Meta))
+	w := jsonappend.New(327 + 32*len(v.Meta))
 	v.appendJSON(&w)
 	return w.B, w.OK
 }
@@ -135,6 +139,14 @@ func (v *Unit) appendJSON(w *jsonappend.Writer) {
 	if v.PIDStart != "" {
 		w.Raw(`,"pid_start":`)
 		w.Str(v.PIDStart)
+	}
+	if v.ChildPID != 0 {
+		w.Raw(`,"child_pid":`)
+		w.Int(int64(v.ChildPID))
+	}
+	if v.ChildPIDStart != "" {
+		w.Raw(`,"child_pid_start":`)
+		w.Str(v.ChildPIDStart)
 	}
 	w.Raw(`,"acquired_at":`)
 	w.Time(v.AcquiredAt)
@@ -174,6 +186,12 @@ func (v *Unit) scanJSON(s *jsonrec.Scanner, skip jsonrec.Fields) bool {
 		return false
 	}
 	if s.Lit(`,"pid_start":`) && !(skip&unitFieldPIDStart == 0 && s.Str(&v.PIDStart) || skip&unitFieldPIDStart != 0 && s.SkipStr()) {
+		return false
+	}
+	if s.Lit(`,"child_pid":`) && !(skip&unitFieldChildPID == 0 && s.Int(&v.ChildPID) || skip&unitFieldChildPID != 0 && s.SkipInt()) {
+		return false
+	}
+	if s.Lit(`,"child_pid_start":`) && !(skip&unitFieldChildPIDStart == 0 && s.Str(&v.ChildPIDStart) || skip&unitFieldChildPIDStart != 0 && s.SkipStr()) {
 		return false
 	}
 	if !s.Lit(`,"acquired_at":`) || !(skip&unitFieldAcquiredAt == 0 && s.Time(&v.AcquiredAt) || skip&unitFieldAcquiredAt != 0 && s.SkipTime()) {

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/batonhq/baton/hostlocal"
 	"github.com/batonhq/baton/internal/keepalive"
 	"github.com/batonhq/baton/kv"
 )
@@ -32,9 +33,12 @@ type Permit struct {
 	fence  uint64
 	ttl    time.Duration
 
-	mu    sync.Mutex
-	units []heldUnit
-	err   error // why it ended, once done is closed
+	// renewing serialises the writes of the units (keepalive, Renew,
+	// SetChild), each a compare-and-set on the revisions the last one left.
+	renewing sync.Mutex
+	mu       sync.Mutex
+	units    []heldUnit
+	err      error // why it ended, once done is closed
 
 	done   chan struct{}
 	cancel context.CancelFunc // stops the keepalive
@@ -142,10 +146,22 @@ func (p *Permit) Holder() Holder {
 	return h
 }
 
+// SetChild records the command the holder runs under the permit, in each
+// unit (one renewal): a holder on this host is then freed only once that
+// command's process group is gone too, not when the holder alone died.
+func (p *Permit) SetChild(ctx context.Context, c hostlocal.Process) error {
+	return p.renewNow(ctx, func(u *Unit) { u.ChildPID, u.ChildPIDStart = c.PID, c.Start })
+}
+
 // renew writes every unit again at the revision the permit last wrote,
 // restarting their TTLs; a unit that changed meanwhile is a conflict (the
 // permit is lost).
-func (p *Permit) renew(ctx context.Context) error {
+func (p *Permit) renew(ctx context.Context) error { return p.write(ctx, nil) }
+
+// write renews every unit, changed by change first if not nil.
+func (p *Permit) write(ctx context.Context, change func(*Unit)) error {
+	p.renewing.Lock()
+	defer p.renewing.Unlock()
 	p.mu.Lock()
 	units := make([]heldUnit, len(p.units))
 	copy(units, p.units)
@@ -160,6 +176,9 @@ func (p *Permit) renew(ctx context.Context) error {
 			u := &units[i]
 			rec := u.rec.clone()
 			rec.RenewedAt = now
+			if change != nil {
+				change(&rec)
+			}
 			data, err := rec.MarshalJSON()
 			if err != nil {
 				errs[i] = err
@@ -186,11 +205,13 @@ func (p *Permit) renew(ctx context.Context) error {
 
 // Renew writes the permit's units again now (a permit acquired
 // WithoutKeepAlive lives by these and its TTL).
-func (p *Permit) Renew(ctx context.Context) error {
+func (p *Permit) Renew(ctx context.Context) error { return p.renewNow(ctx, nil) }
+
+func (p *Permit) renewNow(ctx context.Context, change func(*Unit)) error {
 	if err := p.Err(); err != nil {
 		return err
 	}
-	err := p.renew(ctx)
+	err := p.write(ctx, change)
 	if errors.Is(err, kv.ErrConflict) {
 		lost := &LostError{Name: p.name, Permit: p.id, Cause: err}
 		p.end(lost)

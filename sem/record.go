@@ -66,10 +66,15 @@ type Unit struct {
 	Host   string `json:"host"`
 	PID    int    `json:"pid"`
 	// PIDStart is PID's start token (hostlocal.Process.Start).
-	PIDStart   string            `json:"pid_start,omitempty"`
-	AcquiredAt time.Time         `json:"acquired_at"`
-	RenewedAt  time.Time         `json:"renewed_at"`
-	Meta       map[string]string `json:"meta,omitempty"`
+	PIDStart string `json:"pid_start,omitempty"`
+	// ChildPID is the command the holder runs under the permit (baton sem
+	// run's), 0 if none: its process group must be gone too before this
+	// host frees the unit.
+	ChildPID      int               `json:"child_pid,omitempty"`
+	ChildPIDStart string            `json:"child_pid_start,omitempty"`
+	AcquiredAt    time.Time         `json:"acquired_at"`
+	RenewedAt     time.Time         `json:"renewed_at"`
+	Meta          map[string]string `json:"meta,omitempty"`
 
 	unknown jsonrec.Unknown
 }

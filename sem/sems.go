@@ -267,13 +267,23 @@ func unitOf(name, key string) (int, bool) {
 }
 
 // deadOnThisHost reports whether a unit's holder is a process of this host
-// that is gone (its pid and start token, this boot).
+// that is gone (its pid and start token, this boot), with its command's
+// process group if it named one.
 func (s *Semaphores) deadOnThisHost(u *Unit) bool {
 	if u == nil || u.Host != s.host || u.PID <= 0 {
 		return false
 	}
 	p := hostlocal.Process{PID: u.PID, Start: u.PIDStart}
-	return p.ThisBoot() && !p.Alive()
+	if !p.ThisBoot() || p.Alive() {
+		return false
+	}
+	if u.ChildPID > 0 {
+		c := hostlocal.Process{PID: u.ChildPID, Start: u.ChildPIDStart}
+		if !c.ThisBoot() || c.Alive() || hostlocal.GroupRunning(u.ChildPID) {
+			return false
+		}
+	}
+	return true
 }
 
 func (s *Semaphores) tomb(key string) uint64 {

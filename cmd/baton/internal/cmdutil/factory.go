@@ -17,6 +17,7 @@ import (
 	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/lease"
 	"github.com/batonhq/baton/queue"
+	"github.com/batonhq/baton/sem"
 	"github.com/batonhq/baton/session"
 )
 
@@ -277,6 +278,16 @@ func (f *Factory) Leases(ctx context.Context, instance string, opts []lease.Opti
 		lease.WithInstance(instance),
 		lease.WithRenewHook(f.RenewHook),
 	}, opts...)...)
+}
+
+// Semaphores returns the semaphores of this prefix and host, connected;
+// opts come after the defaults.
+func (f *Factory) Semaphores(ctx context.Context, opts []sem.Option, natsOpts ...nats.Option) (*sem.Semaphores, error) {
+	client, err := f.Client(ctx, natsOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return sem.New(client, append([]sem.Option{sem.WithPrefix(f.Config.Prefix), sem.WithHostID(f.Config.HostID)}, opts...)...)
 }
 
 // LongLived are connection options for verbs that run for a while (run,

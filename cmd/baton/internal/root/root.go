@@ -19,6 +19,7 @@ import (
 	"github.com/batonhq/baton/cmd/baton/internal/leasecmd"
 	"github.com/batonhq/baton/cmd/baton/internal/queuecmd"
 	"github.com/batonhq/baton/cmd/baton/internal/runcmd"
+	"github.com/batonhq/baton/cmd/baton/internal/semcmd"
 	"github.com/batonhq/baton/cmd/baton/internal/statuscmd"
 )
 
@@ -153,6 +154,7 @@ gate busy, lost), 4 refused: another host's session, 5 not found,
 		{"leader", func() *cobra.Command { return leadercmd.NewCmdLeader(f, leaderF) }},
 		{"lease", func() *cobra.Command { return leasecmd.NewCmdLease(f, Stubbed[*leasecmd.Options](stub, "lease")) }},
 		{"queue", func() *cobra.Command { return queuecmd.NewCmdQueue(f, queueVerbs(stub)) }},
+		{"sem", func() *cobra.Command { return semcmd.NewCmdSem(f, semVerbs(stub)) }},
 		{"status", func() *cobra.Command { return statuscmd.NewCmdStatus(f, Stubbed[*statuscmd.Options](stub, "status")) }},
 		{"doctor", func() *cobra.Command { return doctorcmd.NewCmdDoctor(f, Stubbed[*doctorcmd.Options](stub, "doctor")) }},
 		{cmdutil.SuperviseVerb, func() *cobra.Command { return supervise }},
@@ -207,6 +209,13 @@ func queueVerbs(stub RunStub) queuecmd.Verbs {
 		return nil
 	}
 	return func(verb string, o any) error { return stub("queue "+verb, o) }
+}
+
+func semVerbs(stub RunStub) func(*semcmd.Options) error {
+	if stub == nil {
+		return nil
+	}
+	return func(o *semcmd.Options) error { return stub("sem "+o.Verb, o) }
 }
 
 // runError marks an error returned by a verb's own run, as opposed to one

@@ -23,6 +23,7 @@ import (
 	"github.com/batonhq/baton/kv/kvserver"
 	"github.com/batonhq/baton/lease"
 	"github.com/batonhq/baton/queue"
+	"github.com/batonhq/baton/sem"
 	"github.com/batonhq/baton/session"
 )
 
@@ -346,7 +347,8 @@ func serveUI(ctx context.Context, o *Options, client *kv.Client) error {
 // ready yet (a cluster electing its leader). A bucket with other settings is
 // reported, not changed; other errors end the wait.
 func ensureBuckets(ctx context.Context, o *Options, client *kv.Client, replicas int) ([]string, error) {
-	cfgs := []kv.BucketConfig{session.BucketConfig(prefixOf(o), replicas), lease.BucketConfig(prefixOf(o), replicas), queue.BucketConfig(prefixOf(o), replicas)}
+	cfgs := []kv.BucketConfig{session.BucketConfig(prefixOf(o), replicas), lease.BucketConfig(prefixOf(o), replicas), queue.BucketConfig(prefixOf(o), replicas),
+		sem.BucketConfig(prefixOf(o), replicas)}
 	var names []string
 	for _, c := range cfgs {
 		names = append(names, c.Name)
