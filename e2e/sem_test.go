@@ -40,6 +40,8 @@ func TestSem_CreateAcquireReleaseStatusAndLs(t *testing.T) {
 		t.Fatalf("second permit: %v (first %v)", b, a)
 	}
 	h2.expect(3, []string{"sem", "acquire", "db"}, "0 of 3 units free", "--wait")
+	h2.expect(3, []string{"sem", "run", "db", "--wait", "0", "--", "true"}, "0 of 3 units free")
+	h2.expect(3, []string{"sem", "run", "db", "--wait", "200ms", "--", "true"}, "waited 200ms")
 	st := jsonOf(t, h2.must("sem", "status", "db", "--json").stdout)
 	if num(t, st, "held") != 3 || num(t, st, "free") != 0 || len(st["holders"].([]any)) != 2 {
 		t.Fatalf("status: %v", st)

@@ -136,9 +136,9 @@ baton sem run.`,
 	runCmd := &cobra.Command{
 		Use:   "run NAME [--weight W] [--wait DUR] [--ttl DUR] -- CMD [ARG...]",
 		Short: "Hold a permit while a command runs",
-		Long: `Take a permit (waiting up to --wait), start CMD, renew the permit every third
-of its TTL while CMD runs, and release it when CMD exits; baton exits with
-CMD's exit code. CMD sees BATON_SEM, BATON_SEM_INDEX, BATON_SEM_UNITS (its
+		Long: `Take a permit, waiting for it as long as it takes (or up to --wait; --wait 0
+does not wait), start CMD, renew the permit every third of its TTL while CMD
+runs, and release it when CMD exits; baton exits with CMD's exit code. CMD sees BATON_SEM, BATON_SEM_INDEX, BATON_SEM_UNITS (its
 units, comma-separated), BATON_PERMIT and BATON_FENCE.
 
 If the permit is lost while CMD runs (its units expired or were taken), CMD's
@@ -147,7 +147,8 @@ renewals keep failing, baton stops CMD in time for it to be dead before the
 server could free the units. SIGINT and SIGTERM sent to baton are passed to
 CMD; before CMD starts they cancel the wait.`,
 		Example: `  baton sem run test-db -- go test ./...
-  baton sem run build-slots --weight 2 --wait 30m -- make -j2`,
+  baton sem run build-slots --weight 2 --wait 30m -- make -j2
+  baton sem run test-db --wait 0 -- ./suite.sh   # exit 3 at once if it is full`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if cmd.ArgsLenAtDash() != 1 || len(args) < 2 {
 				return cmdutil.Usagef("want NAME, then -- and the command: baton sem run NAME -- CMD [ARG...]")
@@ -161,7 +162,7 @@ CMD; before CMD starts they cancel the wait.`,
 	}
 	runCmd.Flags().IntVar(&rn.Weight, "weight", 1, "how many units the permit holds")
 	runCmd.Flags().Var(rn.TTL, "ttl", "the permit's TTL, in whole seconds (renewed every third of it)")
-	runCmd.Flags().Var(rn.Wait, "wait", "wait up to this long for enough units to be free")
+	runCmd.Flags().Var(rn.Wait, "wait", "wait up to this long for enough units to be free (default: as long as it takes)")
 	runCmd.Flags().Var(rn.Grace, "grace", "time between SIGTERM and SIGKILL when CMD must stop")
 	runCmd.Flags().StringArrayVar(&rn.Meta, "meta", nil, "KEY=VALUE to record with the permit (repeatable)")
 	cmd.AddCommand(runCmd)

@@ -69,8 +69,12 @@ func acquireOpts(o *Options) ([]sem.AcquireOption, error) {
 	return []sem.AcquireOption{sem.WithWeight(o.Weight), sem.WithTTL(o.TTL.D), sem.WithMeta(meta)}, nil
 }
 
-// take acquires a permit, waiting up to --wait.
+// take acquires a permit, waiting up to --wait (run: without a bound
+// unless --wait is given).
 func take(ctx context.Context, o *Options, ss *sem.Semaphores, opts []sem.AcquireOption) (*sem.Permit, error) {
+	if o.Verb == "run" && !o.Wait.IsSet() {
+		return ss.Acquire(ctx, o.Name, opts...)
+	}
 	if o.Wait.D <= 0 {
 		return ss.TryAcquire(ctx, o.Name, opts...)
 	}
