@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/hostlocal"
+	"github.com/batonhq/baton/internal/waitline"
 	"github.com/batonhq/baton/kv"
 )
 
@@ -81,35 +82,82 @@ func WithGrace(d time.Duration) AcquireOption {
 // acquirers while enough units looked free.
 const maxTries = 4
 
-// TryAcquire takes a permit of semaphore name if enough units are free,
-// without waiting: a *FullError (ErrFull) when they are not. Units held
-// by dead processes of this host are freed on the way.
+// TryAcquire takes a permit of semaphore name if enough units are free
+// and nobody waits for them, without waiting: a *FullError (ErrFull) when
+// they are not. Units held by dead processes of this host are freed on the
+// way.
 func (s *Semaphores) TryAcquire(ctx context.Context, name string, opts ...AcquireOption) (*Permit, error) {
 	cfg, c, err := s.prepare(ctx, name, opts)
 	if err != nil {
 		return nil, err
 	}
-	p, st, err := s.try(ctx, c, cfg)
+	p, v, err := s.try(ctx, c, cfg, false)
 	if errors.Is(err, kv.ErrConflict) {
 		// Others took the units it went for, maxTries times over.
-		return nil, s.full(c, cfg.weight, st)
+		return nil, s.full(c, cfg.weight, v)
 	}
 	return p, err
 }
 
 // Acquire takes a permit of semaphore name, waiting while too few units
-// are free, until ctx is done. It is woken by the semaphore's watch when a
-// unit is released or expires, and by the exit of a holder's process on
-// this host, not by polling. When ctx ends first, the error wraps both the
-// *FullError and ctx's error.
+// are free, until ctx is done. Waiters are served in the order they began
+// to wait: each takes a place in the semaphore's line (internal/waitline),
+// and only the first in line takes units; a waiter asking for more units
+// than are free holds up those behind it rather than be passed forever.
+// The first in line is woken by the semaphore's watch when a unit is
+// released or expires, and by the exit of a holder's process on this host;
+// the others by the waiter ahead of them leaving. When ctx ends first, the
+// error wraps both the *FullError and ctx's error.
 func (s *Semaphores) Acquire(ctx context.Context, name string, opts ...AcquireOption) (*Permit, error) {
 	cfg, c, err := s.prepare(ctx, name, opts)
 	if err != nil {
 		return nil, err
 	}
-	// The watch starts before the first try, so that a release between
-	// the try and the wait is not missed.
-	w, err := s.bucket.Watch(ctx, "sem."+name+".*", kv.UpdatesOnly())
+	p, _, err := s.try(ctx, c, cfg, false)
+	switch {
+	case p != nil:
+		return p, nil
+	case !errors.Is(err, ErrFull) && !errors.Is(err, kv.ErrConflict):
+		return nil, err
+	}
+	line := s.line(name)
+	var place *waitline.Place
+	defer func() {
+		if place != nil {
+			lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.bucket.Client().Timeout())
+			defer cancel()
+			place.Leave(lctx)
+		}
+	}()
+	for {
+		if place == nil {
+			if place, err = line.Join(ctx, cfg.weight); err != nil {
+				return nil, err
+			}
+		}
+		err := place.Turn(ctx)
+		if errors.Is(err, waitline.ErrLostPlace) {
+			place = nil // its ticket expired (renewals failed): to the back
+			continue
+		}
+		if err != nil {
+			return nil, errors.Join(s.waiting(c, cfg.weight), err)
+		}
+		return s.first(ctx, c, cfg)
+	}
+}
+
+// waiting is the *FullError of a waiter whose wait ended.
+func (s *Semaphores) waiting(c Config, weight int) error {
+	return &FullError{Name: c.Name, Max: c.Max, Weight: weight, Free: -1}
+}
+
+// first takes the permit as the first in line: it tries, and waits for a
+// unit to be freed or a holder of this host to exit, until it has it.
+func (s *Semaphores) first(ctx context.Context, c Config, cfg acquireConfig) (*Permit, error) {
+	// The watch starts before the try, so that a release between the two
+	// is not missed.
+	w, err := s.bucket.Watch(ctx, "sem."+c.Name+".*", kv.UpdatesOnly())
 	if err != nil {
 		return nil, err
 	}
@@ -117,7 +165,7 @@ func (s *Semaphores) Acquire(ctx context.Context, name string, opts ...AcquireOp
 	exits := newExitWait(ctx)
 	defer exits.stop()
 	for {
-		p, st, err := s.try(ctx, c, cfg)
+		p, v, err := s.try(ctx, c, cfg, true)
 		switch {
 		case p != nil:
 			return p, nil
@@ -126,7 +174,7 @@ func (s *Semaphores) Acquire(ctx context.Context, name string, opts ...AcquireOp
 		case !errors.Is(err, ErrFull):
 			return nil, err
 		}
-		exits.watch(s, st)
+		exits.watch(s, v.units)
 		// Sleep until a unit is freed (released, expired) or a holder of
 		// this host exits; a unit taken or renewed frees nothing.
 		for woke := false; !woke; {
@@ -138,7 +186,7 @@ func (s *Semaphores) Acquire(ctx context.Context, name string, opts ...AcquireOp
 				if e == nil || e.Live() {
 					continue
 				}
-				if i, ok := unitOf(name, e.Key); ok && i < c.Max {
+				if i, ok := unitOf(c.Name, e.Key); ok && i < c.Max {
 					s.setTomb(e.Key, e.Revision)
 					woke = true
 				}
@@ -168,32 +216,33 @@ func (s *Semaphores) prepare(ctx context.Context, name string, opts []AcquireOpt
 	return cfg, c, nil
 }
 
-// try reads the units and creates weight free ones, the lowest first, all
-// at once; a create that loses undoes the others and, while enough units
-// still look free, tries again (maxTries in all: then the conflict is
-// returned). It returns the units as last seen, for a waiter.
-func (s *Semaphores) try(ctx context.Context, c Config, cfg acquireConfig) (*Permit, []unitState, error) {
+// try reads the semaphore and creates weight free units, the lowest
+// first, all at once; a create that loses undoes the others and, while
+// enough units still look free, tries again (maxTries in all: then the
+// conflict is returned). Unless first (in line), it takes nothing while
+// anyone waits. It returns the semaphore as last read, for a waiter.
+func (s *Semaphores) try(ctx context.Context, c Config, cfg acquireConfig, first bool) (*Permit, view, error) {
 	for attempt := 1; ; attempt++ {
-		st, err := s.units(ctx, c)
+		v, err := s.read(ctx, c)
 		if err != nil {
-			return nil, nil, err
+			return nil, v, err
 		}
-		s.reap(ctx, c, st)
+		s.reap(ctx, c, v.units)
 		var free []int
-		for _, u := range st {
+		for _, u := range v.units {
 			if !u.live {
 				free = append(free, u.unit)
 			}
 		}
-		if len(free) < cfg.weight {
-			return nil, st, s.full(c, cfg.weight, st)
+		if len(free) < cfg.weight || (!first && len(v.waiters) > 0) {
+			return nil, v, s.full(c, cfg.weight, v)
 		}
 		p, err := s.take(ctx, c, cfg, free[:cfg.weight])
 		if err == nil {
-			return p, st, nil
+			return p, v, nil
 		}
 		if !errors.Is(err, kv.ErrConflict) || attempt == maxTries {
-			return nil, st, err
+			return nil, v, err
 		}
 	}
 }
@@ -265,15 +314,16 @@ func (s *Semaphores) take(ctx context.Context, c Config, cfg acquireConfig, unit
 	return s.hold(c, id, cfg, held, sent), nil
 }
 
-// full is the *FullError of a try that found too few free units.
-func (s *Semaphores) full(c Config, weight int, st []unitState) error {
+// full is the *FullError of a try that found too few free units, or
+// others waiting for them.
+func (s *Semaphores) full(c Config, weight int, v view) error {
 	free := 0
-	for _, u := range st {
+	for _, u := range v.units {
 		if !u.live {
 			free++
 		}
 	}
-	return &FullError{Name: c.Name, Max: c.Max, Weight: weight, Free: free, Holders: holdersOf(st)}
+	return &FullError{Name: c.Name, Max: c.Max, Weight: weight, Free: free, Waiting: len(v.waiters), Holders: holdersOf(v.units)}
 }
 
 // exitWait waits for the processes of this host's holders to exit, and

@@ -58,13 +58,23 @@ type FullError struct {
 	Max    int
 	Weight int
 	Free   int
+	// Free is -1 for a waiter whose wait ended (its context) before its
+	// turn came or its units were free.
+	// Waiting is how many wait in line ahead of any newcomer.
+	Waiting int
 	// Holders are the permits holding units, as last seen.
 	Holders []Holder
 }
 
 func (e *FullError) Error() string {
 	var b strings.Builder
+	if e.Free < 0 {
+		return fmt.Sprintf("sem: %s: %d of its %d units asked, and the wait ended before they were free; see baton sem status %s", e.Name, e.Weight, e.Max, e.Name)
+	}
 	fmt.Fprintf(&b, "sem: %s has %d of %d units free, %d asked", e.Name, e.Free, e.Max, e.Weight)
+	if e.Waiting > 0 {
+		fmt.Fprintf(&b, ", %d waiting ahead", e.Waiting)
+	}
 	if n := len(e.Holders); n > 0 {
 		h := e.Holders[0]
 		fmt.Fprintf(&b, "; held by %d permit(s), e.g. %s (index %d, weight %d, host %s, pid %d)", n, h.Permit, h.Index, h.Weight, h.Host, h.PID)

@@ -280,13 +280,13 @@ func (s *Semaphores) Resume(ctx context.Context, name, id string) (*Permit, erro
 	if err != nil {
 		return nil, err
 	}
-	st, err := s.units(ctx, c)
+	v, err := s.read(ctx, c)
 	if err != nil {
 		return nil, err
 	}
 	var held []heldUnit
 	var ttl time.Duration
-	for _, u := range st {
+	for _, u := range v.units {
 		if u.live && u.rec != nil && u.rec.Permit == id {
 			held = append(held, heldUnit{unit: u.unit, rev: u.rev, rec: *u.rec})
 			ttl = u.ttl

@@ -13,6 +13,7 @@ import (
 
 	"github.com/batonhq/baton/hostlocal"
 	"github.com/batonhq/baton/internal/names"
+	"github.com/batonhq/baton/internal/waitline"
 	"github.com/batonhq/baton/kv"
 )
 
@@ -220,25 +221,43 @@ type unitState struct {
 	err  error // why rec is nil
 }
 
-// units reads every unit record of semaphore c: index i of the result is
-// unit i (units at or past max, left from nothing, are ignored).
-func (s *Semaphores) units(ctx context.Context, c Config) ([]unitState, error) {
-	es, err := s.bucket.Entries(ctx, "sem."+c.Name+".*")
+// view is a semaphore as one listing shows it: its units (index i is unit
+// i; units at or past max are ignored) and its waiters, first in line
+// first.
+type view struct {
+	units   []unitState
+	waiters []waitline.Waiter
+}
+
+// read lists semaphore c's units and line.
+func (s *Semaphores) read(ctx context.Context, c Config) (view, error) {
+	es, err := s.bucket.Entries(ctx, "sem."+c.Name+".>")
 	if err != nil {
-		return nil, err
+		return view{}, err
 	}
-	st := make([]unitState, c.Max)
-	for i := range st {
-		st[i].unit = i
+	return viewOf(c, es), nil
+}
+
+func viewOf(c Config, es []kv.Entry) view {
+	v := view{units: make([]unitState, c.Max), waiters: waitline.Parse(lineName(c.Name), es)}
+	for i := range v.units {
+		v.units[i].unit = i
 	}
 	for _, e := range es {
-		i, ok := unitOf(c.Name, e.Key)
-		if !ok || i >= c.Max {
-			continue
+		if i, ok := unitOf(c.Name, e.Key); ok && i < c.Max {
+			v.units[i] = stateOf(c.Name, i, e)
 		}
-		st[i] = stateOf(c.Name, i, e)
 	}
-	return st, nil
+	return v
+}
+
+// lineName is the name of semaphore name's line of waiters: tickets
+// sem.<name>.w.<id>.
+func lineName(name string) string { return "sem." + name + ".w" }
+
+// line is semaphore name's line of waiters, for this handle's process.
+func (s *Semaphores) line(name string) *waitline.Line {
+	return waitline.New(s.bucket, lineName(name), s.host, s.proc)
 }
 
 func stateOf(name string, i int, e kv.Entry) unitState {

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/batonhq/baton/kv"
 )
 
 // Holder is a permit as its unit records show it.
@@ -38,6 +40,20 @@ type Status struct {
 	Held      int       `json:"held"`
 	Free      int       `json:"free"`
 	Holders   []Holder  `json:"holders"`
+	// Waiters wait in line, first first.
+	Waiters []Waiter `json:"waiters"`
+}
+
+// Waiter is an acquirer waiting in a semaphore's line.
+type Waiter struct {
+	ID       string    `json:"id"`
+	Weight   int       `json:"weight"`
+	Host     string    `json:"host"`
+	PID      int       `json:"pid"`
+	PIDStart string    `json:"pid_start,omitempty"`
+	Since    time.Time `json:"since"`
+	// Place is the revision at which it began to wait: lower goes first.
+	Place uint64 `json:"place"`
 }
 
 // Status reads semaphore name and its holders.
@@ -46,19 +62,22 @@ func (s *Semaphores) Status(ctx context.Context, name string) (Status, error) {
 	if err != nil {
 		return Status{}, err
 	}
-	st, err := s.units(ctx, c)
+	v, err := s.read(ctx, c)
 	if err != nil {
 		return Status{}, err
 	}
-	return statusOf(c, st), nil
+	return statusOf(c, v), nil
 }
 
-func statusOf(c Config, st []unitState) Status {
-	out := Status{Name: c.Name, Max: c.Max, CreatedAt: c.CreatedAt, Holders: holdersOf(st)}
+func statusOf(c Config, v view) Status {
+	out := Status{Name: c.Name, Max: c.Max, CreatedAt: c.CreatedAt, Holders: holdersOf(v.units), Waiters: []Waiter{}}
 	if out.Holders == nil {
 		out.Holders = []Holder{}
 	}
-	for _, u := range st {
+	for _, w := range v.waiters {
+		out.Waiters = append(out.Waiters, Waiter{ID: w.ID, Weight: max(w.Weight, 1), Host: w.Host, PID: w.PID, PIDStart: w.PIDStart, Since: w.Since, Place: w.Place()})
+	}
+	for _, u := range v.units {
 		if u.live {
 			out.Held++
 		}
@@ -89,28 +108,18 @@ func (s *Semaphores) List(ctx context.Context) ([]Status, int, error) {
 		}
 		configs[name] = c
 	}
-	units := map[string][]unitState{}
-	for name, c := range configs {
-		st := make([]unitState, c.Max)
-		for i := range st {
-			st[i].unit = i
-		}
-		units[name] = st
-	}
+	per := map[string][]kv.Entry{}
 	for _, e := range es {
 		rest, _ := strings.CutPrefix(e.Key, "sem.")
-		name, _, ok := strings.Cut(rest, ".")
-		c, known := configs[name]
-		if !ok || !known {
-			continue
-		}
-		if i, ok := unitOf(name, e.Key); ok && i < c.Max {
-			units[name][i] = stateOf(name, i, e)
+		if name, _, ok := strings.Cut(rest, "."); ok {
+			if _, known := configs[name]; known {
+				per[name] = append(per[name], e)
+			}
 		}
 	}
 	out := make([]Status, 0, len(configs))
 	for name, c := range configs {
-		out = append(out, statusOf(c, units[name]))
+		out = append(out, statusOf(c, viewOf(c, per[name])))
 	}
 	slices.SortFunc(out, func(a, b Status) int { return strings.Compare(a.Name, b.Name) })
 	return out, bad, nil

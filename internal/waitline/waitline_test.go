@@ -1,0 +1,115 @@
+package waitline_test
+
+import (
+	"context"
+	"os/exec"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/batonhq/baton/hostlocal"
+	"github.com/batonhq/baton/internal/waitline"
+	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/kv/kvtest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func bucket(t *testing.T) *kv.Bucket {
+	t.Helper()
+	s := kvtest.StartServer(t)
+	c := kvtest.Connect(t, s.ClientURL())
+	b, err := c.Ensure(context.Background(), kv.BucketConfig{Name: "w", MarkerTTL: time.Minute, Replicas: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func self(t *testing.T) hostlocal.Process {
+	p, err := hostlocal.Self()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestTurn_ComesInTheOrderOfJoining(t *testing.T) {
+	b := bucket(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	l := waitline.New(b, "l", "h1", self(t))
+	a, err := l.Join(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := l.Join(ctx, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Leave(context.Background())
+	if err := a.Turn(ctx); err != nil {
+		t.Fatalf("the first's turn: %v", err)
+	}
+	short, cancelShort := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancelShort()
+	if err := c.Turn(short); err == nil {
+		t.Fatal("the second's turn came while the first waits")
+	}
+	ws, err := l.Waiters(ctx)
+	if err != nil || len(ws) != 2 || ws[0].Weight != 1 || ws[1].Weight != 2 || ws[0].Place() >= ws[1].Place() {
+		t.Fatalf("waiters = %+v, %v", ws, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- c.Turn(ctx) }()
+	a.Leave(ctx)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the second's turn did not come within 5s of the first leaving")
+	}
+}
+
+// A ticket left by a dead process of this host is removed at once, not
+// after its TTL.
+func TestTurn_ADeadWaiterOfThisHostIsRemovedAtOnce(t *testing.T) {
+	b := bucket(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.Command("sleep", "300")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	dead, err := hostlocal.LookupProcess(cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The dead one's ticket, written as its process would have (not
+	// renewed once it is gone).
+	data, _ := waitline.Ticket{ID: "gone", Host: "h1", PID: dead.PID, PIDStart: dead.Start, Since: time.Now()}.MarshalJSON()
+	if _, err := b.Create(ctx, "l.gone", data, waitline.TTL); err != nil {
+		t.Fatal(err)
+	}
+	me, err := waitline.New(b, "l", "h1", self(t)).Join(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer me.Leave(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- me.Turn(ctx) }()
+	time.Sleep(100 * time.Millisecond) // it waits behind the live process
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Second): // the ticket's TTL is 3s
+		t.Fatal("the turn did not come within 2s of the waiter ahead dying")
+	}
+}
