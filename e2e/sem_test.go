@@ -46,7 +46,7 @@ func TestSem_CreateAcquireReleaseStatusAndLs(t *testing.T) {
 	if num(t, st, "held") != 3 || num(t, st, "free") != 0 || len(st["holders"].([]any)) != 2 {
 		t.Fatalf("status: %v", st)
 	}
-	if out := h1.must("sem", "ls").stdout; !strings.Contains(out, "\ndb ") || strings.Join(strings.Fields(strings.Split(out, "\n")[1]), " ") != "db 3 3 0 2" {
+	if out := h1.must("sem", "ls").stdout; !strings.Contains(out, "\ndb ") || strings.Join(strings.Fields(strings.Split(out, "\n")[1]), " ") != "db 3 3 0 2 0" {
 		t.Fatalf("ls:\n%s", out)
 	}
 
@@ -56,6 +56,14 @@ func TestSem_CreateAcquireReleaseStatusAndLs(t *testing.T) {
 	waiter.Stdout = &out
 	if err := waiter.Start(); err != nil {
 		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the waiter in line", func() bool {
+		st := jsonOf(t, h1.must("sem", "status", "db", "--json").stdout)
+		ws := st["waiters"].([]any)
+		return len(ws) == 1 && ws[0].(map[string]any)["host"] == "h2"
+	})
+	if out := h1.must("sem", "status", "db").stdout; !strings.Contains(out, "1 waiting") || !strings.Contains(out, "waiting, first first") {
+		t.Fatalf("status with a waiter:\n%s", out)
 	}
 	h1.expect(2, []string{"sem", "release", "db"}, "--permit is required")
 	if r := h1.must("sem", "release", "db", "--permit", a["permit"].(string)); !strings.Contains(r.stdout, "released db") {

@@ -320,8 +320,8 @@ func printStatus(o *Options, st sem.Status) error {
 		return cmdutil.PrintJSON(o.F.IO.Out, st)
 	}
 	out := o.F.IO.Out
-	cmdutil.Fprintf(out, "%s: %d of %d units held, %d free\n", st.Name, st.Held, st.Max, st.Free)
-	if len(st.Holders) == 0 {
+	cmdutil.Fprintf(out, "%s: %d of %d units held, %d free, %d waiting\n", st.Name, st.Held, st.Max, st.Free, len(st.Waiters))
+	if len(st.Holders) == 0 && len(st.Waiters) == 0 {
 		return nil
 	}
 	t := cmdutil.NewTable("INDEX", "WEIGHT", "UNITS", "HOST", "PID", "ACQUIRED", "RENEWED", "PERMIT")
@@ -337,7 +337,20 @@ func printStatus(o *Options, st sem.Status) error {
 		t.Row(strconv.Itoa(h.Index), strconv.Itoa(h.Weight), strings.Join(units, ","), h.Host, strconv.Itoa(h.PID),
 			cmdutil.Since(h.AcquiredAt), cmdutil.Since(h.RenewedAt), h.Permit)
 	}
-	_, err := t.WriteTo(out)
+	if len(st.Holders) > 0 {
+		if _, err := t.WriteTo(out); err != nil {
+			return err
+		}
+	}
+	if len(st.Waiters) == 0 {
+		return nil
+	}
+	cmdutil.Fprintf(out, "waiting, first first:\n")
+	wt := cmdutil.NewTable("PLACE", "WEIGHT", "HOST", "PID", "SINCE", "WAITER")
+	for i, w := range st.Waiters {
+		wt.Row(strconv.Itoa(i+1), strconv.Itoa(w.Weight), w.Host, strconv.Itoa(w.PID), cmdutil.Since(w.Since), w.ID)
+	}
+	_, err := wt.WriteTo(out)
 	return err
 }
 
@@ -357,9 +370,9 @@ func lsRun(ctx context.Context, o *Options) error {
 		cmdutil.Fprintf(o.F.IO.Out, "no semaphores; make one with baton sem create NAME --max N\n")
 		return nil
 	}
-	t := cmdutil.NewTable("NAME", "MAX", "HELD", "FREE", "PERMITS")
+	t := cmdutil.NewTable("NAME", "MAX", "HELD", "FREE", "PERMITS", "WAITING")
 	for _, st := range all {
-		t.Row(st.Name, strconv.Itoa(st.Max), strconv.Itoa(st.Held), strconv.Itoa(st.Free), strconv.Itoa(len(st.Holders)))
+		t.Row(st.Name, strconv.Itoa(st.Max), strconv.Itoa(st.Held), strconv.Itoa(st.Free), strconv.Itoa(len(st.Holders)), strconv.Itoa(len(st.Waiters)))
 	}
 	if _, err := t.WriteTo(o.F.IO.Out); err != nil {
 		return err
