@@ -188,7 +188,7 @@ func TestMCP_ToolsAreListedWithSchemasAndBadArgumentsAreErrors(t *testing.T) {
 		got[tool.Name] = tool
 	}
 	for _, name := range []string{"claim_slot", "heartbeat", "release_slot", "who_holds", "list_sessions",
-		"acquire_lease", "release_lease", "leader", "doctor", "queue_add", "queue_status", "queue_get"} {
+		"acquire_lease", "release_lease", "leader", "acquire_permit", "release_permit", "sem_status", "doctor", "queue_add", "queue_status", "queue_get"} {
 		tool := got[name]
 		if tool == nil {
 			t.Errorf("tools/list has no %s", name)
@@ -511,4 +511,40 @@ func mustJSON(t *testing.T, v any) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// Permits: the agent is their holder, the second agent is told the pool
+// is full and waits its turn, and a release hands the unit over.
+func TestMCP_PermitsOfASemaphore(t *testing.T) {
+	w := newWorld(t)
+	h := w.host("host-a")
+	h.must("sem", "create", "gpu", "--max", "1")
+	a := h.mcpAgent(t, "agent-a")
+	b := w.host("host-b").mcpAgent(t, "agent-b")
+	out, text, isErr := a.call("acquire_permit", map[string]any{"name": "gpu"})
+	if isErr || out["acquired"] != true {
+		t.Fatalf("acquire_permit: %s %v", text, out)
+	}
+	permit := out["permit"].(map[string]any)
+	if int(permit["pid"].(float64)) != a.cmd.Process.Pid || permit["index"].(float64) != 0 {
+		t.Errorf("the permit: %v; want index 0 held by the agent's pid %d", permit, a.cmd.Process.Pid)
+	}
+	out, text, isErr = b.call("acquire_permit", map[string]any{"name": "gpu"})
+	if !isErr || out["reason"] != "full" {
+		t.Fatalf("second acquire_permit: %s %v; want refused: full", text, out)
+	}
+	got := make(chan map[string]any, 1)
+	go func() {
+		out, _, _ := b.call("acquire_permit", map[string]any{"name": "gpu", "wait_seconds": 20})
+		got <- out
+	}()
+	waitFor(t, 10*time.Second, "agent-b in line", func() bool {
+		return len(jsonOf(t, h.must("sem", "status", "gpu", "--json").stdout)["waiters"].([]any)) == 1
+	})
+	if out, text, isErr = a.call("release_permit", map[string]any{"permit": permit["permit"]}); isErr || out["released"] != true {
+		t.Fatalf("release_permit: %s %v", text, out)
+	}
+	if out := <-got; out["acquired"] != true {
+		t.Fatalf("agent-b's wait: %v; want the permit once agent-a released it", out)
+	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/batonhq/baton/hostlocal"
 	"github.com/batonhq/baton/lease"
 	"github.com/batonhq/baton/queue"
+	"github.com/batonhq/baton/sem"
 	"github.com/batonhq/baton/session"
 )
 
@@ -72,6 +73,7 @@ type Conn struct {
 	Sessions *session.Manager
 	Leases   *lease.Leases
 	Queues   *queue.Queues
+	Sems     *sem.Semaphores
 }
 
 // Server is an MCP server of baton's tools for one agent. Serve it once.
@@ -84,14 +86,16 @@ type Server struct {
 	conn   *Conn
 	group  *session.KeepGroup // the held slots' one watch, made with conn
 
-	mu         sync.Mutex
-	held       map[string]*hold
-	leaseHolds map[string]*leaseHold
-	lost       []LostSlot  // slot losses not yet reported in a tool result
-	lostLeases []LostLease // lease losses likewise
-	ss         *mcp.ServerSession
-	wg         sync.WaitGroup // the loss watchers and background closes
-	feed       statusFeed
+	mu          sync.Mutex
+	held        map[string]*hold
+	leaseHolds  map[string]*leaseHold
+	permitHolds map[string]*permitHold
+	lost        []LostSlot   // slot losses not yet reported in a tool result
+	lostLeases  []LostLease  // lease losses likewise
+	lostPermits []LostPermit // permit losses likewise
+	ss          *mcp.ServerSession
+	wg          sync.WaitGroup // the loss watchers and background closes
+	feed        statusFeed
 	// recent are slots lost and already reported, so that a heartbeat of
 	// one says it was lost rather than "not held"; a claim clears it.
 	recent map[string]LostSlot
@@ -125,12 +129,13 @@ func New(connect func(context.Context) (*Conn, error), opts ...Option) (*Server,
 		}
 		cfg.agent = p
 	}
-	s := &Server{connect: connect, cfg: cfg, held: map[string]*hold{}, leaseHolds: map[string]*leaseHold{}, recent: map[string]LostSlot{}}
+	s := &Server{connect: connect, cfg: cfg, held: map[string]*hold{}, leaseHolds: map[string]*leaseHold{}, permitHolds: map[string]*permitHold{}, recent: map[string]LostSlot{}}
 	s.life, s.endLife = context.WithCancel(context.Background())
 	s.srv = mcp.NewServer(&mcp.Implementation{Name: "baton", Title: "baton: slots, leases and queues for agent fleets", Version: cfg.version},
 		&mcp.ServerOptions{Instructions: instructions, SubscribeHandler: s.subscribe, UnsubscribeHandler: s.unsubscribe})
 	s.addTools()
 	s.addLeaseTools()
+	s.addPermitTools()
 	s.addInspectTools()
 	s.addStatusResource()
 	return s, nil
@@ -142,7 +147,7 @@ Before working on something shared (a repository, a branch, a deploy target), ca
 If it is refused, another agent holds the slot: do not work on it; call claim_slot again later.
 While you hold a slot this server renews it for you; call heartbeat now and then with a short progress message.
 When done, call release_slot with result success or fail. If a result lists lost_slots, stop working on those slots at once.
-acquire_lease / release_lease guard short exclusive actions the same way; leader says who leads a baton lead election; who_holds, list_sessions, doctor and the baton://status resource show the state; queue_add, queue_status and queue_get use work queues.`
+acquire_lease / release_lease guard short exclusive actions the same way; acquire_permit / release_permit take a place in a shared pool only so many may use at once (a test database, a GPU) and give you an index to pick your copy by; leader says who leads a baton lead election; who_holds, list_sessions, doctor and the baton://status resource show the state; queue_add, queue_status and queue_get use work queues.`
 
 // Serve runs the server on t until the client disconnects, the agent
 // process exits (WithAgentProcess) or ctx is done: each is a normal stop.
@@ -239,6 +244,14 @@ func (s *Server) releaseAll(result string) error {
 	for _, key := range keys {
 		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.closeTimeout)
 		err := s.releaseLeaseKey(ctx, key)
+		cancel()
+		if err != nil && !errors.Is(err, ErrNotHeld) {
+			errs = append(errs, err)
+		}
+	}
+	for _, id := range s.heldPermits() {
+		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.closeTimeout)
+		err := s.releasePermitID(ctx, id)
 		cancel()
 		if err != nil && !errors.Is(err, ErrNotHeld) {
 			errs = append(errs, err)
@@ -415,7 +428,7 @@ func (s *Server) report(line string, data map[string]any) {
 func (s *Server) drainLost() Lost {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := Lost{LostSlots: s.lost, LostLeases: s.lostLeases}
-	s.lost, s.lostLeases = nil, nil
+	out := Lost{LostSlots: s.lost, LostLeases: s.lostLeases, LostPermits: s.lostPermits}
+	s.lost, s.lostLeases, s.lostPermits = nil, nil, nil
 	return out
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/batonhq/baton/kv/kvtest"
 	"github.com/batonhq/baton/lease"
 	"github.com/batonhq/baton/mcpserver"
+	"github.com/batonhq/baton/sem"
 	"github.com/batonhq/baton/session"
 )
 
@@ -49,7 +50,14 @@ func newEnv(t *testing.T, s *kvserver.Server) *env {
 	if err := ls.Ensure(context.Background(), 1); err != nil {
 		t.Fatal(err)
 	}
-	conn := &mcpserver.Conn{Sessions: m, Leases: ls}
+	ss, err := sem.New(c, sem.WithHostID("h1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ss.Ensure(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	conn := &mcpserver.Conn{Sessions: m, Leases: ls, Sems: ss}
 	srv, err := mcpserver.New(func(context.Context) (*mcpserver.Conn, error) { return conn, nil }, mcpserver.WithCloseTimeout(time.Second))
 	if err != nil {
 		t.Fatal(err)

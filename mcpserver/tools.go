@@ -45,8 +45,9 @@ type LostSlot struct {
 
 // Lost is part of every tool's output.
 type Lost struct {
-	LostSlots  []LostSlot  `json:"lost_slots,omitempty" jsonschema:"slots you held that were lost since the last tool result: stop working on them now"`
-	LostLeases []LostLease `json:"lost_leases,omitempty" jsonschema:"leases you held that were lost since the last tool result: stop what they guard now"`
+	LostSlots   []LostSlot   `json:"lost_slots,omitempty" jsonschema:"slots you held that were lost since the last tool result: stop working on them now"`
+	LostLeases  []LostLease  `json:"lost_leases,omitempty" jsonschema:"leases you held that were lost since the last tool result: stop what they guard now"`
+	LostPermits []LostPermit `json:"lost_permits,omitempty" jsonschema:"semaphore permits you held that were lost since the last tool result: stop using what they guard now"`
 }
 
 // text is the losses as a tail of a one-line summary.
@@ -54,6 +55,9 @@ func (l Lost) text() string {
 	var b strings.Builder
 	for _, x := range l.LostSlots {
 		fmt.Fprintf(&b, "; LOST slot %s (%s): stop working on it", x.Slot, x.How)
+	}
+	for _, x := range l.LostPermits {
+		fmt.Fprintf(&b, "; LOST permit %s of %s: stop using what it guards", x.Permit, x.Name)
 	}
 	for _, x := range l.LostLeases {
 		fmt.Fprintf(&b, "; LOST lease %s: stop what it guards", x.Key)

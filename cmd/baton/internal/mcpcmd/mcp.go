@@ -16,6 +16,7 @@ import (
 	"github.com/batonhq/baton/hostlocal"
 	"github.com/batonhq/baton/lease"
 	"github.com/batonhq/baton/mcpserver"
+	"github.com/batonhq/baton/sem"
 )
 
 // Options are mcp's inputs.
@@ -86,7 +87,11 @@ func mcpRun(ctx context.Context, o *Options) error {
 		if err != nil {
 			return nil, err
 		}
-		return &mcpserver.Conn{Sessions: m, Leases: ls, Queues: qs}, nil
+		ss, err := f.Semaphores(ctx, []sem.Option{sem.WithProcess(agent)})
+		if err != nil {
+			return nil, err
+		}
+		return &mcpserver.Conn{Sessions: m, Leases: ls, Queues: qs, Sems: ss}, nil
 	}
 	srv, err := mcpserver.New(connect, mcpserver.WithAgentProcess(agent), mcpserver.WithVersion(cmdutil.Version()), mcpserver.WithLog(f.IO.ErrOut))
 	if err != nil {
