@@ -10,6 +10,7 @@ import (
 	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/lease"
 	"github.com/batonhq/baton/queue"
+	"github.com/batonhq/baton/sem"
 	"github.com/batonhq/baton/session"
 )
 
@@ -71,6 +72,7 @@ type Checker struct {
 	m          *session.Manager
 	ls         *lease.Leases
 	qs         *queue.Queues
+	ss         *sem.Semaphores
 	now        func() time.Time
 	staleAfter time.Duration
 	maxSkew    time.Duration
@@ -162,6 +164,11 @@ func (c *Checker) Run(ctx context.Context) (*Report, error) {
 	}
 	if c.qs != nil {
 		if err := c.checkQueues(ctx, r, listing); err != nil {
+			return nil, err
+		}
+	}
+	if c.ss != nil {
+		if err := c.checkSems(ctx, r); err != nil {
 			return nil, err
 		}
 	}

@@ -54,20 +54,26 @@ func (c *Checker) checkLeases(ctx context.Context, r *Report) error {
 	return nil
 }
 
+// expiryGrace is how long past its TTL a key may still be listed before
+// it is a finding: the server expires keys on a tick, within a second.
+const expiryGrace = 2 * time.Second
+
 // leaseFindings judges one lease at the server time now; candidates holds
 // the keys of live candidacies.
 func (c *Checker) leaseFindings(in *lease.Info, now time.Time, candidates map[string]bool) []Finding {
 	var out []Finding
 	t := session.TimingAt(in.Written, in.TTL, now, c.staleAfter)
-	switch t.State {
-	case session.StateExpiring:
+	switch {
+	case t.State == session.StateExpiring && -t.Left < expiryGrace:
+		// The server removes it at its next expiry tick: nothing to say.
+	case t.State == session.StateExpiring:
 		out = append(out, Finding{
 			Kind: KindExpiredVisible, Key: in.Key,
 			Detail: fmt.Sprintf("lease %s (instance %s, fence %d) expired %s ago by the server's clock and is still there",
 				in.Key, in.Holder, in.Fence, (-t.Left).Round(time.Millisecond)),
 			Action: "the server removes expired keys within a second; one that stays points at a stuck server (see its logs)",
 		})
-	case session.StateStale:
+	case t.State == session.StateStale:
 		if strings.HasPrefix(in.Key, "leader.") || strings.HasPrefix(in.Key, "candidate.") {
 			break // kept by a process that retries its renewals; it expires by itself
 		}

@@ -25,7 +25,8 @@ func TestLeaseFindings(t *testing.T) {
 	}{
 		{"fresh", in("job", "i1"), time.Second, nil},
 		{"stale after half its TTL", in("job", "i1"), 6 * time.Second, []string{KindStale}},
-		{"expired but still listed", in("job", "i1"), 11 * time.Second, []string{KindExpiredVisible}},
+		{"expired a moment ago: the server's next tick removes it", in("job", "i1"), 10*time.Second + 500*time.Millisecond, nil},
+		{"expired but still listed", in("job", "i1"), 13 * time.Second, []string{KindExpiredVisible}},
 		{"a leader that is a candidate", in("leader.bot", "i1"), time.Second, nil},
 		{"a leader late with a renewal is not reaped", in("leader.bot", "i1"), 6 * time.Second, nil},
 		{"a leader that is no candidate", in("leader.bot", "i2"), time.Second, []string{KindLeaderWithoutCandidate}},

@@ -147,10 +147,11 @@ func TestDoctor_MissingBucketsAreCreatedByFix(t *testing.T) {
 	w := newWorld(t)
 	h := w.host("host-a")
 	found, _, code := h.findings("--prefix", "fresh")
-	if code != 7 || len(found["bucket_missing"]) != 3 || !strings.Contains(found["bucket_missing"][0]["action"].(string), "baton up") {
+	if code != 7 || len(found["bucket_missing"]) != 4 || !strings.Contains(found["bucket_missing"][0]["action"].(string), "baton up") {
 		t.Fatalf("doctor without buckets: exit %d, %v", code, found)
 	}
 	h.must("doctor", "--fix", "--prefix", "fresh")
 	h.must("join", "s", "--task", "T", "--prefix", "fresh")
 	h.must("queue", "create", "q", "--prefix", "fresh")
+	h.must("sem", "create", "s", "--max", "1", "--prefix", "fresh")
 }

@@ -40,6 +40,9 @@ var (
 	ErrUndecodable = errors.New("sem: record does not decode")
 )
 
+// errTicket is a waiter's ticket that does not decode.
+var errTicket = fmt.Errorf("%w: a waiter's ticket", ErrUndecodable)
+
 // ExistsError is the semaphore found in the way of a Create.
 type ExistsError struct {
 	Name string

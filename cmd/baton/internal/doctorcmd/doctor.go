@@ -78,7 +78,12 @@ func doctorRun(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
-	c := doctor.New(m, doctor.WithStaleAfter(o.StaleAfter.D), doctor.WithReplicas(o.Replicas), doctor.WithLeases(ls), doctor.WithQueues(qs))
+	ss, err := o.F.Semaphores(ctx, nil)
+	if err != nil {
+		return unreachable(o, err)
+	}
+	c := doctor.New(m, doctor.WithStaleAfter(o.StaleAfter.D), doctor.WithReplicas(o.Replicas), doctor.WithLeases(ls), doctor.WithQueues(qs),
+		doctor.WithSemaphores(ss))
 	r, err := c.Run(ctx)
 	if err != nil {
 		return unreachable(o, err)
