@@ -199,19 +199,31 @@ func (s *Semaphores) first(ctx context.Context, c Config, cfg acquireConfig) (*P
 	}
 }
 
-func (s *Semaphores) prepare(ctx context.Context, name string, opts []AcquireOption) (acquireConfig, Config, error) {
+func (s *Semaphores) options(opts []AcquireOption) (acquireConfig, error) {
 	cfg := acquireConfig{weight: 1, ttl: DefaultTTL, keepAlive: true}
 	for _, o := range opts {
 		if err := o(&cfg); err != nil {
-			return cfg, Config{}, err
+			return cfg, err
 		}
+	}
+	return cfg, nil
+}
+
+func (s *Semaphores) tooHeavy(c Config, weight int) error {
+	return fmt.Errorf("%w: weight %d: semaphore %s has %d units", ErrInvalid, weight, c.Name, c.Max)
+}
+
+func (s *Semaphores) prepare(ctx context.Context, name string, opts []AcquireOption) (acquireConfig, Config, error) {
+	cfg, err := s.options(opts)
+	if err != nil {
+		return cfg, Config{}, err
 	}
 	c, err := s.Config(ctx, name)
 	if err != nil {
 		return cfg, c, err
 	}
 	if cfg.weight > c.Max {
-		return cfg, c, fmt.Errorf("%w: weight %d: semaphore %s has %d units", ErrInvalid, cfg.weight, name, c.Max)
+		return cfg, c, s.tooHeavy(c, cfg.weight)
 	}
 	return cfg, c, nil
 }
