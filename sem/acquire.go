@@ -186,9 +186,23 @@ func (s *Semaphores) first(ctx context.Context, c Config, cfg acquireConfig) (*P
 				if e == nil || e.Live() {
 					continue
 				}
-				if i, ok := unitOf(c.Name, e.Key); ok && i < c.Max {
-					s.setTomb(e.Key, e.Revision)
-					woke = true
+				i, ok := unitOf(c.Name, e.Key)
+				if !ok || i >= c.Max {
+					continue
+				}
+				s.setTomb(e.Key, e.Revision)
+				if cfg.weight > 1 {
+					woke = true // read what else is free
+					continue
+				}
+				// The unit just freed is the one it needs: take it at once,
+				// over the tombstone the watch brought, without a read.
+				p, err := s.take(ctx, c, cfg, []int{i})
+				switch {
+				case err == nil:
+					return p, nil
+				case !errors.Is(err, kv.ErrConflict):
+					return nil, err
 				}
 			case <-exits.c:
 				woke = true

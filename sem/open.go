@@ -3,17 +3,23 @@ package sem
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 
-	"github.com/batonhq/baton/internal/waitline"
 	"github.com/batonhq/baton/kv"
 )
 
-// Semaphore is one semaphore with its units and line kept from a watch,
-// for a process that takes permits of it often (a gateway, a harness):
-// TryAcquire decides from the view and costs one compare-and-set per
-// unit, where Semaphores.TryAcquire reads the semaphore first. Close it
-// when done.
+// Semaphore is one semaphore kept open by a process that takes permits of
+// it often (a gateway, a harness): an uncontended TryAcquire is one
+// compare-and-set create per unit, where Semaphores.TryAcquire reads the
+// semaphore first.
+//
+// It goes by what it knows of the units (read when it is opened, then its
+// own permits' writes) and watches only the semaphore's line: it takes
+// units it believes free at once, and reads the semaphore when that
+// belief is wrong (a create loses to another process's permit) or when it
+// believes too few are free. While anyone waits in the line it takes
+// nothing, as TryAcquire does not. Close it when done.
 type Semaphore struct {
 	s    *Semaphores
 	c    Config
@@ -21,35 +27,36 @@ type Semaphore struct {
 	stop context.CancelFunc
 	done chan struct{}
 
-	mu    sync.Mutex
-	units []unitState
-	line  map[string]kv.Entry // the live tickets of the line, by key
-	ready bool
-	err   error // the watch ended
+	mu      sync.Mutex
+	known   []knownUnit         // by unit
+	waiting map[string]struct{} // the live tickets of the line
+	err     error               // the watch ended
 }
 
-// Open returns semaphore name with a view kept from a watch of its
-// records; it returns once the view holds them all.
+// knownUnit is what a Semaphore last knew of a unit: its revision, and
+// whether it was held then.
+type knownUnit struct {
+	rev  uint64
+	live bool
+}
+
+// Open reads semaphore name and starts the watch of its line.
 func (s *Semaphores) Open(ctx context.Context, name string) (*Semaphore, error) {
 	c, err := s.Config(ctx, name)
 	if err != nil {
 		return nil, err
 	}
 	wctx, stop := context.WithCancel(context.Background())
-	w, err := s.bucket.Watch(wctx, "sem."+name+".>")
+	w, err := s.bucket.Watch(wctx, lineName(name)+".*")
 	if err != nil {
 		stop()
 		return nil, err
 	}
-	h := &Semaphore{s: s, c: c, w: w, stop: stop, done: make(chan struct{}), units: make([]unitState, c.Max), line: map[string]kv.Entry{}}
-	for i := range h.units {
-		h.units[i].unit = i
-	}
+	h := &Semaphore{s: s, c: c, w: w, stop: stop, done: make(chan struct{}), known: make([]knownUnit, c.Max), waiting: map[string]struct{}{}}
 	ready := make(chan struct{})
 	go h.follow(ready)
 	select {
 	case <-ready:
-		return h, nil
 	case <-h.done:
 		h.Close()
 		return nil, h.err
@@ -57,30 +64,31 @@ func (s *Semaphores) Open(ctx context.Context, name string) (*Semaphore, error) 
 		h.Close()
 		return nil, ctx.Err()
 	}
+	v, err := s.read(ctx, c)
+	if err != nil {
+		h.Close()
+		return nil, err
+	}
+	h.learn(v)
+	return h, nil
 }
 
-// follow applies the watch to the view until it ends.
+// follow keeps the line's tickets from the watch until it ends.
 func (h *Semaphore) follow(ready chan struct{}) {
 	defer close(h.done)
-	line := lineName(h.c.Name) + "."
+	started := false
 	for e := range h.w.Updates() {
 		h.mu.Lock()
 		switch {
 		case e == nil:
-			if !h.ready {
-				h.ready = true
+			if !started {
+				started = true
 				close(ready)
 			}
-		case len(e.Key) > len(line) && e.Key[:len(line)] == line:
-			if e.Live() {
-				h.line[e.Key] = *e
-			} else {
-				delete(h.line, e.Key)
-			}
+		case e.Live() && !strings.Contains(strings.TrimPrefix(e.Key, lineName(h.c.Name)+"."), "."):
+			h.waiting[e.Key] = struct{}{}
 		default:
-			if i, ok := unitOf(h.c.Name, e.Key); ok && i < h.c.Max {
-				h.units[i] = stateOf(h.c.Name, i, *e)
-			}
+			delete(h.waiting, e.Key)
 		}
 		h.mu.Unlock()
 	}
@@ -89,18 +97,51 @@ func (h *Semaphore) follow(ready chan struct{}) {
 	h.mu.Unlock()
 }
 
-// view is a copy of the view now.
-func (h *Semaphore) view() view {
+// learn takes what a read of the semaphore showed.
+func (h *Semaphore) learn(v view) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	v := view{units: make([]unitState, len(h.units))}
-	copy(v.units, h.units)
-	es := make([]kv.Entry, 0, len(h.line))
-	for _, e := range h.line {
-		es = append(es, e)
+	for _, u := range v.units {
+		h.known[u.unit] = knownUnit{rev: u.rev, live: u.live}
 	}
-	v.waiters = waitline.Parse(lineName(h.c.Name), es)
-	return v
+}
+
+// took and freed record this handle's own writes.
+func (h *Semaphore) took(p *Permit) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, u := range p.held() {
+		h.known[u.unit] = knownUnit{rev: u.rev, live: true}
+	}
+}
+
+// free is the first n units believed free, unless fewer are or anyone
+// waits. A unit is believed free if it was when last seen, or a permit of
+// this process has released it since (its tombstone is newer).
+func (h *Semaphore) free(n int) ([]int, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.waiting) > 0 {
+		return nil, false
+	}
+	var units []int
+	for i, k := range h.known {
+		key := unitKey(h.c.Name, i)
+		tomb := h.s.tomb(key)
+		switch {
+		case tomb > k.rev:
+			h.known[i] = knownUnit{rev: tomb}
+		case k.live:
+			continue
+		case k.rev > 0 && tomb == 0:
+			h.s.setTomb(key, k.rev)
+		}
+		units = append(units, i)
+		if len(units) == n {
+			return units, true
+		}
+	}
+	return nil, false
 }
 
 // Name is the semaphore's name.
@@ -109,15 +150,25 @@ func (h *Semaphore) Name() string { return h.c.Name }
 // Max is the semaphore's max.
 func (h *Semaphore) Max() int { return h.c.Max }
 
-// Status is the semaphore as the view shows it now.
-func (h *Semaphore) Status() Status { return statusOf(h.c, h.view()) }
+// Waiting is how many wait in the semaphore's line, as the watch shows.
+func (h *Semaphore) Waiting() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.waiting)
+}
 
-// TryAcquire is Semaphores.TryAcquire decided from the view: while it shows
-// enough units free and nobody waiting, one compare-and-set create per unit
-// (over the tombstones it saw). When the view was wrong (another process
-// took a unit first) or shows too few free units, it reads the semaphore
-// as Semaphores.TryAcquire does, freeing units of dead processes of this
-// host on the way.
+// Status reads the semaphore.
+func (h *Semaphore) Status(ctx context.Context) (Status, error) {
+	v, err := h.s.read(ctx, h.c)
+	if err != nil {
+		return Status{}, err
+	}
+	h.learn(v)
+	return statusOf(h.c, v), nil
+}
+
+// TryAcquire is Semaphores.TryAcquire, costing one compare-and-set create
+// per unit while what the handle knows is right.
 func (h *Semaphore) TryAcquire(ctx context.Context, opts ...AcquireOption) (*Permit, error) {
 	cfg, err := h.s.options(opts)
 	if err != nil {
@@ -126,31 +177,35 @@ func (h *Semaphore) TryAcquire(ctx context.Context, opts ...AcquireOption) (*Per
 	if cfg.weight > h.c.Max {
 		return nil, h.s.tooHeavy(h.c, cfg.weight)
 	}
-	v := h.view()
-	var free []int
-	for _, u := range v.units {
-		if !u.live {
-			free = append(free, u.unit)
-			if u.rev > 0 {
-				h.s.setTomb(unitKey(h.c.Name, u.unit), u.rev)
-			}
+	if units, ok := h.free(cfg.weight); ok {
+		p, err := h.s.take(ctx, h.c, cfg, units)
+		switch {
+		case err == nil:
+			h.took(p)
+			return p, nil
+		case !errors.Is(err, kv.ErrConflict):
+			return nil, err
 		}
 	}
-	if len(v.waiters) > 0 {
+	p, v, err := h.s.try(ctx, h.c, cfg, false)
+	h.learn(v)
+	switch {
+	case err == nil:
+		h.took(p)
+		return p, nil
+	case errors.Is(err, kv.ErrConflict):
 		return nil, h.s.full(h.c, cfg.weight, v)
 	}
-	if len(free) >= cfg.weight {
-		p, err := h.s.take(ctx, h.c, cfg, free[:cfg.weight])
-		if err == nil || !errors.Is(err, kv.ErrConflict) {
-			return p, err
-		}
-	}
-	return h.s.TryAcquire(ctx, h.c.Name, opts...)
+	return nil, err
 }
 
 // Acquire is Semaphores.Acquire: it waits in the semaphore's line.
 func (h *Semaphore) Acquire(ctx context.Context, opts ...AcquireOption) (*Permit, error) {
-	return h.s.Acquire(ctx, h.c.Name, opts...)
+	p, err := h.s.Acquire(ctx, h.c.Name, opts...)
+	if err == nil {
+		h.took(p)
+	}
+	return p, err
 }
 
 // Close ends the watch.

@@ -73,6 +73,15 @@ func (s *Semaphores) hold(c Config, id string, cfg acquireConfig, units []heldUn
 // Name is the semaphore's name.
 func (p *Permit) Name() string { return p.name }
 
+// held is a copy of the permit's units as last written.
+func (p *Permit) held() []heldUnit {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]heldUnit, len(p.units))
+	copy(out, p.units)
+	return out
+}
+
 // ID is the permit's id, written in each of its units.
 func (p *Permit) ID() string { return p.id }
 
@@ -242,20 +251,24 @@ func (p *Permit) Release(ctx context.Context) error {
 	copy(units, p.units)
 	p.mu.Unlock()
 	errs := make([]error, len(units))
-	var wg sync.WaitGroup
-	for i, u := range units {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			key := unitKey(p.name, u.unit)
-			tomb, err := p.s.bucket.DeleteRevision(ctx, key, u.rev, nil)
-			if err == nil {
-				p.s.setTomb(key, tomb)
-			}
-			errs[i] = err
-		}()
+	del := func(i int) {
+		key := unitKey(p.name, units[i].unit)
+		tomb, err := p.s.bucket.DeleteRevision(ctx, key, units[i].rev, nil)
+		if err == nil {
+			p.s.setTomb(key, tomb)
+		}
+		errs[i] = err
 	}
-	wg.Wait()
+	if len(units) == 1 {
+		del(0)
+	} else {
+		var wg sync.WaitGroup
+		for i := range units {
+			wg.Add(1)
+			go func() { defer wg.Done(); del(i) }()
+		}
+		wg.Wait()
+	}
 	err := errors.Join(errs...)
 	switch {
 	case err == nil:

@@ -3,6 +3,7 @@ package sem
 import (
 	"fmt"
 	"maps"
+	"strconv"
 	"time"
 
 	"github.com/batonhq/baton/internal/jsonrec"
@@ -114,7 +115,7 @@ func (u Unit) clone() Unit {
 
 // configKey and unitKey are where a semaphore's records live.
 func configKey(name string) string         { return "sem." + name }
-func unitKey(name string, unit int) string { return fmt.Sprintf("sem.%s.%d", name, unit) }
+func unitKey(name string, unit int) string { return "sem." + name + "." + strconv.Itoa(unit) }
 
 // decodeConfig reads a semaphore's record, failing on anything that is not
 // one of that name.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -236,4 +237,18 @@ func floorBucket(ctx context.Context, c *kv.Client, name string) (jetstream.KeyV
 		return nil, err
 	}
 	return js.KeyValue(ctx, name)
+}
+
+// del is the floor of a compare-and-set delete: the KV delete marker
+// published with the expected revision, one round trip; it returns the
+// marker's revision (what the next create expects).
+func (f *floorWriter) del(ctx context.Context, key string, rev uint64) (uint64, error) {
+	m := nats.NewMsg(f.prefix + key)
+	m.Header.Set("KV-Operation", "DEL")
+	m.Header.Set("Nats-Expected-Last-Subject-Sequence", strconv.FormatUint(rev, 10))
+	ack, err := f.js.PublishMsg(ctx, m)
+	if err != nil {
+		return 0, err
+	}
+	return ack.Sequence, nil
 }

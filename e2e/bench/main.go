@@ -241,6 +241,7 @@ func (b *bench) runAll(ctx context.Context, etcdBin string) (rows []row, info ru
 	// in their place. The dashboard's reads the scale section's 100k.
 	sections := []section{
 		{"acquire, renew, release", func(ctx context.Context) ([]row, error) { return b.opsRows(ctx, b.nats, "") }},
+		{"semaphore", b.semRows},
 		{"cold CLI processes", b.cliRows},
 		{"contended join of 50", b.contendedRows},
 		{"renewal throughput", func(ctx context.Context) ([]row, error) { return b.throughputRows(ctx, b.nats, "") }},
