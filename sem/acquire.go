@@ -91,7 +91,7 @@ func (s *Semaphores) TryAcquire(ctx context.Context, name string, opts ...Acquir
 	if err != nil {
 		return nil, err
 	}
-	p, v, err := s.try(ctx, c, cfg, false)
+	p, v, err := s.try(ctx, c, cfg, nil)
 	if errors.Is(err, kv.ErrConflict) {
 		// Others took the units it went for, maxTries times over.
 		return nil, s.full(c, cfg.weight, v)
@@ -113,7 +113,7 @@ func (s *Semaphores) Acquire(ctx context.Context, name string, opts ...AcquireOp
 	if err != nil {
 		return nil, err
 	}
-	p, _, err := s.try(ctx, c, cfg, false)
+	p, _, err := s.try(ctx, c, cfg, nil)
 	switch {
 	case p != nil:
 		return p, nil
@@ -143,8 +143,37 @@ func (s *Semaphores) Acquire(ctx context.Context, name string, opts ...AcquireOp
 		if err != nil {
 			return nil, errors.Join(s.waiting(c, cfg.weight), err)
 		}
-		return s.first(ctx, c, cfg)
+		p, err := s.first(ctx, c, cfg, place)
+		if errors.Is(err, errRejoin) {
+			place = nil // it left the line for a unit another took: back in line
+			continue
+		}
+		return p, err
 	}
+}
+
+// errRejoin: the first in line left the line to take units and lost them
+// to another acquirer (one that had not seen the line yet).
+var errRejoin = errors.New("sem: lost the units taken on leaving the line")
+
+// takeLeaving is take for the first in line: it leaves the line (deletes
+// its ticket, which wakes the next waiter) at the same time as it creates
+// the units, so that the handoff costs one round trip after the release,
+// not two. Losing a unit then is errRejoin.
+func (s *Semaphores) takeLeaving(ctx context.Context, c Config, cfg acquireConfig, units []int, place *waitline.Place) (*Permit, error) {
+	left := make(chan struct{})
+	go func() {
+		defer close(left)
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.bucket.Client().Timeout())
+		defer cancel()
+		place.Leave(lctx)
+	}()
+	p, err := s.take(ctx, c, cfg, units)
+	<-left
+	if errors.Is(err, kv.ErrConflict) {
+		return nil, errRejoin
+	}
+	return p, err
 }
 
 // waiting is the *FullError of a waiter whose wait ended.
@@ -154,7 +183,7 @@ func (s *Semaphores) waiting(c Config, weight int) error {
 
 // first takes the permit as the first in line: it tries, and waits for a
 // unit to be freed or a holder of this host to exit, until it has it.
-func (s *Semaphores) first(ctx context.Context, c Config, cfg acquireConfig) (*Permit, error) {
+func (s *Semaphores) first(ctx context.Context, c Config, cfg acquireConfig, place *waitline.Place) (*Permit, error) {
 	// The watch starts before the try, so that a release between the two
 	// is not missed.
 	w, err := s.bucket.Watch(ctx, "sem."+c.Name+".*", kv.UpdatesOnly())
@@ -165,12 +194,10 @@ func (s *Semaphores) first(ctx context.Context, c Config, cfg acquireConfig) (*P
 	exits := newExitWait(ctx)
 	defer exits.stop()
 	for {
-		p, v, err := s.try(ctx, c, cfg, true)
+		p, v, err := s.try(ctx, c, cfg, place)
 		switch {
 		case p != nil:
 			return p, nil
-		case errors.Is(err, kv.ErrConflict) && ctx.Err() == nil:
-			continue // others took the units it went for: look again
 		case !errors.Is(err, ErrFull):
 			return nil, err
 		}
@@ -197,13 +224,7 @@ func (s *Semaphores) first(ctx context.Context, c Config, cfg acquireConfig) (*P
 				}
 				// The unit just freed is the one it needs: take it at once,
 				// over the tombstone the watch brought, without a read.
-				p, err := s.take(ctx, c, cfg, []int{i})
-				switch {
-				case err == nil:
-					return p, nil
-				case !errors.Is(err, kv.ErrConflict):
-					return nil, err
-				}
+				return s.takeLeaving(ctx, c, cfg, []int{i}, place)
 			case <-exits.c:
 				woke = true
 			case <-ctx.Done():
@@ -245,9 +266,11 @@ func (s *Semaphores) prepare(ctx context.Context, name string, opts []AcquireOpt
 // try reads the semaphore and creates weight free units, the lowest
 // first, all at once; a create that loses undoes the others and, while
 // enough units still look free, tries again (maxTries in all: then the
-// conflict is returned). Unless first (in line), it takes nothing while
-// anyone waits. It returns the semaphore as last read, for a waiter.
-func (s *Semaphores) try(ctx context.Context, c Config, cfg acquireConfig, first bool) (*Permit, view, error) {
+// conflict is returned). Unless it is the first in line (place), it takes
+// nothing while anyone waits; the first in line leaves the line as it
+// takes (takeLeaving). It returns the semaphore as last read, for a
+// waiter.
+func (s *Semaphores) try(ctx context.Context, c Config, cfg acquireConfig, place *waitline.Place) (*Permit, view, error) {
 	for attempt := 1; ; attempt++ {
 		v, err := s.read(ctx, c)
 		if err != nil {
@@ -260,8 +283,12 @@ func (s *Semaphores) try(ctx context.Context, c Config, cfg acquireConfig, first
 				free = append(free, u.unit)
 			}
 		}
-		if len(free) < cfg.weight || (!first && len(v.waiters) > 0) {
+		if len(free) < cfg.weight || (place == nil && len(v.waiters) > 0) {
 			return nil, v, s.full(c, cfg.weight, v)
+		}
+		if place != nil {
+			p, err := s.takeLeaving(ctx, c, cfg, free[:cfg.weight], place)
+			return p, v, err
 		}
 		p, err := s.take(ctx, c, cfg, free[:cfg.weight])
 		if err == nil {

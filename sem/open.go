@@ -40,7 +40,8 @@ type knownUnit struct {
 	live bool
 }
 
-// Open reads semaphore name and starts the watch of its line.
+// Open reads semaphore name and the bucket's settings, and starts the
+// watch of its line.
 func (s *Semaphores) Open(ctx context.Context, name string) (*Semaphore, error) {
 	c, err := s.Config(ctx, name)
 	if err != nil {
@@ -70,6 +71,12 @@ func (s *Semaphores) Open(ctx context.Context, name string) (*Semaphore, error) 
 		return nil, err
 	}
 	h.learn(v)
+	// Releases are deletes: a handle that knows the bucket keeps one
+	// revision sends them without a rollup (adr/0038).
+	if err := s.bucket.LearnHistory(ctx); err != nil {
+		h.Close()
+		return nil, err
+	}
 	return h, nil
 }
 
@@ -187,7 +194,7 @@ func (h *Semaphore) TryAcquire(ctx context.Context, opts ...AcquireOption) (*Per
 			return nil, err
 		}
 	}
-	p, v, err := h.s.try(ctx, h.c, cfg, false)
+	p, v, err := h.s.try(ctx, h.c, cfg, nil)
 	h.learn(v)
 	switch {
 	case err == nil:

@@ -120,6 +120,7 @@ type Place struct {
 	cancel context.CancelFunc
 	kept   chan struct{}
 	lost   chan struct{}
+	left   sync.Once
 }
 
 // Join takes a place at the back of the line, asking for weight.
@@ -170,13 +171,16 @@ func (p *Place) renew(ctx context.Context) error {
 
 // Leave gives the place up: the renewals stop and the ticket is deleted
 // (by compare-and-set on its last revision), which wakes the waiter behind.
+// Only the first call does anything.
 func (p *Place) Leave(ctx context.Context) {
-	p.cancel()
-	<-p.kept
-	p.mu.Lock()
-	rev := p.rev
-	p.mu.Unlock()
-	_ = p.l.b.Delete(ctx, p.key, rev, nil)
+	p.left.Do(func() {
+		p.cancel()
+		<-p.kept
+		p.mu.Lock()
+		rev := p.rev
+		p.mu.Unlock()
+		_ = p.l.b.Delete(ctx, p.key, rev, nil)
+	})
 }
 
 // Turn waits until no live ticket of the line is ahead of this one, or
