@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/batonhq/baton/hostlocal"
+	"github.com/batonhq/baton/internal/limits"
 	"github.com/batonhq/baton/internal/names"
 	"github.com/batonhq/baton/internal/waitline"
 	"github.com/batonhq/baton/kv"
@@ -24,22 +25,16 @@ const DefaultPrefix = "baton"
 const DefaultTTL = 30 * time.Second
 
 // MarkerTTL is how long a released or expired unit's tombstone stays.
-const MarkerTTL = 5 * time.Minute
+const MarkerTTL = limits.MarkerTTL
 
 // MaxUnits bounds a semaphore's max: each unit is a record.
 const MaxUnits = 1024
 
-// BucketConfig is the expected configuration of the limits bucket: no
-// bucket TTL (each unit carries its permit's), one revision per key,
-// markers so that waiters see expiries. Replicas 0 means "as it is" (see
-// kv.BucketConfig).
+// BucketConfig is the expected configuration of the limits bucket,
+// <prefix>-limits, which semaphores share with rate limiters
+// (internal/limits).
 func BucketConfig(prefix string, replicas int) kv.BucketConfig {
-	return kv.BucketConfig{
-		Name:        prefix + "-limits",
-		Description: "baton semaphores and rate limiters",
-		MarkerTTL:   MarkerTTL,
-		Replicas:    replicas,
-	}
+	return limits.BucketConfig(prefix, replicas)
 }
 
 // Semaphores creates, acquires and reads the semaphores of one prefix, as

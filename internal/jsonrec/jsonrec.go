@@ -126,3 +126,26 @@ func isField(k string, fields map[string]bool) bool {
 
 // Clone copies u.
 func (u Unknown) Clone() Unknown { return maps.Clone(u) }
+
+// Known is the JSON names of the exported fields of struct type T, as its
+// json tags give them: the fields argument of Unmarshal for a record whose
+// codec recgen does not write (one holding a slice of structs).
+func Known[T any]() map[string]bool {
+	t := reflect.TypeFor[T]()
+	out := map[string]bool{}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch name {
+		case "-":
+			continue
+		case "":
+			name = f.Name
+		}
+		out[name] = true
+	}
+	return out
+}

@@ -1,0 +1,25 @@
+// Package limits names the bucket baton's shared limits live in:
+// semaphores (package sem) and rate limiters (package rate).
+package limits
+
+import (
+	"time"
+
+	"github.com/batonhq/baton/kv"
+)
+
+// MarkerTTL is how long a released or expired record's tombstone stays.
+const MarkerTTL = 5 * time.Minute
+
+// BucketConfig is the expected configuration of the limits bucket:
+// <prefix>-limits, no bucket TTL (each record carries its own, if any),
+// one revision per key, markers so that waiters see expiries. Replicas 0
+// means "as it is" (see kv.BucketConfig).
+func BucketConfig(prefix string, replicas int) kv.BucketConfig {
+	return kv.BucketConfig{
+		Name:        prefix + "-limits",
+		Description: "baton semaphores and rate limiters",
+		MarkerTTL:   MarkerTTL,
+		Replicas:    replicas,
+	}
+}
