@@ -8,8 +8,12 @@ import (
 func TestDecide(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
-	perSec := func(max, burst int64) Limit { return Limit{Max: max, Burst: burst, Period: Duration(time.Second), Per: PerCost} }
-	rec := func(lim []Limit, log []Take, last *Take) Limiter { return Limiter{Name: "r", Limits: lim, Log: log, Last: last} }
+	perSec := func(max, burst int64) Limit {
+		return Limit{Max: max, Burst: burst, Period: Duration(time.Second), Per: PerCost}
+	}
+	rec := func(lim []Limit, log []Take, last *Take) Limiter {
+		return Limiter{Name: "r", Limits: lim, Log: log, Last: last}
+	}
 	for _, tc := range []struct {
 		name    string
 		rec     Limiter
