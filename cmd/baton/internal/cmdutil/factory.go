@@ -17,6 +17,7 @@ import (
 	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/lease"
 	"github.com/batonhq/baton/queue"
+	"github.com/batonhq/baton/rate"
 	"github.com/batonhq/baton/sem"
 	"github.com/batonhq/baton/session"
 )
@@ -288,6 +289,15 @@ func (f *Factory) Semaphores(ctx context.Context, opts []sem.Option, natsOpts ..
 		return nil, err
 	}
 	return sem.New(client, append([]sem.Option{sem.WithPrefix(f.Config.Prefix), sem.WithHostID(f.Config.HostID)}, opts...)...)
+}
+
+// Limiters returns the rate limiters of this prefix, connected.
+func (f *Factory) Limiters(ctx context.Context, natsOpts ...nats.Option) (*rate.Limiters, error) {
+	client, err := f.Client(ctx, natsOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return rate.New(client, rate.WithPrefix(f.Config.Prefix))
 }
 
 // LongLived are connection options for verbs that run for a while (run,

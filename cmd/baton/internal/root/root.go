@@ -18,6 +18,7 @@ import (
 	"github.com/batonhq/baton/cmd/baton/internal/leadercmd"
 	"github.com/batonhq/baton/cmd/baton/internal/leasecmd"
 	"github.com/batonhq/baton/cmd/baton/internal/queuecmd"
+	"github.com/batonhq/baton/cmd/baton/internal/ratecmd"
 	"github.com/batonhq/baton/cmd/baton/internal/runcmd"
 	"github.com/batonhq/baton/cmd/baton/internal/semcmd"
 	"github.com/batonhq/baton/cmd/baton/internal/statuscmd"
@@ -155,6 +156,7 @@ gate busy, lost), 4 refused: another host's session, 5 not found,
 		{"lease", func() *cobra.Command { return leasecmd.NewCmdLease(f, Stubbed[*leasecmd.Options](stub, "lease")) }},
 		{"queue", func() *cobra.Command { return queuecmd.NewCmdQueue(f, queueVerbs(stub)) }},
 		{"sem", func() *cobra.Command { return semcmd.NewCmdSem(f, semVerbs(stub)) }},
+		{"rate", func() *cobra.Command { return ratecmd.NewCmdRate(f, rateVerbs(stub)) }},
 		{"status", func() *cobra.Command { return statuscmd.NewCmdStatus(f, Stubbed[*statuscmd.Options](stub, "status")) }},
 		{"doctor", func() *cobra.Command { return doctorcmd.NewCmdDoctor(f, Stubbed[*doctorcmd.Options](stub, "doctor")) }},
 		{cmdutil.SuperviseVerb, func() *cobra.Command { return supervise }},
@@ -216,6 +218,13 @@ func semVerbs(stub RunStub) func(*semcmd.Options) error {
 		return nil
 	}
 	return func(o *semcmd.Options) error { return stub("sem "+o.Verb, o) }
+}
+
+func rateVerbs(stub RunStub) func(*ratecmd.Options) error {
+	if stub == nil {
+		return nil
+	}
+	return func(o *ratecmd.Options) error { return stub("rate "+o.Verb, o) }
 }
 
 // runError marks an error returned by a verb's own run, as opposed to one
