@@ -188,7 +188,7 @@ func TestMCP_ToolsAreListedWithSchemasAndBadArgumentsAreErrors(t *testing.T) {
 		got[tool.Name] = tool
 	}
 	for _, name := range []string{"claim_slot", "heartbeat", "release_slot", "who_holds", "list_sessions",
-		"acquire_lease", "release_lease", "leader", "acquire_permit", "release_permit", "sem_status", "doctor", "queue_add", "queue_status", "queue_get"} {
+		"acquire_lease", "release_lease", "leader", "acquire_permit", "release_permit", "sem_status", "take_rate", "rate_status", "doctor", "queue_add", "queue_status", "queue_get"} {
 		tool := got[name]
 		if tool == nil {
 			t.Errorf("tools/list has no %s", name)

@@ -4,7 +4,7 @@
 //
 // Tools: claim_slot, heartbeat, release_slot, who_holds, list_sessions,
 // acquire_lease, release_lease, leader, acquire_permit, release_permit,
-// sem_status, doctor (report only), queue_add, queue_status and queue_get; and a resource, baton://status (the
+// sem_status, take_rate, rate_status, doctor (report only), queue_add, queue_status and queue_get; and a resource, baton://status (the
 // `baton status --json` document), whose subscribers are told when it
 // changes. Each tool takes arguments checked against its input schema and
 // answers with

@@ -14,6 +14,7 @@ import (
 	"github.com/batonhq/baton/hostlocal"
 	"github.com/batonhq/baton/lease"
 	"github.com/batonhq/baton/queue"
+	"github.com/batonhq/baton/rate"
 	"github.com/batonhq/baton/sem"
 	"github.com/batonhq/baton/session"
 )
@@ -74,6 +75,7 @@ type Conn struct {
 	Leases   *lease.Leases
 	Queues   *queue.Queues
 	Sems     *sem.Semaphores
+	Limiters *rate.Limiters
 }
 
 // Server is an MCP server of baton's tools for one agent. Serve it once.
@@ -136,6 +138,7 @@ func New(connect func(context.Context) (*Conn, error), opts ...Option) (*Server,
 	s.addTools()
 	s.addLeaseTools()
 	s.addPermitTools()
+	s.addRateTools()
 	s.addInspectTools()
 	s.addStatusResource()
 	return s, nil
@@ -147,7 +150,7 @@ Before working on something shared (a repository, a branch, a deploy target), ca
 If it is refused, another agent holds the slot: do not work on it; call claim_slot again later.
 While you hold a slot this server renews it for you; call heartbeat now and then with a short progress message.
 When done, call release_slot with result success or fail. If a result lists lost_slots, stop working on those slots at once.
-acquire_lease / release_lease guard short exclusive actions the same way; acquire_permit / release_permit take a place in a shared pool only so many may use at once (a test database, a GPU) and give you an index to pick your copy by; leader says who leads a baton lead election; who_holds, list_sessions, doctor and the baton://status resource show the state; queue_add, queue_status and queue_get use work queues.`
+acquire_lease / release_lease guard short exclusive actions the same way; acquire_permit / release_permit take a place in a shared pool only so many may use at once (a test database, a GPU) and give you an index to pick your copy by; take_rate asks a shared rate limiter (an LLM provider's requests and tokens a minute) for room before a call it limits; leader says who leads a baton lead election; who_holds, list_sessions, doctor and the baton://status resource show the state; queue_add, queue_status and queue_get use work queues.`
 
 // Serve runs the server on t until the client disconnects, the agent
 // process exits (WithAgentProcess) or ctx is done: each is a normal stop.

@@ -15,6 +15,7 @@ import (
 	"github.com/batonhq/baton/kv/kvtest"
 	"github.com/batonhq/baton/lease"
 	"github.com/batonhq/baton/mcpserver"
+	"github.com/batonhq/baton/rate"
 	"github.com/batonhq/baton/sem"
 	"github.com/batonhq/baton/session"
 )
@@ -57,7 +58,11 @@ func newEnv(t *testing.T, s *kvserver.Server) *env {
 	if err := ss.Ensure(context.Background(), 1); err != nil {
 		t.Fatal(err)
 	}
-	conn := &mcpserver.Conn{Sessions: m, Leases: ls, Sems: ss}
+	rl, err := rate.New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := &mcpserver.Conn{Sessions: m, Leases: ls, Sems: ss, Limiters: rl}
 	srv, err := mcpserver.New(func(context.Context) (*mcpserver.Conn, error) { return conn, nil }, mcpserver.WithCloseTimeout(time.Second))
 	if err != nil {
 		t.Fatal(err)

@@ -91,7 +91,11 @@ func mcpRun(ctx context.Context, o *Options) error {
 		if err != nil {
 			return nil, err
 		}
-		return &mcpserver.Conn{Sessions: m, Leases: ls, Queues: qs, Sems: ss}, nil
+		rl, err := f.Limiters(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return &mcpserver.Conn{Sessions: m, Leases: ls, Queues: qs, Sems: ss, Limiters: rl}, nil
 	}
 	srv, err := mcpserver.New(connect, mcpserver.WithAgentProcess(agent), mcpserver.WithVersion(cmdutil.Version()), mcpserver.WithLog(f.IO.ErrOut))
 	if err != nil {
