@@ -10,6 +10,7 @@ import (
 	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/lease"
 	"github.com/batonhq/baton/queue"
+	"github.com/batonhq/baton/rate"
 	"github.com/batonhq/baton/sem"
 	"github.com/batonhq/baton/session"
 )
@@ -73,6 +74,7 @@ type Checker struct {
 	ls         *lease.Leases
 	qs         *queue.Queues
 	ss         *sem.Semaphores
+	rl         *rate.Limiters
 	now        func() time.Time
 	staleAfter time.Duration
 	maxSkew    time.Duration
@@ -169,6 +171,11 @@ func (c *Checker) Run(ctx context.Context) (*Report, error) {
 	}
 	if c.ss != nil {
 		if err := c.checkSems(ctx, r); err != nil {
+			return nil, err
+		}
+	}
+	if c.rl != nil {
+		if err := c.checkLimiters(ctx, r); err != nil && !errors.Is(err, kv.ErrBucketNotFound) {
 			return nil, err
 		}
 	}

@@ -5,8 +5,27 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/batonhq/baton/rate"
 	"github.com/batonhq/baton/sem"
 )
+
+// WithLimiters checks the rate limiters of rl too: records that do not
+// decode. Default: sessions only.
+func WithLimiters(rl *rate.Limiters) Option { return func(c *Checker) { c.rl = rl } }
+
+func (c *Checker) checkLimiters(ctx context.Context, r *Report) error {
+	ps, err := c.rl.Inspect(ctx)
+	if err != nil {
+		return err
+	}
+	for _, p := range ps {
+		c.add(r, Finding{Kind: KindUndecodable, Key: p.Key,
+			Detail: fmt.Sprintf("rate limiter %s does not decode (revision %d): %v; every take of it is refused", p.Key, p.Revision, p.Err),
+			Action: "inspect it (`nats kv get " + c.rl.Bucket().Name() + " " + p.Key + "`); remove it and create the limiter again",
+		})
+	}
+	return nil
+}
 
 // WithSemaphores checks the semaphores of ss too: the limits bucket,
 // records that do not decode, and units and waiters' tickets left by dead

@@ -10,6 +10,7 @@ import (
 	"github.com/batonhq/baton/doctor"
 	"github.com/batonhq/baton/hostlocal"
 	"github.com/batonhq/baton/kv/kvtest"
+	"github.com/batonhq/baton/rate"
 	"github.com/batonhq/baton/sem"
 	"github.com/batonhq/baton/session"
 )
@@ -83,5 +84,18 @@ func TestSems_DeadHoldersAndUndecodableRecords(t *testing.T) {
 		if !strings.Contains(f.Detail, "semaphore db") {
 			t.Errorf("finding does not name the semaphore: %s", f.Detail)
 		}
+	}
+
+	// A rate limiter whose record does not decode is reported.
+	rl, err := rate.New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rl.Bucket().Create(ctx, "rate.api", []byte(`{"name":"api"}`), 0); err != nil {
+		t.Fatal(err)
+	}
+	r, err = doctor.New(m, doctor.WithLimiters(rl)).Run(ctx)
+	if err != nil || len(r.Findings) != 1 || r.Findings[0].Key != "rate.api" || r.Findings[0].Kind != doctor.KindUndecodable {
+		t.Fatalf("findings with a broken limiter: %+v, %v", r, err)
 	}
 }

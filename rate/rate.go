@@ -477,3 +477,26 @@ func (ls *Limiters) List(ctx context.Context) ([]Status, int, error) {
 
 // Duration is a time.Duration written as "10s".
 type Duration = jsonrec.Duration
+
+// Problem is a limiter's record that does not decode: every take of that
+// limiter is refused until it is removed and the limiter made again.
+type Problem struct {
+	Key      string
+	Revision uint64
+	Err      error
+}
+
+// Inspect returns the limiters' records that do not decode.
+func (ls *Limiters) Inspect(ctx context.Context) ([]Problem, error) {
+	es, err := ls.bucket.Entries(ctx, "rate.*")
+	if err != nil {
+		return nil, err
+	}
+	var out []Problem
+	for _, e := range es {
+		if _, err := decode(strings.TrimPrefix(e.Key, "rate."), e); err != nil {
+			out = append(out, Problem{Key: e.Key, Revision: e.Revision, Err: err})
+		}
+	}
+	return out, nil
+}

@@ -82,8 +82,12 @@ func doctorRun(ctx context.Context, o *Options) error {
 	if err != nil {
 		return unreachable(o, err)
 	}
+	rl, err := o.F.Limiters(ctx)
+	if err != nil {
+		return unreachable(o, err)
+	}
 	c := doctor.New(m, doctor.WithStaleAfter(o.StaleAfter.D), doctor.WithReplicas(o.Replicas), doctor.WithLeases(ls), doctor.WithQueues(qs),
-		doctor.WithSemaphores(ss))
+		doctor.WithSemaphores(ss), doctor.WithLimiters(rl))
 	r, err := c.Run(ctx)
 	if err != nil {
 		return unreachable(o, err)
