@@ -42,7 +42,7 @@ func TestSems_DeadHoldersAndUndecodableRecords(t *testing.T) {
 	}
 	// A permit of a process of this host that has exited, and a unit with
 	// no TTL that does not decode.
-	cmd := exec.Command("true")
+	cmd := exec.Command("sleep", "300")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -50,6 +50,7 @@ func TestSems_DeadHoldersAndUndecodableRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
 	gone, err := sem.New(c, sem.WithHostID("h1"), sem.WithProcess(dead))
 	if err != nil {
