@@ -218,7 +218,9 @@ func newFloorWriter(c *kv.Client, bucket string) (*floorWriter, error) {
 func (f *floorWriter) update(ctx context.Context, key string, value []byte, rev uint64, ttl time.Duration) (uint64, error) {
 	m := nats.NewMsg(f.prefix + key)
 	m.Data = value
-	m.Header.Set("Nats-TTL", ttl.String())
+	if ttl > 0 {
+		m.Header.Set("Nats-TTL", ttl.String())
+	}
 	ack, err := f.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(rev))
 	if err != nil {
 		return 0, err

@@ -242,6 +242,7 @@ func (b *bench) runAll(ctx context.Context, etcdBin string) (rows []row, info ru
 	sections := []section{
 		{"acquire, renew, release", func(ctx context.Context) ([]row, error) { return b.opsRows(ctx, b.nats, "") }},
 		{"semaphore", b.semRows},
+		{"rate limiter", b.rateRows},
 		{"cold CLI processes", b.cliRows},
 		{"contended join of 50", b.contendedRows},
 		{"renewal throughput", func(ctx context.Context) ([]row, error) { return b.throughputRows(ctx, b.nats, "") }},
