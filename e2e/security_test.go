@@ -154,7 +154,7 @@ func noSecret(t *testing.T, secret string, outputs map[string]string) {
 // inbox prefix (README, "Security").
 func prefixUser(user, password, prefix, inbox string) string {
 	var allow []string
-	for _, b := range []string{prefix + "-sessions", prefix + "-leases", prefix + "-queues"} {
+	for _, b := range []string{prefix + "-sessions", prefix + "-leases", prefix + "-queues", prefix + "-limits"} {
 		allow = append(allow,
 			`"$KV.`+b+`.>"`,
 			`"$JS.API.STREAM.INFO.KV_`+b+`"`,

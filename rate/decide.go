@@ -24,18 +24,23 @@ func decide(rec Limiter, recTime, d time.Time, cost int64, id string) (bool, Lim
 		last.At = recTime
 		takes = append(takes, last)
 	}
+	var longest time.Duration
+	for _, l := range rec.Limits {
+		longest = max(longest, time.Duration(l.Period))
+	}
 	var wait time.Duration
 	for _, l := range rec.Limits {
 		if w, ok := fits(l, takes, d, cost); !ok {
 			wait = max(wait, w)
 		}
 	}
+	// The record holds at most MaxLog takes: one more waits for the oldest
+	// to leave the longest period.
+	if w, ok := fits(Limit{Max: MaxLog - 1, Period: Duration(longest), Per: PerTake}, takes, d, cost); !ok {
+		wait = max(wait, w)
+	}
 	if wait > 0 {
 		return false, rec, wait
-	}
-	var longest time.Duration
-	for _, l := range rec.Limits {
-		longest = max(longest, time.Duration(l.Period))
 	}
 	next := rec
 	next.Log = make([]Take, 0, len(takes))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"time"
@@ -84,8 +85,10 @@ func ValidName(name string) error {
 	return nil
 }
 
-// MaxLog bounds the takes a limiter's record holds: a limit admits at
-// most Max + Burst takes in its period, and each is kept for its period.
+// MaxLog bounds the takes a limiter's record holds (each is kept for the
+// longest period): a limiter admits at most this many in its longest
+// period, whatever its limits, so that a record stays small enough to
+// rewrite at every take.
 const MaxLog = 10000
 
 func validLimits(ls []Limit) error {
@@ -272,6 +275,7 @@ func (ls *Limiters) Take(ctx context.Context, name string, opts ...TakeOption) (
 // from the record in the way. It returns the last entry it knows.
 func (ls *Limiters) take(ctx context.Context, name string, e kv.Entry, cfg takeConfig) (*Admission, kv.Entry, error) {
 	var serverNow time.Time // read once a take does not fit: the record's time may be old
+	lost := 0
 	for {
 		rec, err := decode(name, e)
 		if err != nil {
@@ -305,13 +309,34 @@ func (ls *Limiters) take(ctx context.Context, name string, e kv.Entry, cfg takeC
 		switch {
 		case err == nil:
 			return &Admission{Name: name, ID: cfg.id, Cost: cfg.cost, Revision: rev}, kv.Entry{Key: e.Key, Value: data, Revision: rev}, nil
-		case errors.As(err, &ce) && ce.Current != nil && ce.Current.Live() && ctx.Err() == nil:
+		case errors.As(err, &ce) && ctx.Err() != nil:
+			return nil, e, errors.Join(err, ctx.Err())
+		case errors.As(err, &ce) && ce.Current != nil && ce.Current.Live():
 			// Another take was written first: decide again from it (each
-			// lost compare-and-set is another's admitted take).
+			// lost compare-and-set is another's admitted take), after a
+			// random pause that grows with the losses, so that takers of a
+			// hot limiter do not lose to each other in lockstep.
 			e = *ce.Current
+			lost++
+			if err := backoff(ctx, lost); err != nil {
+				return nil, e, err
+			}
 		default:
 			return nil, e, err
 		}
+	}
+}
+
+// backoff sleeps a random time up to 100 us times 2^(lost-1), at most 5 ms.
+func backoff(ctx context.Context, lost int) error {
+	ceiling := min(100*time.Microsecond<<min(lost-1, 6), 5*time.Millisecond)
+	t := time.NewTimer(rand.N(ceiling))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
@@ -384,7 +409,9 @@ func (ls *Limiters) Settle(ctx context.Context, name, id string, cost int64) err
 		switch {
 		case err == nil:
 			return nil
-		case errors.As(err, &ce) && ce.Current != nil && ce.Current.Live() && ctx.Err() == nil:
+		case errors.As(err, &ce) && ctx.Err() != nil:
+			return errors.Join(err, ctx.Err())
+		case errors.As(err, &ce) && ce.Current != nil && ce.Current.Live():
 			e = *ce.Current
 		default:
 			return err
