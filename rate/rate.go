@@ -12,7 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/batonhq/baton/internal/jsonrec"
-	"github.com/batonhq/baton/internal/limits"
+	"github.com/batonhq/baton/limits"
 	"github.com/batonhq/baton/internal/names"
 	"github.com/batonhq/baton/kv"
 )
@@ -20,7 +20,7 @@ import (
 // DefaultPrefix names the bucket: <prefix>-limits.
 const DefaultPrefix = "baton"
 
-// BucketConfig is the limits bucket's configuration (internal/limits),
+// BucketConfig is the limits bucket's configuration (package limits),
 // shared with semaphores.
 func BucketConfig(prefix string, replicas int) kv.BucketConfig {
 	return limits.BucketConfig(prefix, replicas)

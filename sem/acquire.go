@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/hostlocal"
-	"github.com/batonhq/baton/internal/waitline"
+	"github.com/batonhq/baton/waitline"
 	"github.com/batonhq/baton/kv"
 )
 
@@ -101,7 +101,7 @@ func (s *Semaphores) TryAcquire(ctx context.Context, name string, opts ...Acquir
 
 // Acquire takes a permit of semaphore name, waiting while too few units
 // are free, until ctx is done. Waiters are served in the order they began
-// to wait: each takes a place in the semaphore's line (internal/waitline),
+// to wait: each takes a place in the semaphore's line (package waitline),
 // and only the first in line takes units; a waiter asking for more units
 // than are free holds up those behind it rather than be passed forever.
 // The first in line is woken by the semaphore's watch when a unit is

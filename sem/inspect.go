@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/batonhq/baton/internal/waitline"
+	"github.com/batonhq/baton/waitline"
 	"github.com/batonhq/baton/kv"
 )
 

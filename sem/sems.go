@@ -12,9 +12,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/batonhq/baton/hostlocal"
-	"github.com/batonhq/baton/internal/limits"
+	"github.com/batonhq/baton/limits"
 	"github.com/batonhq/baton/internal/names"
-	"github.com/batonhq/baton/internal/waitline"
+	"github.com/batonhq/baton/waitline"
 	"github.com/batonhq/baton/kv"
 )
 
@@ -32,7 +32,7 @@ const MaxUnits = 1024
 
 // BucketConfig is the expected configuration of the limits bucket,
 // <prefix>-limits, which semaphores share with rate limiters
-// (internal/limits).
+// (package limits).
 func BucketConfig(prefix string, replicas int) kv.BucketConfig {
 	return limits.BucketConfig(prefix, replicas)
 }

@@ -9,9 +9,9 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/batonhq/baton/hostlocal"
-	"github.com/batonhq/baton/internal/waitline"
 	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/kv/kvtest"
+	"github.com/batonhq/baton/waitline"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -6,7 +6,7 @@ import (
 	"github.com/batonhq/baton/internal/jsonrec"
 )
 
-//go:generate go run ../jsonrec/recgen
+//go:generate go run ../internal/jsonrec/recgen
 
 // Ticket is a waiter's record, under <line>.<id> with the line's TTL.
 //
