@@ -16,13 +16,14 @@ build:
 	CGO_ENABLED=0 $(GO) build -buildvcs=auto -tags baton_client -o $(BIN)/.baton-client ./cmd/baton
 	$(GO) run ./cmd/baton-pack -o $(BIN)/baton $(BIN)/.baton-client $(BIN)/.baton-full
 
-## test: unit, integration (real nats-servers, a 3-node cluster) and e2e (the built binary), with -race; every fuzz target's seeds run as tests (make fuzz fuzzes them, and make fault does first)
+## test: unit, integration (real nats-servers, a 3-node cluster) and e2e (the built binary), with -race; every fuzz target's seeds run as tests (make fuzz fuzzes them, and make fault does first); the rate limiter's 10 s test of eight processes runs alone afterwards, since with other packages beside it on two cores its takers answer the limiter late and are admitted less than it allows
 # The benchmark (e2e/bench, a module of its own) runs on Linux only.
 LINUX := $(filter Linux,$(shell uname -s))
 
 test: test-tools
-	$(GO) test -race -count=1 -timeout 9m ./...
+	$(GO) test -race -count=1 -timeout 9m -skip '^TestRate_EightProcessesHoldALimitExactly$$' ./...
 	$(GO) test -count=1 -run '^TestIndex_AMillionKeysLeaveNothingBehind$$' ./queue/
+	$(GO) test -race -count=1 -run '^TestRate_EightProcessesHoldALimitExactly$$' ./e2e/
 	$(if $(LINUX),cd e2e/bench && $(GO) test -race -count=1 ./...)
 	$(if $(LINUX),cd e2e/fault && $(GO) test -race -count=1 ./...)
 
