@@ -15,6 +15,8 @@ import (
 
 	"github.com/batonhq/baton/hostlocal"
 	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/limits"
+	"github.com/batonhq/baton/waitline"
 )
 
 // AcquireOption configures Acquire and TryAcquire.
@@ -126,20 +128,43 @@ func (ls *Leases) TryAcquire(ctx context.Context, key string, opts ...AcquireOpt
 // or expires, not by polling; a holder on this host whose process and child
 // are both dead is displaced at once (a CAS delete at the revision seen).
 // When ctx ends first, the error wraps both the *HeldError and ctx's error.
+//
+// Waiters are served in the order they began to wait: each takes a place
+// in the key's line (package waitline, in the limits bucket), and only the
+// first in line waits on the key. Where the server has no limits bucket,
+// or the user may not use it, waiters race for the key as they did before
+// lines (adr/0040). An acquire that does not wait (TryAcquire) takes a free
+// key whoever waits.
 func (ls *Leases) Acquire(ctx context.Context, key string, opts ...AcquireOption) (*Lease, error) {
-	return ls.acquire(ctx, key, true, opts)
+	if err := validKey(key); err != nil {
+		return nil, err
+	}
+	return ls.acquireKey(ctx, key, waitInLine, opts)
 }
 
 func (ls *Leases) acquire(ctx context.Context, key string, wait bool, opts []AcquireOption) (*Lease, error) {
 	if err := validKey(key); err != nil {
 		return nil, err
 	}
-	return ls.acquireKey(ctx, key, wait, opts)
+	w := noWait
+	if wait {
+		w = waitRacing
+	}
+	return ls.acquireKey(ctx, key, w, opts)
 }
+
+// How an acquire waits for a held key.
+type waitMode int
+
+const (
+	noWait     waitMode = iota
+	waitRacing          // woken with every other waiter (an election's candidates: the best-scored wins)
+	waitInLine          // in the key's line, first come first served
+)
 
 // acquireKey is acquire of a key already valid (leader and candidate keys
 // are built from valid ones and may be longer).
-func (ls *Leases) acquireKey(ctx context.Context, key string, wait bool, opts []AcquireOption) (*Lease, error) {
+func (ls *Leases) acquireKey(ctx context.Context, key string, wait waitMode, opts []AcquireOption) (*Lease, error) {
 	cfg, err := ls.config(opts)
 	if err != nil {
 		return nil, err
@@ -163,8 +188,11 @@ func (ls *Leases) acquireKey(ctx context.Context, key string, wait bool, opts []
 		if freed && attempt < 3 {
 			continue
 		}
-		if l != nil || !wait {
+		switch {
+		case l != nil || wait == noWait:
 			return l, held
+		case wait == waitInLine:
+			return ls.awaitInLine(ctx, key, data, cfg, held)
 		}
 		return ls.await(ctx, key, data, cfg, held)
 	}
@@ -311,6 +339,43 @@ func (ls *Leases) await(ctx context.Context, key string, data []byte, cfg acquir
 		case <-ctx.Done():
 			return nil, errors.Join(held, ctx.Err())
 		}
+	}
+}
+
+// awaitInLine takes a place in the key's line and, once first, waits for
+// the key (await); the place is given up once it has the key or stops
+// waiting. Without the limits bucket (an older server, or a user not
+// allowed it) it waits as await alone does.
+func (ls *Leases) awaitInLine(ctx context.Context, key string, data []byte, cfg acquireConfig, held error) (*Lease, error) {
+	line := waitline.New(ls.bucket.Client().Bucket(limits.BucketConfig(ls.prefix, 0)), "wait.lease."+key, ls.host, ls.proc)
+	var place *waitline.Place
+	defer func() {
+		if place != nil {
+			lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ls.bucket.Client().Timeout())
+			defer cancel()
+			place.Leave(lctx)
+		}
+	}()
+	for {
+		if place == nil {
+			var err error
+			place, err = line.Join(ctx, 1)
+			if errors.Is(err, kv.ErrBucketNotFound) || errors.Is(err, kv.ErrPermission) {
+				return ls.await(ctx, key, data, cfg, held)
+			}
+			if err != nil {
+				return nil, errors.Join(held, err)
+			}
+		}
+		err := place.Turn(ctx)
+		if errors.Is(err, waitline.ErrLostPlace) {
+			place = nil // its ticket expired (renewals failed): to the back
+			continue
+		}
+		if err != nil {
+			return nil, errors.Join(held, err)
+		}
+		return ls.await(ctx, key, data, cfg, held)
 	}
 }
 

@@ -13,7 +13,9 @@
 // later holder; a holder learns it lost its lease no later than a local
 // deadline that falls before the server could give the lease to anyone else
 // (Done closes then), or at once when the KV watch shows it deleted, expired
-// or taken. A waiting acquirer is woken by the watch, not by polling.
+// or taken. A waiting acquirer is woken by the watch, not by polling, and
+// waiters are served in the order they began to wait where the server has
+// the limits bucket (adr/0040).
 //
 // Not guaranteed: that a holder still holds its lease while it works. A
 // paused process (GC, SIGSTOP, a suspended laptop) can resume after its

@@ -184,7 +184,7 @@ func (e *Election) candidacy(ctx context.Context) error {
 	if err := ValidateCandidate(e.ls.instance); err != nil {
 		return err
 	}
-	l, err := e.ls.acquireKey(ctx, CandidateKey(e.key, e.ls.instance), false, e.leaseOpts())
+	l, err := e.ls.acquireKey(ctx, CandidateKey(e.key, e.ls.instance), noWait, e.leaseOpts())
 	if err != nil {
 		return err
 	}
@@ -222,7 +222,7 @@ func (e *Election) Campaign(ctx context.Context) (*Term, error) {
 			case <-wctx.Done():
 			}
 		}()
-		l, err := e.ls.acquireKey(wctx, e.leaderKey, true, e.leaseOpts())
+		l, err := e.ls.acquireKey(wctx, e.leaderKey, waitRacing, e.leaseOpts())
 		cancel()
 		switch {
 		case err == nil:
