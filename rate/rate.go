@@ -12,9 +12,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/batonhq/baton/internal/jsonrec"
-	"github.com/batonhq/baton/limits"
 	"github.com/batonhq/baton/internal/names"
 	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/limits"
 )
 
 // DefaultPrefix names the bucket: <prefix>-limits.

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/hostlocal"
-	"github.com/batonhq/baton/waitline"
 	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/waitline"
 )
 
 // AcquireOption configures Acquire and TryAcquire.

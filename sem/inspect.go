@@ -5,8 +5,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/batonhq/baton/waitline"
 	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/waitline"
 )
 
 // RecordKind says what a record of the limits bucket is.

@@ -12,10 +12,10 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/batonhq/baton/hostlocal"
-	"github.com/batonhq/baton/limits"
 	"github.com/batonhq/baton/internal/names"
-	"github.com/batonhq/baton/waitline"
 	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/limits"
+	"github.com/batonhq/baton/waitline"
 )
 
 // DefaultPrefix names the bucket: <prefix>-limits.
