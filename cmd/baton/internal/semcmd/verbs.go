@@ -262,7 +262,7 @@ func statusRun(ctx context.Context, o *Options) error {
 	if !o.Watch {
 		return printStatus(o, st)
 	}
-	w, err := ss.Bucket().Watch(ctx, "sem."+o.Name+".*", kv.UpdatesOnly())
+	w, err := ss.Bucket().Watch(ctx, "sem."+o.Name+".>", kv.UpdatesOnly()) // units and the line
 	if err != nil {
 		return err
 	}
