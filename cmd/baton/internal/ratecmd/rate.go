@@ -22,6 +22,8 @@ type Options struct {
 	Limits []string
 	Takes  []string
 	Burst  int64
+	// Parsed are the limits of create, read from Limits, Takes and Burst.
+	Parsed []rate.Limit
 	Cost   int64
 	ID     string
 	Wait   *cmdutil.DurationFlag
@@ -82,6 +84,10 @@ nothing; with others it is refused (exit 3).`,
 		Args:    oneName("baton rate create NAME --limit N/PERIOD"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cr.Name = args[0]
+			var err error
+			if cr.Parsed, err = parseLimits(cr); err != nil {
+				return err
+			}
 			return run(cmd, cr)
 		},
 	}
@@ -102,6 +108,12 @@ up to DUR.`,
 		Args:    oneName("baton rate take NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			tk.Name = args[0]
+			if tk.Cost < 0 {
+				return cmdutil.Usagef("--cost %d is negative", tk.Cost)
+			}
+			if tk.ID != "" && len(tk.ID) > 128 {
+				return cmdutil.Usagef("--id: at most 128 characters")
+			}
 			return run(cmd, tk)
 		},
 	}
@@ -120,6 +132,9 @@ up to DUR.`,
 			st.Name = args[0]
 			if st.ID == "" || !cmd.Flags().Changed("cost") {
 				return cmdutil.Usagef("--id and --cost are required: the take's id, as take printed it, and its real cost")
+			}
+			if st.Cost < 0 {
+				return cmdutil.Usagef("--cost %d is negative", st.Cost)
 			}
 			return run(cmd, st)
 		},
@@ -228,25 +243,39 @@ func rateRun(ctx context.Context, o *Options) error {
 	}
 }
 
-func createRun(ctx context.Context, o *Options, ls *rate.Limiters) error {
+// parseLimits reads create's limits.
+func parseLimits(o *Options) ([]rate.Limit, error) {
+	if o.Burst < 0 {
+		return nil, cmdutil.Usagef("--burst %d is negative", o.Burst)
+	}
 	var lim []rate.Limit
 	for _, s := range o.Limits {
 		l, err := parseLimit("--limit", s, o.Burst, rate.PerCost)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		lim = append(lim, l)
 	}
 	for _, s := range o.Takes {
 		l, err := parseLimit("--takes", s, o.Burst, rate.PerTake)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		lim = append(lim, l)
 	}
 	if len(lim) == 0 {
-		return cmdutil.Usagef("give at least one --limit N/PERIOD or --takes N/PERIOD")
+		return nil, cmdutil.Usagef("give at least one --limit N/PERIOD or --takes N/PERIOD")
 	}
+	for _, l := range lim {
+		if time.Duration(l.Period) < time.Millisecond || time.Duration(l.Period) > 24*time.Hour {
+			return nil, cmdutil.Usagef("period %s: from 1ms to 24h", time.Duration(l.Period))
+		}
+	}
+	return lim, nil
+}
+
+func createRun(ctx context.Context, o *Options, ls *rate.Limiters) error {
+	lim := o.Parsed
 	rec, err := ls.Create(ctx, o.Name, lim)
 	if err != nil {
 		return err

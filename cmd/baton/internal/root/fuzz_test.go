@@ -22,14 +22,18 @@ import (
 	"github.com/batonhq/baton/cmd/baton/internal/leasecmd"
 	"github.com/batonhq/baton/cmd/baton/internal/mcpcmd"
 	"github.com/batonhq/baton/cmd/baton/internal/queuecmd"
+	"github.com/batonhq/baton/cmd/baton/internal/ratecmd"
 	"github.com/batonhq/baton/cmd/baton/internal/root"
 	"github.com/batonhq/baton/cmd/baton/internal/runcmd"
+	"github.com/batonhq/baton/cmd/baton/internal/semcmd"
 	"github.com/batonhq/baton/cmd/baton/internal/statuscmd"
 	"github.com/batonhq/baton/cmd/baton/internal/uicmd"
 	"github.com/batonhq/baton/cmd/baton/internal/upcmd"
 	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/kv/kvtest"
 	"github.com/batonhq/baton/queue"
+	"github.com/batonhq/baton/rate"
+	"github.com/batonhq/baton/sem"
 	"github.com/batonhq/baton/session"
 	"github.com/batonhq/baton/web"
 )
@@ -119,6 +123,17 @@ func commandLines() []commandLine {
 		{"queue", []string{"retry", "agents", "t-1"}, "queue retry"},
 		{"queue", []string{"release", "agents", "alice", "--force"}, "queue release"},
 		{"queue", []string{"ls"}, "queue ls"},
+		{"sem", []string{"create", "test-db", "--max", "3"}, "sem create"},
+		{"sem", []string{"acquire", "gpu", "--weight", "2", "--wait", "5m", "--ttl", "10m", "--meta", "a=b", "--pid", "1"}, "sem acquire"},
+		{"sem", []string{"release", "gpu", "--permit", "p-1"}, "sem release"},
+		{"sem", []string{"run", "test-db", "--weight", "1", "--grace", "3s", "--", "go", "test"}, "sem run"},
+		{"sem", []string{"status", "gpu", "--watch"}, "sem status"},
+		{"sem", []string{"ls"}, "sem ls"},
+		{"rate", []string{"create", "openai", "--takes", "50/1m", "--limit", "40000/1m+100", "--burst", "2"}, "rate create"},
+		{"rate", []string{"take", "openai", "--cost", "1200", "--id", "req-7", "--wait", "30s"}, "rate take"},
+		{"rate", []string{"settle", "openai", "--id", "req-7", "--cost", "950"}, "rate settle"},
+		{"rate", []string{"status", "openai"}, "rate status"},
+		{"rate", []string{"ls"}, "rate ls"},
 		{"lead", []string{"chat-bot", "--metrics", "127.0.0.1:0", "--", "./bot"}, "lead"},
 		{"run", []string{"lint", "--task", "T", "--metrics", ":9464", "--", "true"}, "run"},
 		{"queue", []string{"work", "agents", "--metrics", "[::1]:9464", "--", "./agent.sh"}, "queue work"},
@@ -153,6 +168,15 @@ func commandLines() []commandLine {
 		{"queue", []string{"add", "agents", "x"}, ""},
 		{"queue", []string{"create", "agents", "--timeout", "soon"}, ""},
 		{"queue", []string{"shuffle", "agents"}, ""},
+		{"sem", []string{"create", "db"}, ""},
+		{"sem", []string{"create", "db", "--max", "0"}, ""},
+		{"sem", []string{"acquire", "a.b"}, ""},
+		{"sem", []string{"acquire", "db", "--ttl", "500ms"}, ""},
+		{"sem", []string{"run", "db", "true"}, ""},
+		{"rate", []string{"create", "api", "--limit", "5/xx"}, ""},
+		{"rate", []string{"create", "api"}, ""},
+		{"rate", []string{"take", "api", "--cost", "-1"}, ""},
+		{"rate", []string{"settle", "api", "--id", "x"}, ""},
 		{"lead", []string{"chat-bot", "--metrics", "9464", "--", "./bot"}, ""},
 		{"run", []string{"lint", "--task", "T", "--metrics", "h:http", "--", "true"}, ""},
 		{"queue", []string{"work", "agents", "--metrics", "h:70000", "--", "./agent.sh"}, ""},
@@ -365,6 +389,45 @@ func checkParsed(t *testing.T, args []string, r *stubbedRoot) {
 		validQueue(t, args, o.Queue)
 		validKey("key", o.Key)
 	case *queuecmd.LsOptions:
+	case *semcmd.Options:
+		if o.Verb != "ls" && sem.ValidName(o.Name) != nil {
+			t.Fatalf("baton %q: sem %s of the name %q", args, o.Verb, o.Name)
+		}
+		durations(o.TTL, o.Wait, o.Grace)
+		switch o.Verb {
+		case "create":
+			if o.Max < 1 || o.Max > sem.MaxUnits {
+				t.Fatalf("baton %q: sem create with max %d", args, o.Max)
+			}
+		case "acquire", "run":
+			if o.Weight < 1 || kv.ValidateTTL(o.TTL.D) != nil {
+				t.Fatalf("baton %q: sem %s with weight %d, ttl %v", args, o.Verb, o.Weight, o.TTL.D)
+			}
+			if o.Verb == "run" && len(o.Command) == 0 {
+				t.Fatalf("baton %q: sem run without a command", args)
+			}
+		case "release", "status", "ls":
+		default:
+			t.Fatalf("baton %q: sem verb %q", args, o.Verb)
+		}
+	case *ratecmd.Options:
+		if o.Verb != "ls" && rate.ValidName(o.Name) != nil {
+			t.Fatalf("baton %q: rate %s of the name %q", args, o.Verb, o.Name)
+		}
+		durations(o.Wait)
+		switch o.Verb {
+		case "create":
+			if len(o.Parsed) == 0 {
+				t.Fatalf("baton %q: rate create without limits", args)
+			}
+		case "take", "settle":
+			if o.Cost < 0 || o.Verb == "settle" && o.ID == "" {
+				t.Fatalf("baton %q: rate %s with cost %d, id %q", args, o.Verb, o.Cost, o.ID)
+			}
+		case "status", "ls":
+		default:
+			t.Fatalf("baton %q: rate verb %q", args, o.Verb)
+		}
 	case *uicmd.Options:
 		durations(o.StaleAfter)
 		if err := web.CheckListen(o.Listen, o.Token, o.ReadOnly); err != nil {

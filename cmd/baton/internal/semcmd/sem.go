@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/batonhq/baton/cmd/baton/internal/cmdutil"
+	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/sem"
 )
 
@@ -87,6 +88,9 @@ against different limits.`,
 			if !cmd.Flags().Changed("max") {
 				return cmdutil.Usagef("--max is required: how many units the semaphore has")
 			}
+			if create.Max < 1 || create.Max > sem.MaxUnits {
+				return cmdutil.Usagef("--max %d: a semaphore has 1 to %d units", create.Max, sem.MaxUnits)
+			}
 			return run(cmd, create)
 		},
 	}
@@ -108,6 +112,9 @@ baton sem run.`,
 		Args: oneName("baton sem acquire NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			acq.Name = args[0]
+			if err := validPermit(acq); err != nil {
+				return err
+			}
 			return run(cmd, acq)
 		},
 	}
@@ -157,6 +164,9 @@ CMD; before CMD starts they cancel the wait.`,
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			rn.Name, rn.Command = args[0], args[1:]
+			if err := validPermit(rn); err != nil {
+				return err
+			}
 			return run(cmd, rn)
 		},
 	}
@@ -193,4 +203,15 @@ CMD; before CMD starts they cancel the wait.`,
 		},
 	})
 	return cmd
+}
+
+// validPermit checks the permit flags of acquire and run before they run.
+func validPermit(o *Options) error {
+	if o.Weight < 1 {
+		return cmdutil.Usagef("--weight %d: a permit holds at least 1 unit", o.Weight)
+	}
+	if err := kv.ValidateTTL(o.TTL.D); err != nil {
+		return cmdutil.Usagef("--ttl %s: a TTL is a whole number of seconds, at least 1s", o.TTL.D)
+	}
+	return nil
 }
