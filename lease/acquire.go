@@ -120,7 +120,10 @@ func (ls *Leases) newRecord(key string, cfg acquireConfig) Record {
 // one left by a dead process of this instance, the lease is taken anew
 // with a new fence.
 func (ls *Leases) TryAcquire(ctx context.Context, key string, opts ...AcquireOption) (*Lease, error) {
-	return ls.acquire(ctx, key, false, opts)
+	if err := validKey(key); err != nil {
+		return nil, err
+	}
+	return ls.acquireKey(ctx, key, noWait, opts)
 }
 
 // Acquire takes the lease on key, waiting while another instance holds it,
@@ -140,17 +143,6 @@ func (ls *Leases) Acquire(ctx context.Context, key string, opts ...AcquireOption
 		return nil, err
 	}
 	return ls.acquireKey(ctx, key, waitInLine, opts)
-}
-
-func (ls *Leases) acquire(ctx context.Context, key string, wait bool, opts []AcquireOption) (*Lease, error) {
-	if err := validKey(key); err != nil {
-		return nil, err
-	}
-	w := noWait
-	if wait {
-		w = waitRacing
-	}
-	return ls.acquireKey(ctx, key, w, opts)
 }
 
 // How an acquire waits for a held key.
