@@ -23,3 +23,15 @@ func BucketConfig(prefix string, replicas int) kv.BucketConfig {
 		Replicas:    replicas,
 	}
 }
+
+// RefusalSubject is the core NATS subject a refused take of rate limiter
+// name is told on, so that a dashboard can count refusals, which write
+// nothing: baton.<prefix>.rate.refused.<name>, the take's cost in decimal
+// as the body. A notice is fire and forget: nobody may be listening, and
+// a notice lost with a connection is not sent again.
+func RefusalSubject(prefix, name string) string {
+	return "baton." + prefix + ".rate.refused." + name
+}
+
+// RefusalSubjects matches the refusal notices of every limiter of prefix.
+func RefusalSubjects(prefix string) string { return "baton." + prefix + ".rate.refused.*" }

@@ -99,6 +99,13 @@ func (h *Handle) Name() string { return h.name }
 // Take is Limiters.Take from the watched record: one compare-and-set
 // while nobody else takes at the same moment.
 func (h *Handle) Take(ctx context.Context, opts ...TakeOption) (*Admission, error) {
+	a, err := h.takeNow(ctx, opts)
+	h.ls.noticeRefusal(err)
+	return a, err
+}
+
+// takeNow is Take without the refusal notice.
+func (h *Handle) takeNow(ctx context.Context, opts []TakeOption) (*Admission, error) {
 	cfg, err := takeOptions(opts)
 	if err != nil {
 		return nil, err
@@ -117,22 +124,10 @@ func (h *Handle) Take(ctx context.Context, opts ...TakeOption) (*Admission, erro
 }
 
 // TakeWait is Take that waits while the take does not fit, until ctx is
-// done.
+// done; as Limiters.TakeWait, only a take that gives up is told as
+// refused.
 func (h *Handle) TakeWait(ctx context.Context, opts ...TakeOption) (*Admission, error) {
-	for {
-		a, err := h.Take(ctx, opts...)
-		var le *LimitedError
-		if !errors.As(err, &le) {
-			return a, err
-		}
-		t := time.NewTimer(le.RetryAfter)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return nil, errors.Join(err, ctx.Err())
-		}
-	}
+	return h.ls.wait(ctx, func() (*Admission, error) { return h.takeNow(ctx, opts) })
 }
 
 // Close ends the watch.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -258,6 +259,29 @@ type Admission struct {
 // does not fit. A process that takes often uses Open, which saves the
 // read.
 func (ls *Limiters) Take(ctx context.Context, name string, opts ...TakeOption) (*Admission, error) {
+	a, err := ls.takeNow(ctx, name, opts)
+	ls.noticeRefusal(err)
+	return a, err
+}
+
+// noticeRefusal tells a refused take (err a *LimitedError) on the
+// limiter's refusal subject (limits.RefusalSubject): a publish without a
+// reply, which the connection sends with its next write or its close, so
+// it costs the take no round trip.
+func (ls *Limiters) noticeRefusal(err error) {
+	var le *LimitedError
+	if !errors.As(err, &le) {
+		return
+	}
+	nc := ls.bucket.Client().Conn()
+	if nc == nil {
+		return
+	}
+	_ = nc.Publish(limits.RefusalSubject(ls.prefix, le.Name), strconv.AppendInt(nil, le.Cost, 10))
+}
+
+// takeNow is Take without the refusal notice.
+func (ls *Limiters) takeNow(ctx context.Context, name string, opts []TakeOption) (*Admission, error) {
 	cfg, err := takeOptions(opts)
 	if err != nil {
 		return nil, err
@@ -348,10 +372,17 @@ func (l Limit) count(cost int64) int64 {
 }
 
 // TakeWait is Take that waits while the take does not fit, until ctx is
-// done, sleeping as long as each refusal's RetryAfter says.
+// done, sleeping as long as each refusal's RetryAfter says. Only a take
+// that gives up is told as refused: one that waited and was admitted was
+// delayed, not refused.
 func (ls *Limiters) TakeWait(ctx context.Context, name string, opts ...TakeOption) (*Admission, error) {
+	return ls.wait(ctx, func() (*Admission, error) { return ls.takeNow(ctx, name, opts) })
+}
+
+// wait runs take until it is admitted, fails otherwise, or ctx is done.
+func (ls *Limiters) wait(ctx context.Context, take func() (*Admission, error)) (*Admission, error) {
 	for {
-		a, err := ls.Take(ctx, name, opts...)
+		a, err := take()
 		var le *LimitedError
 		if !errors.As(err, &le) {
 			return a, err
@@ -361,6 +392,7 @@ func (ls *Limiters) TakeWait(ctx context.Context, name string, opts ...TakeOptio
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
+			ls.noticeRefusal(err)
 			return nil, errors.Join(err, ctx.Err())
 		}
 	}
@@ -526,4 +558,18 @@ func (ls *Limiters) Inspect(ctx context.Context) ([]Problem, error) {
 		}
 	}
 	return out, nil
+}
+
+// StatusOfEntry is the status, at server time now, of a limiter's record
+// as a watch of the limits bucket delivers it (key rate.<name>).
+func StatusOfEntry(e kv.Entry, now time.Time) (Status, error) {
+	name, ok := strings.CutPrefix(e.Key, "rate.")
+	if !ok || ValidName(name) != nil {
+		return Status{}, fmt.Errorf("%w: %s is not a limiter's record", ErrInvalid, e.Key)
+	}
+	rec, err := decode(name, e)
+	if err != nil {
+		return Status{}, err
+	}
+	return statusOf(rec, e.Created, now), nil
 }

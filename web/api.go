@@ -45,6 +45,9 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/v1/agents/{key}", s.apiAgent)
 	mux.HandleFunc("GET /api/v1/queues", s.apiQueues)
 	mux.HandleFunc("GET /api/v1/queues/{queue}", s.apiQueue)
+	mux.HandleFunc("GET /api/v1/limits", s.apiLimits)
+	mux.HandleFunc("GET /api/v1/limits/semaphores/{name}", s.apiSemaphore)
+	mux.HandleFunc("GET /api/v1/limits/limiters/{name}", s.apiLimiter)
 	mux.HandleFunc("GET /api/v1/doctor", s.apiDoctor)
 	mux.HandleFunc("GET /api/v1/events", s.apiEvents)
 
@@ -99,7 +102,9 @@ type Overview struct {
 	Health     Health          `json:"health"`
 	Counts     Counts          `json:"counts"`
 	Queues     []queue.Summary `json:"queues"`
-	Doctor     *DoctorSummary  `json:"doctor"`
+	// Limits is nil when the dashboard shows no limits.
+	Limits *LimitsSummary `json:"limits,omitempty"`
+	Doctor *DoctorSummary `json:"doctor"`
 }
 
 // DoctorSummary is the doctor's last report in counts.
@@ -114,6 +119,10 @@ func (s *Server) overview() Overview {
 	o := Overview{ServerTime: s.model.ServerNow(), Health: s.Health(), Counts: s.model.Counts(s.staleAfter), Queues: []queue.Summary{}}
 	if s.queues != nil {
 		o.Queues = s.queues.Summaries()
+	}
+	if s.limits != nil {
+		sum := s.limits.Summary()
+		o.Limits = &sum
 	}
 	if r, at := s.Report(); r != nil {
 		d := &DoctorSummary{OK: r.OK, Findings: len(r.Findings), ByKind: map[string]int{}, At: at}
@@ -256,6 +265,47 @@ func (s *Server) apiQueue(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, doc)
+}
+
+// Limits is the Limits page: every semaphore and rate limiter.
+type Limits struct {
+	Semaphores []SemaphoreView `json:"semaphores"`
+	Limiters   []LimiterView   `json:"limiters"`
+	ServerTime time.Time       `json:"server_time"`
+}
+
+func (s *Server) apiLimits(w http.ResponseWriter, r *http.Request) {
+	out := Limits{Semaphores: []SemaphoreView{}, Limiters: []LimiterView{}, ServerTime: s.model.ServerNow()}
+	if s.limits != nil {
+		out.Semaphores, out.Limiters = s.limits.Semaphores(), s.limits.Limiters()
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// apiSemaphore is one semaphore, in the shape of `baton sem status NAME
+// --json`.
+func (s *Server) apiSemaphore(w http.ResponseWriter, r *http.Request) {
+	var v *SemaphoreView
+	if s.limits != nil {
+		v = s.limits.Semaphore(r.PathValue("name"))
+	}
+	if v == nil {
+		writeError(w, fmt.Errorf("%w: no semaphore %q", ErrNotFound, r.PathValue("name")))
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+func (s *Server) apiLimiter(w http.ResponseWriter, r *http.Request) {
+	var v *LimiterView
+	if s.limits != nil {
+		v = s.limits.Limiter(r.PathValue("name"))
+	}
+	if v == nil {
+		writeError(w, fmt.Errorf("%w: no rate limiter %q", ErrNotFound, r.PathValue("name")))
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
 }
 
 // apiDoctor is `baton doctor --json`, checked now.

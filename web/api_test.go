@@ -284,13 +284,35 @@ func scrape(t *testing.T, url, token string) map[string]*dto {
 				labels[l.GetName()] = l.GetValue()
 			}
 			d.samples = append(d.samples, labels)
+			v := m.GetGauge().GetValue() + m.GetCounter().GetValue()
+			d.values = append(d.values, v)
 		}
 		out[name] = d
 	}
 	return out
 }
 
-type dto struct{ samples []map[string]string }
+type dto struct {
+	samples []map[string]string
+	values  []float64 // a gauge's or counter's value, by sample
+}
+
+// value is the value of the sample with labels want, or -1 if none has them.
+func (d *dto) value(want map[string]string) float64 {
+	if d == nil {
+		return -1
+	}
+next:
+	for i, s := range d.samples {
+		for k, v := range want {
+			if s[k] != v {
+				continue next
+			}
+		}
+		return d.values[i]
+	}
+	return -1
+}
 
 func (d *dto) String() string {
 	if d == nil {

@@ -30,7 +30,7 @@ type Batch struct {
 // browsers keep it open.
 const heartbeat = 15 * time.Second
 
-var allKinds = []string{KindSession, KindLease, KindAgent, KindQueue, KindOverview}
+var allKinds = []string{KindSession, KindLease, KindAgent, KindQueue, KindSemaphore, KindLimiter, KindOverview}
 
 // apiEvents streams changes as server-sent events: first "hello" (the
 // server time), then "changes" events (a Batch each). ?kinds=agent,session
@@ -134,6 +134,18 @@ func (s *Server) render(refs []ref) Batch {
 			if s.queues != nil {
 				if snap := s.queues.Snapshot(r.key); snap != nil {
 					doc, err = view.QueueStatusJSON(snap, "", false)
+				}
+			}
+		case KindSemaphore:
+			if s.limits != nil {
+				if v := s.limits.Semaphore(r.key); v != nil {
+					doc = v
+				}
+			}
+		case KindLimiter:
+			if s.limits != nil {
+				if v := s.limits.Limiter(r.key); v != nil {
+					doc = v
 				}
 			}
 		case KindOverview:

@@ -16,6 +16,8 @@ import (
 	"github.com/batonhq/baton/kv/kvtest"
 	"github.com/batonhq/baton/lease"
 	"github.com/batonhq/baton/queue"
+	"github.com/batonhq/baton/rate"
+	"github.com/batonhq/baton/sem"
 	"github.com/batonhq/baton/session"
 	"github.com/batonhq/baton/web"
 )
@@ -33,6 +35,8 @@ type env struct {
 	m      *session.Manager
 	ls     *lease.Leases
 	qs     *queue.Queues
+	ss     *sem.Semaphores
+	rl     *rate.Limiters
 	srv    *web.Server
 	http   *httptest.Server
 }
@@ -50,13 +54,19 @@ func newEnv(t *testing.T, opts ...web.Option) *env {
 	if e.qs, err = queue.New(e.m); err != nil {
 		t.Fatal(err)
 	}
+	if e.ss, err = sem.New(c, sem.WithHostID("h1")); err != nil {
+		t.Fatal(err)
+	}
+	if e.rl, err = rate.New(c); err != nil {
+		t.Fatal(err)
+	}
 	ctx := context.Background()
-	for _, ensure := range []func(context.Context, int) error{e.m.Ensure, e.ls.Ensure, e.qs.Ensure} {
+	for _, ensure := range []func(context.Context, int) error{e.m.Ensure, e.ls.Ensure, e.qs.Ensure, e.ss.Ensure} {
 		if err := ensure(ctx, 1); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if e.srv, err = web.New(e.m, e.ls, e.qs, append([]web.Option{web.WithBatch(10 * time.Millisecond)}, opts...)...); err != nil {
+	if e.srv, err = web.New(e.m, e.ls, e.qs, append([]web.Option{web.WithBatch(10 * time.Millisecond), web.WithLimits(e.ss, e.rl)}, opts...)...); err != nil {
 		t.Fatal(err)
 	}
 	rctx, cancel := context.WithCancel(ctx)

@@ -43,6 +43,17 @@ var (
 	descQueueActive = desc("baton_queue_active", "Tasks running (capacity used).", "queue")
 	descQueueMax    = desc("baton_queue_max_active", "The queue's max_active (0: no limit).", "queue")
 	descQueueOldest = desc("baton_queue_oldest_pending_age_seconds", "Age of the oldest waiting task (0 when none waits).", "queue")
+	descSemMax      = desc("baton_sem_max", "A semaphore's max: the units it has.", "sem")
+	descSemHeld     = desc("baton_sem_units_held", "Units of a semaphore held by live permits (weights counted).", "sem")
+	descSemPermits  = desc("baton_sem_permits", "Live permits of a semaphore.", "sem")
+	descSemWaiters  = desc("baton_sem_waiters", "Acquirers waiting in a semaphore's line.", "sem")
+	descSemWaitAge  = desc("baton_sem_oldest_wait_seconds", "How long the first in a semaphore's line has waited (0 when none waits).", "sem")
+	descRateMax     = desc("baton_rate_limit", "A rate limiter's limit: what any window of its period may admit (max plus burst).", "limiter", "limit")
+	descRateUsed    = desc("baton_rate_used", "What a rate limiter's limit counted in the window ending now.", "limiter", "limit")
+	descRateAdm     = desc("baton_rate_admitted_total", "Takes a rate limiter admitted since the dashboard started.", "limiter")
+	descRateAdmCost = desc("baton_rate_admitted_cost_total", "Cost a rate limiter admitted since the dashboard started (as taken, before any settle).", "limiter")
+	descRateRef     = desc("baton_rate_refused_total", "Takes a rate limiter refused since the dashboard started (as its takers told; a take that waited and was admitted is not counted).", "limiter")
+	descRateRefCost = desc("baton_rate_refused_cost_total", "Cost of the takes a rate limiter refused since the dashboard started.", "limiter")
 	descFindings    = desc("baton_doctor_findings", "Problems the doctor found in its last check, by kind.", "kind")
 	descDoctorAt    = desc("baton_doctor_last_check_timestamp_seconds", "When the doctor last checked.")
 	descSkew        = desc("baton_server_skew_seconds", "This host's clock less the server's.")
@@ -110,6 +121,9 @@ func (cm *clusterMetrics) Collect(ch chan<- prometheus.Metric) {
 			gauge(descQueueMax, float64(snap.Config.MaxActive), q)
 			gauge(descQueueOldest, snap.Pending.OldestAge.Seconds(), q)
 		}
+	}
+	if s.limits != nil {
+		cm.collectLimits(ch)
 	}
 	if r, at := s.Report(); r != nil {
 		by := map[string]int{}
@@ -186,5 +200,49 @@ func (cm *clusterMetrics) collectAgents(ch chan<- prometheus.Metric) {
 		for _, r := range reasons {
 			ch <- prometheus.MustNewConstMetric(descChanges, prometheus.CounterValue, float64(a.counts[r]), k, r)
 		}
+	}
+}
+
+// collectLimits reports each semaphore and rate limiter, at most
+// maxAgents of each (sorted by name): they are made by operators, not per
+// task, but a cap keeps a mistake from flooding Prometheus.
+func (cm *clusterMetrics) collectLimits(ch chan<- prometheus.Metric) {
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	counter := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+	}
+	now := cm.s.model.ServerNow()
+	sems := cm.s.limits.Semaphores()
+	for _, v := range sems[:min(len(sems), cm.s.maxAgents)] {
+		if v.Error != "" && v.Max == 0 {
+			continue
+		}
+		gauge(descSemMax, float64(v.Max), v.Name)
+		gauge(descSemHeld, float64(v.Held), v.Name)
+		gauge(descSemPermits, float64(len(v.Holders)), v.Name)
+		gauge(descSemWaiters, float64(len(v.Waiters)), v.Name)
+		oldest := 0.0
+		if len(v.Waiters) > 0 && !v.Waiters[0].Since.IsZero() {
+			oldest = max(now.Sub(v.Waiters[0].Since).Seconds(), 0)
+		}
+		gauge(descSemWaitAge, oldest, v.Name)
+	}
+	lims := cm.s.limits.Limiters()
+	for _, v := range lims[:min(len(lims), cm.s.maxAgents)] {
+		seen := map[string]bool{} // a limit given twice is one series
+		for _, u := range v.Limits {
+			if seen[u.Limit] {
+				continue
+			}
+			seen[u.Limit] = true
+			gauge(descRateMax, float64(u.Max+u.Burst), v.Name, u.Limit)
+			gauge(descRateUsed, float64(u.Used), v.Name, u.Limit)
+		}
+		counter(descRateAdm, float64(v.Admitted), v.Name)
+		counter(descRateAdmCost, float64(v.AdmittedCost), v.Name)
+		counter(descRateRef, float64(v.Refused), v.Name)
+		counter(descRateRefCost, float64(v.RefusedCost), v.Name)
 	}
 }

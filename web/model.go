@@ -104,6 +104,9 @@ const (
 	KindAgent    = "agent"
 	KindQueue    = "queue"
 	KindOverview = "overview"
+	// KindSemaphore and KindLimiter are the limits (their key: the name).
+	KindSemaphore = "semaphore"
+	KindLimiter   = "limiter"
 )
 
 func newModel(now func() time.Time, onChange func(kind, key string)) *Model {

@@ -18,6 +18,8 @@ import (
 	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/lease"
 	"github.com/batonhq/baton/queue"
+	"github.com/batonhq/baton/rate"
+	"github.com/batonhq/baton/sem"
 	"github.com/batonhq/baton/session"
 )
 
@@ -27,6 +29,8 @@ type Server struct {
 	m  *session.Manager
 	ls *lease.Leases
 	qs *queue.Queues
+	ss *sem.Semaphores
+	rl *rate.Limiters
 
 	readOnly    bool
 	token       string
@@ -42,6 +46,7 @@ type Server struct {
 	hub     *hub
 	model   *Model
 	queues  *queues
+	limits  *limitsTracker
 	metrics *clusterMetrics
 
 	mu       sync.RWMutex
@@ -109,6 +114,13 @@ func WithMaxAgentKeys(n int) Option {
 	}
 }
 
+// WithLimits shows the semaphores and rate limiters of ss and rl (either
+// may be nil) on the Limits page, in /metrics and to the doctor. rl's
+// prefix is the one whose refusal notices are counted.
+func WithLimits(ss *sem.Semaphores, rl *rate.Limiters) Option {
+	return func(s *Server) error { s.ss, s.rl = ss, rl; return nil }
+}
+
 // WithVersion is the version the overview and baton_ui_info show.
 func WithVersion(v string) Option { return func(s *Server) error { s.version = v; return nil } }
 
@@ -138,6 +150,9 @@ func New(m *session.Manager, ls *lease.Leases, qs *queue.Queues, opts ...Option)
 	if qs != nil {
 		s.queues = newQueues(qs, s.hub.publish, s.metrics.observeWait)
 	}
+	if s.ss != nil || s.rl != nil {
+		s.limits = newLimitsTracker(s.ss, s.rl, s.m.Prefix(), s.model.ServerNow, s.hub.publish)
+	}
 	return s, nil
 }
 
@@ -162,6 +177,9 @@ func (s *Server) Run(ctx context.Context) error {
 	wg.Go(func() { s.model.runLeases(ctx, s.ls, onErr("leases")) })
 	if s.queues != nil {
 		wg.Go(func() { s.queues.run(ctx, onErr("queues")) })
+	}
+	if s.limits != nil {
+		wg.Go(func() { s.limits.run(ctx, onErr("limits")) })
 	}
 	wg.Go(func() { s.every(ctx, s.healthEvery, s.checkHealth) })
 	wg.Go(func() {
@@ -229,6 +247,9 @@ func (s *Server) buckets() []*kv.Bucket {
 	b := []*kv.Bucket{s.m.Bucket(), s.ls.Bucket()}
 	if s.qs != nil {
 		b = append(b, s.qs.Bucket())
+	}
+	if s.limits != nil {
+		b = append(b, s.limits.bucket())
 	}
 	return b
 }
@@ -318,6 +339,12 @@ func (s *Server) checker() *doctor.Checker {
 	opts := []doctor.Option{doctor.WithStaleAfter(s.staleAfter), doctor.WithLeases(s.ls), doctor.WithListing(s.listing)}
 	if s.qs != nil {
 		opts = append(opts, doctor.WithQueues(s.qs))
+	}
+	if s.ss != nil {
+		opts = append(opts, doctor.WithSemaphores(s.ss))
+	}
+	if s.rl != nil {
+		opts = append(opts, doctor.WithLimiters(s.rl))
 	}
 	return doctor.New(s.m, opts...)
 }

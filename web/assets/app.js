@@ -33,6 +33,8 @@ const state = {
   agents: new Map(),
   leases: new Map(),
   queues: new Map(),
+  sems: new Map(), // semaphore name -> its view
+  limiters: new Map(), // rate limiter name -> its view
   tasks: new Map(), // queue -> its task list, while shown
   sessions: null, // the page shown
   sessionQuery: { q: '', host: '', state: '', sort: 'slot', desc: false, offset: 0, limit: 100 },
@@ -84,6 +86,9 @@ async function loadAll() {
   const qs = await api('queues');
   const docs = await Promise.all(qs.queues.map(q => api('queues/' + encodeURIComponent(q.queue)).catch(() => null)));
   state.queues = new Map(docs.filter(Boolean).map(d => [d.queue, d]));
+  const lim = await api('limits');
+  state.sems = new Map(lim.semaphores.map(x => [x.name, x]));
+  state.limiters = new Map(lim.limiters.map(x => [x.name, x]));
   await loadSessions();
   render();
 }
@@ -140,6 +145,12 @@ function apply(c) {
       if (c.op === 'delete') { state.queues.delete(c.key); state.tasks.delete(c.key); } else state.queues.set(c.key, c.doc);
       if (state.tasks.has(c.key)) loadTasks(c.key);
       break;
+    case 'semaphore':
+      if (c.op === 'delete') state.sems.delete(c.key); else state.sems.set(c.key, c.doc);
+      break;
+    case 'limiter':
+      if (c.op === 'delete') state.limiters.delete(c.key); else state.limiters.set(c.key, c.doc);
+      break;
     case 'overview':
       state.overview = c.doc;
       break;
@@ -164,7 +175,7 @@ function scheduleRender() {
 
 // ---------- views ----------
 
-const views = { overview: viewOverview, agents: viewAgents, sessions: viewSessions, leases: viewLeases, queues: viewQueues, doctor: viewDoctor };
+const views = { overview: viewOverview, agents: viewAgents, sessions: viewSessions, leases: viewLeases, queues: viewQueues, limits: viewLimits, doctor: viewDoctor };
 
 // A render replaces the view's elements: one between a button's press and
 // its release would swallow the click, so renders wait for the release.
@@ -218,6 +229,9 @@ function viewOverview() {
       card(c.candidates, 'candidates'),
       card(c.leases.live + c.leases.stale + c.leases.expiring, 'leases'),
       card(o.queues.length, 'queues'),
+      o.limits && o.limits.semaphores ? card(o.limits.units_held + ' / ' + o.limits.units_max, 'semaphore units held', o.limits.waiters ? 'warn' : '') : null,
+      o.limits && o.limits.waiters ? card(o.limits.waiters, 'waiting for a permit', 'warn') : null,
+      o.limits && o.limits.limiters ? card(o.limits.limiters, 'rate limiters') : null,
       card(doc ? (doc.ok ? 'ok' : doc.findings) : '…', doc ? (doc.ok ? 'doctor: no problems' : 'doctor findings') : 'doctor', doc && !doc.ok ? 'bad' : 'ok')),
     h('div', { className: 'panel' },
       h('h3', {}, 'Servers'),
@@ -478,6 +492,81 @@ function viewQueues() {
       taskTable(q.queue, ro)));
   }
   return el;
+}
+
+// ---------- limits ----------
+
+// A permit's colour: the same for its units wherever they are drawn.
+function permitColour(id) {
+  let x = 0;
+  for (const ch of id) x = (x * 31 + ch.charCodeAt(0)) >>> 0;
+  return 'hsl(' + (x % 360) + ', 55%, 45%)';
+}
+const since = t => t ? dur(serverNow() - new Date(t)) : '-';
+
+function semSection(sm) {
+  const byUnit = new Map();
+  for (const p of sm.holders) for (const u of p.units) byUnit.set(u, p);
+  const units = [];
+  for (let i = 0; i < sm.max; i++) {
+    const p = byUnit.get(i);
+    units.push(p ? h('span', { className: 'unit held', style: 'background:' + permitColour(p.permit), title: 'unit ' + i + ': ' + p.host + ' pid ' + p.pid + ' (permit ' + p.permit + ')' }, i)
+      : h('span', { className: 'unit', title: 'unit ' + i + ': free' }, i));
+  }
+  const pct = sm.max ? Math.min(100, Math.round(100 * sm.held / sm.max)) : 0;
+  return h('section', { className: 'panel', 'data-sem': sm.name },
+    h('h3', {}, sm.name, ' ', h('span', { className: 'muted' }, 'semaphore of ' + sm.max)),
+    sm.error ? h('p', { className: 'bad' }, 'Could not read it: ' + sm.error) : null,
+    h('div', { className: 'cards' },
+      card(sm.held + ' / ' + sm.max, 'units held', sm.held >= sm.max ? 'warn' : ''),
+      card(sm.holders.length, 'permits'),
+      card(sm.waiters.length, 'waiting', sm.waiters.length ? 'warn' : ''),
+      card(sm.waiters.length ? since(sm.waiters[0].since) : '-', 'first waiter has waited')),
+    h('div', { className: 'bar' + (sm.held >= sm.max ? ' full' : ''), title: sm.held + ' of ' + sm.max }, h('span', { style: 'width:' + pct + '%' })),
+    h('h4', {}, 'Units'), h('div', { className: 'units', 'data-units': sm.name }, units),
+    h('h4', {}, 'Holders'),
+    table(['index', 'weight', 'units', 'host', 'pid', 'held for', 'renewed', 'permit', 'meta'], sm.holders.map(p => h('tr', { 'data-permit': p.permit },
+      h('td', { className: 'num' }, h('span', { className: 'chip', style: 'background:' + permitColour(p.permit) + ';color:#fff' }, p.index)),
+      h('td', { className: 'num' }, p.weight), h('td', { className: 'mono' }, p.units.join(',')),
+      h('td', {}, p.host), h('td', { className: 'num' }, p.pid),
+      h('td', { className: 'num', title: p.acquired_at }, since(p.acquired_at)),
+      h('td', { className: 'num', title: p.renewed_at }, since(p.renewed_at) + ' ago'),
+      h('td', { className: 'mono' }, p.undecodable ? '? (' + p.undecodable + ')' : p.permit),
+      h('td', {}, Object.entries(p.meta || {}).map(([k, v]) => h('span', { className: 'chip' }, k + '=' + v))))), { empty: 'nobody holds it' }),
+    h('h4', {}, 'Waiting, first first'),
+    table(['#', 'weight', 'host', 'pid', 'waiting for', 'ticket'], sm.waiters.map((w, i) => h('tr', { 'data-waiter': w.id },
+      h('td', { className: 'num' }, i + 1), h('td', { className: 'num' }, w.weight), h('td', {}, w.host), h('td', { className: 'num' }, w.pid),
+      h('td', { className: 'num', title: w.since }, since(w.since)), h('td', { className: 'mono' }, w.id))), { empty: 'nobody waits' }));
+}
+
+function limiterSection(l) {
+  return h('section', { className: 'panel', 'data-limiter': l.name },
+    h('h3', {}, l.name, ' ', h('span', { className: 'muted' }, 'rate limiter')),
+    l.undecodable ? h('p', { className: 'bad' }, 'Its record does not decode, so every take is refused: ' + l.undecodable + ' (baton doctor)') : null,
+    h('div', { className: 'cards' },
+      card(l.admitted, 'admitted since the dashboard started' + (l.admitted_cost !== l.admitted ? ' (cost ' + l.admitted_cost + ')' : '')),
+      card(l.refused, 'refused' + (l.refused_cost !== l.refused ? ' (cost ' + l.refused_cost + ')' : ''), l.refused ? 'warn' : ''),
+      card(l.last_refused_at ? since(l.last_refused_at) + ' ago' : '-', 'last refusal'),
+      card(l.last_take_at ? since(l.last_take_at) + ' ago' : '-', 'last admitted')),
+    table(['limit', 'counts', 'used in the window ending now', '', 'left'], l.limits.map(u => {
+      const cap = u.max + (u.burst || 0);
+      const pct = cap ? Math.min(100, Math.round(100 * u.used / cap)) : 0;
+      return h('tr', { 'data-limit': u.limit },
+        h('td', { className: 'mono' }, u.limit), h('td', {}, u.per === 'take' ? 'takes' : 'cost'),
+        h('td', { className: 'num' }, u.used + ' / ' + cap),
+        h('td', { style: 'width:30%' }, h('div', { className: 'bar' + (u.left === 0 ? ' full' : ''), title: u.used + ' of ' + cap }, h('span', { style: 'width:' + pct + '%' }))),
+        h('td', { className: 'num' }, u.left));
+    })));
+}
+
+function viewLimits() {
+  const sems = [...state.sems.values()].sort((a, b) => a.name < b.name ? -1 : 1);
+  const lims = [...state.limiters.values()].sort((a, b) => a.name < b.name ? -1 : 1);
+  return h('div', {}, h('h2', {}, 'Limits'),
+    h('h3', {}, 'Semaphores'),
+    sems.length ? sems.map(semSection) : h('p', { className: 'muted' }, 'No semaphores. Create one with `baton sem create NAME --max N`.'),
+    h('h3', { style: 'margin-top:18px' }, 'Rate limiters'),
+    lims.length ? lims.map(limiterSection) : h('p', { className: 'muted' }, 'No rate limiters. Create one with `baton rate create NAME --limit N/PERIOD`.'));
 }
 
 // ---------- doctor ----------

@@ -92,5 +92,13 @@ func uiRun(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
-	return dashboard.Serve(ctx, o.F, dashboard.Config{Listen: o.Listen, Token: o.Token, ReadOnly: o.ReadOnly, StaleAfter: o.StaleAfter.D}, m, ls, qs)
+	ss, err := o.F.Semaphores(ctx, nil, nopts...)
+	if err != nil {
+		return err
+	}
+	rl, err := o.F.Limiters(ctx, nopts...)
+	if err != nil {
+		return err
+	}
+	return dashboard.Serve(ctx, o.F, dashboard.Config{Listen: o.Listen, Token: o.Token, ReadOnly: o.ReadOnly, StaleAfter: o.StaleAfter.D}, m, ls, qs, ss, rl)
 }

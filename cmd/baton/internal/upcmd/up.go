@@ -23,6 +23,7 @@ import (
 	"github.com/batonhq/baton/kv/kvserver"
 	"github.com/batonhq/baton/lease"
 	"github.com/batonhq/baton/queue"
+	"github.com/batonhq/baton/rate"
 	"github.com/batonhq/baton/sem"
 	"github.com/batonhq/baton/session"
 )
@@ -340,7 +341,15 @@ func serveUI(ctx context.Context, o *Options, client *kv.Client) error {
 	if err != nil {
 		return err
 	}
-	return dashboard.Serve(ctx, o.F, dashboard.Config{Listen: o.UI, Token: o.UIToken, ReadOnly: o.UIReadOnly}, m, ls, qs)
+	ss, err := sem.New(client, sem.WithPrefix(prefixOf(o)), sem.WithHostID(o.F.Config.HostID))
+	if err != nil {
+		return err
+	}
+	rl, err := rate.New(client, rate.WithPrefix(prefixOf(o)))
+	if err != nil {
+		return err
+	}
+	return dashboard.Serve(ctx, o.F, dashboard.Config{Listen: o.UI, Token: o.UIToken, ReadOnly: o.UIReadOnly}, m, ls, qs, ss, rl)
 }
 
 // ensureBuckets creates baton's buckets, waiting while JetStream is not

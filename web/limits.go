@@ -1,0 +1,459 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/limits"
+	"github.com/batonhq/baton/rate"
+	"github.com/batonhq/baton/sem"
+)
+
+// semEvery is how often a semaphore is read again at most while it
+// changes: its permits renew and its waiters' tickets are kept alive, so
+// a busy one changes all the time.
+const semEvery = 250 * time.Millisecond
+
+// limitsTracker keeps the semaphores and rate limiters of the limits
+// bucket as the dashboard shows them, from one watch of the bucket. A
+// semaphore is read again (sem.Status: its record, units and line) when
+// the watch says it changed, at most every semEvery; a limiter is one
+// record, which the watch brings whole. Takes admitted are counted from
+// the records (each take id seen once), refusals from the notices takers
+// send (limits.RefusalSubjects): both since the dashboard started.
+type limitsTracker struct {
+	ss       *sem.Semaphores // nil: no semaphores shown
+	rl       *rate.Limiters  // nil: no limiters shown
+	prefix   string
+	onChange func(kind, key string)
+	now      func() time.Time // the server's clock, as the model estimates it
+
+	mu       sync.RWMutex
+	sems     map[string]*semState
+	dirty    map[string]bool
+	limiters map[string]*limiterState
+	synced   bool // the watch has delivered what was present
+	wake     chan struct{}
+}
+
+type semState struct {
+	st  *sem.Status // nil until read
+	err string      // the last read's error
+}
+
+type limiterState struct {
+	entry     kv.Entry // the record as last seen (zero: refusals seen, record not yet)
+	err       string   // the record does not decode
+	seen      map[string]struct{}
+	wasInUse  bool // some limit counted a take at the last tick
+	admitted  uint64
+	admCost   int64
+	refused   uint64
+	refCost   int64
+	refusedAt time.Time
+}
+
+func newLimitsTracker(ss *sem.Semaphores, rl *rate.Limiters, prefix string, now func() time.Time, onChange func(kind, key string)) *limitsTracker {
+	return &limitsTracker{
+		ss: ss, rl: rl, prefix: prefix, now: now, onChange: onChange,
+		sems: map[string]*semState{}, dirty: map[string]bool{}, limiters: map[string]*limiterState{},
+		wake: make(chan struct{}, 1),
+	}
+}
+
+func (t *limitsTracker) bucket() *kv.Bucket {
+	if t.ss != nil {
+		return t.ss.Bucket()
+	}
+	return t.rl.Bucket()
+}
+
+// run follows the limits bucket and the refusal notices until ctx is done.
+func (t *limitsTracker) run(ctx context.Context, onErr func(error)) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	if t.ss != nil {
+		wg.Go(func() { t.refresh(ctx, onErr) })
+	}
+	if t.rl != nil {
+		wg.Go(func() { t.tick(ctx) })
+		if sub, err := t.bucket().Client().Conn().Subscribe(limits.RefusalSubjects(t.prefix), t.refusal); err == nil {
+			defer func() { _ = sub.Unsubscribe() }()
+		} else if onErr != nil {
+			onErr(err)
+		}
+	}
+	watchLoop(ctx, onErr, func(ctx context.Context) error {
+		w, err := t.bucket().Watch(ctx, "")
+		if errors.Is(err, kv.ErrBucketNotFound) {
+			return nil // no limits yet; looked at again after the pause
+		}
+		if err != nil {
+			return err
+		}
+		defer w.Stop()
+		t.reset()
+		for e := range w.Updates() {
+			if e == nil {
+				t.mu.Lock()
+				t.synced = true
+				t.mu.Unlock()
+				continue
+			}
+			t.follow(*e)
+		}
+		return nil
+	})
+}
+
+// reset forgets the limiters' records (not their counts) and marks every
+// semaphore to be read again, before a watch starts again.
+func (t *limitsTracker) reset() {
+	t.mu.Lock()
+	t.synced = false
+	for name := range t.sems {
+		t.dirty[name] = true
+	}
+	t.mu.Unlock()
+	t.poke()
+}
+
+func (t *limitsTracker) poke() {
+	select {
+	case t.wake <- struct{}{}:
+	default:
+	}
+}
+
+// follow takes one entry of the bucket: a semaphore's record, unit or
+// waiter ticket (sem.NAME, sem.NAME.I, sem.NAME.w.ID) marks it to be read
+// again; a limiter's record (rate.NAME) is kept.
+func (t *limitsTracker) follow(e kv.Entry) {
+	kind, rest, _ := strings.Cut(e.Key, ".")
+	name, _, _ := strings.Cut(rest, ".")
+	switch {
+	case kind == "sem" && t.ss != nil && name != "":
+		t.mu.Lock()
+		t.dirty[name] = true
+		t.mu.Unlock()
+		t.poke()
+	case kind == "rate" && t.rl != nil && name != "" && name == rest:
+		t.keepLimiter(name, e)
+	}
+}
+
+func (t *limitsTracker) keepLimiter(name string, e kv.Entry) {
+	t.mu.Lock()
+	l := t.limiters[name]
+	if !e.Live() {
+		delete(t.limiters, name)
+		t.mu.Unlock()
+		t.onChange(KindLimiter, name)
+		t.onChange(KindOverview, "")
+		return
+	}
+	isNew := l == nil || l.entry.Revision == 0
+	if l == nil {
+		l = &limiterState{}
+		t.limiters[name] = l
+	}
+	// A write may have put it in use: the next tick sends it again, even
+	// if its windows have emptied by then.
+	l.entry, l.err, l.wasInUse = e, "", true
+	st, err := rate.StatusOfEntry(e, t.now())
+	if err != nil {
+		l.err = err.Error()
+	} else {
+		// Takes not seen before were admitted since; those present when
+		// the watch began were admitted before the dashboard knew.
+		seen := make(map[string]struct{}, len(st.Takes))
+		for _, tk := range st.Takes {
+			seen[tk.ID] = struct{}{}
+			if _, old := l.seen[tk.ID]; !old && t.synced && l.seen != nil {
+				l.admitted++
+				l.admCost += tk.Cost
+			}
+		}
+		l.seen = seen
+	}
+	t.mu.Unlock()
+	t.onChange(KindLimiter, name)
+	if isNew {
+		t.onChange(KindOverview, "")
+	}
+}
+
+// refusal counts one refusal notice.
+func (t *limitsTracker) refusal(m *nats.Msg) {
+	name := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
+	cost, err := strconv.ParseInt(string(m.Data), 10, 64)
+	if err != nil || rate.ValidName(name) != nil {
+		return
+	}
+	t.mu.Lock()
+	l := t.limiters[name]
+	if l == nil {
+		l = &limiterState{}
+		t.limiters[name] = l
+	}
+	l.refused++
+	l.refCost += cost
+	l.refusedAt = t.now()
+	t.mu.Unlock()
+	t.onChange(KindLimiter, name)
+}
+
+// tick sends the limiters whose windows are in use once a second: their
+// use falls as time passes, with no write to say so.
+func (t *limitsTracker) tick(ctx context.Context) {
+	tk := time.NewTicker(time.Second)
+	defer tk.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tk.C:
+		}
+		now := t.now()
+		var changed []string
+		t.mu.Lock()
+		for name, l := range t.limiters {
+			if l.entry.Revision == 0 || l.err != "" {
+				continue
+			}
+			inUse := false
+			if st, err := rate.StatusOfEntry(l.entry, now); err == nil {
+				for _, u := range st.Uses {
+					inUse = inUse || u.Used > 0
+				}
+			}
+			if inUse || l.wasInUse {
+				changed = append(changed, name)
+			}
+			l.wasInUse = inUse
+		}
+		t.mu.Unlock()
+		for _, name := range changed {
+			t.onChange(KindLimiter, name)
+		}
+	}
+}
+
+// refresh reads the dirty semaphores again, each at most every semEvery.
+func (t *limitsTracker) refresh(ctx context.Context, onErr func(error)) {
+	next := map[string]time.Time{}
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		now := time.Now()
+		wait := time.Hour
+		var due []string
+		t.mu.Lock()
+		for name := range t.dirty {
+			if at := next[name]; !now.Before(at) {
+				due = append(due, name)
+				delete(t.dirty, name)
+			} else {
+				wait = min(wait, at.Sub(now))
+			}
+		}
+		t.mu.Unlock()
+		for _, name := range due {
+			began := time.Now()
+			t.readSem(ctx, name, onErr)
+			next[name] = began.Add(max(semEvery, 4*time.Since(began)))
+		}
+		if len(due) > 0 {
+			continue
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.wake:
+		case <-timer.C:
+		}
+	}
+}
+
+func (t *limitsTracker) readSem(ctx context.Context, name string, onErr func(error)) {
+	st, err := t.ss.Status(ctx, name)
+	t.mu.Lock()
+	_, known := t.sems[name]
+	switch {
+	case errors.Is(err, sem.ErrNotFound):
+		delete(t.sems, name) // released units of a removed one, or not a semaphore
+	case err != nil:
+		if !known {
+			t.sems[name] = &semState{}
+		}
+		t.sems[name].err = err.Error()
+	default:
+		t.sems[name] = &semState{st: &st}
+	}
+	t.mu.Unlock()
+	if err != nil && !errors.Is(err, sem.ErrNotFound) && onErr != nil && ctx.Err() == nil {
+		onErr(err)
+	}
+	t.onChange(KindSemaphore, name)
+	t.onChange(KindOverview, "")
+}
+
+// SemaphoreView is a semaphore as the dashboard shows it: `baton sem
+// status NAME --json`, or why it could not be read.
+type SemaphoreView struct {
+	sem.Status
+	Error string `json:"error,omitempty"`
+}
+
+// LimiterView is a rate limiter as the dashboard shows it: each limit's use
+// now, and what it admitted and refused since the dashboard started.
+type LimiterView struct {
+	Name      string     `json:"name"`
+	CreatedAt time.Time  `json:"created_at,omitzero"`
+	Limits    []LimitUse `json:"limits"`
+	// Takes are the takes its record holds (those within its longest
+	// period, and older ones until its next write).
+	Takes      int       `json:"takes"`
+	LastTakeAt time.Time `json:"last_take_at,omitzero"`
+	// Admitted and AdmittedCost count the takes first seen in its record
+	// since the dashboard started (cost as admitted, before any settle).
+	Admitted     uint64 `json:"admitted"`
+	AdmittedCost int64  `json:"admitted_cost"`
+	// Refused and RefusedCost count the refusals takers told since the
+	// dashboard started (a take that waited and was admitted is not one).
+	Refused       uint64    `json:"refused"`
+	RefusedCost   int64     `json:"refused_cost"`
+	LastRefusedAt time.Time `json:"last_refused_at,omitzero"`
+	// Undecodable says why its record does not decode: every take is
+	// refused until it is removed (baton doctor names it).
+	Undecodable string `json:"undecodable,omitempty"`
+}
+
+// LimitUse is one limit of a limiter and its use now.
+type LimitUse struct {
+	// Limit is the limit as `rate create` takes it: 50/1m, 40000/1m+5000.
+	Limit    string `json:"limit"`
+	Max      int64  `json:"max"`
+	Burst    int64  `json:"burst,omitempty"`
+	PeriodMS int64  `json:"period_ms"`
+	Per      string `json:"per"`
+	Used     int64  `json:"used"`
+	Left     int64  `json:"left"`
+}
+
+// Semaphores lists the semaphores read, sorted by name.
+func (t *limitsTracker) Semaphores() []SemaphoreView {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	out := make([]SemaphoreView, 0, len(t.sems))
+	for _, name := range slices.Sorted(maps.Keys(t.sems)) {
+		out = append(out, t.semViewLocked(name))
+	}
+	return out
+}
+
+// Semaphore is one semaphore's view (nil: not known).
+func (t *limitsTracker) Semaphore(name string) *SemaphoreView {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if t.sems[name] == nil {
+		return nil
+	}
+	v := t.semViewLocked(name)
+	return &v
+}
+
+func (t *limitsTracker) semViewLocked(name string) SemaphoreView {
+	s := t.sems[name]
+	if s.st == nil {
+		return SemaphoreView{Status: sem.Status{Name: name, Holders: []sem.Holder{}, Waiters: []sem.Waiter{}}, Error: s.err}
+	}
+	return SemaphoreView{Status: *s.st, Error: s.err}
+}
+
+// Limiters lists the limiters whose records were seen, sorted by name.
+func (t *limitsTracker) Limiters() []LimiterView {
+	now := t.now()
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	out := []LimiterView{}
+	for _, name := range slices.Sorted(maps.Keys(t.limiters)) {
+		if v := t.limiterViewLocked(name, now); v != nil {
+			out = append(out, *v)
+		}
+	}
+	return out
+}
+
+// Limiter is one limiter's view (nil: its record was not seen).
+func (t *limitsTracker) Limiter(name string) *LimiterView {
+	now := t.now()
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.limiterViewLocked(name, now)
+}
+
+func (t *limitsTracker) limiterViewLocked(name string, now time.Time) *LimiterView {
+	l := t.limiters[name]
+	if l == nil || l.entry.Revision == 0 {
+		return nil
+	}
+	v := &LimiterView{Name: name, Limits: []LimitUse{}, Admitted: l.admitted, AdmittedCost: l.admCost,
+		Refused: l.refused, RefusedCost: l.refCost, LastRefusedAt: l.refusedAt, Undecodable: l.err}
+	st, err := rate.StatusOfEntry(l.entry, now)
+	if err != nil {
+		return v
+	}
+	v.CreatedAt, v.Takes = st.CreatedAt, len(st.Takes)
+	if n := len(st.Takes); n > 0 {
+		v.LastTakeAt = st.Takes[n-1].At
+	}
+	for _, u := range st.Uses {
+		v.Limits = append(v.Limits, LimitUse{Limit: rate.Describe([]rate.Limit{u.Limit}), Max: u.Max, Burst: u.Burst,
+			PeriodMS: time.Duration(u.Period).Milliseconds(), Per: u.Per, Used: u.Used, Left: u.Left})
+	}
+	return v
+}
+
+// LimitsSummary is the limits in counts, for the overview.
+type LimitsSummary struct {
+	Semaphores int `json:"semaphores"`
+	UnitsHeld  int `json:"units_held"`
+	UnitsMax   int `json:"units_max"`
+	Waiters    int `json:"waiters"`
+	Limiters   int `json:"limiters"`
+	// Refused counts refusals since the dashboard started.
+	Refused uint64 `json:"refused"`
+}
+
+func (t *limitsTracker) Summary() LimitsSummary {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	var s LimitsSummary
+	for _, st := range t.sems {
+		if st.st == nil {
+			continue
+		}
+		s.Semaphores++
+		s.UnitsHeld += st.st.Held
+		s.UnitsMax += st.st.Max
+		s.Waiters += len(st.st.Waiters)
+	}
+	for _, l := range t.limiters {
+		if l.entry.Revision != 0 {
+			s.Limiters++
+			s.Refused += l.refused
+		}
+	}
+	return s
+}
