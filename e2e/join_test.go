@@ -178,18 +178,25 @@ func TestSubstrate_ServerDownIsExit6AndMissingBucketsSayRunUp(t *testing.T) {
 	}
 }
 
-// inSlotLine waits until n joiners wait in slot's line.
-func inSlotLine(t *testing.T, w *world, slot string, n int) {
+// slotLine is how many joiners wait in slot's line.
+func slotLine(t *testing.T, w *world, slot string) int {
 	t.Helper()
 	self, err := hostlocal.Self()
 	if err != nil {
 		t.Fatal(err)
 	}
 	line := waitline.New(w.client.Bucket(limits.BucketConfig(session.DefaultPrefix, 0)), "wait.slot."+slot, "e2e", self)
-	waitFor(t, 20*time.Second, fmt.Sprintf("%d joiners in line", n), func() bool {
-		ws, err := line.Waiters(context.Background())
-		return err == nil && len(ws) == n
-	})
+	ws, err := line.Waiters(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ws)
+}
+
+// inSlotLine waits until n joiners wait in slot's line.
+func inSlotLine(t *testing.T, w *world, slot string, n int) {
+	t.Helper()
+	waitFor(t, 20*time.Second, fmt.Sprintf("%d joiners in line", n), func() bool { return slotLine(t, w, slot) == n })
 }
 
 // Three `join --wait` processes that begin to wait 100 ms apart for a held
@@ -249,7 +256,9 @@ func TestJoin_WaitersGetAHeldSlotInTheOrderTheyCame(t *testing.T) {
 		closer = hosts[i]
 	}
 	closer.must("close", "line")
-	inSlotLine(t, w, "line", 0)
+	if n := slotLine(t, w, "line"); n != 0 {
+		t.Errorf("%d in line once all were served, want 0", n)
+	}
 	t.Logf("from a `baton close` starting to the next waiter's `baton join` exiting: %v (the close processes took %v)", handoffs, closes)
 }
 
@@ -271,6 +280,59 @@ func TestJoin_WaitThatRunsOutIsExit3NamingTheHolder(t *testing.T) {
 	// Another host's session: exit 4 after the wait, as without one.
 	a2 := w.host("host-b")
 	a2.expect(4, []string{"join", "render", "--task", "T-2", "--wait", "300ms"}, "belongs to host host-a", "waited 300ms")
-	inSlotLine(t, w, "render", 0)
+	if n := slotLine(t, w, "render"); n != 0 {
+		t.Errorf("%d in line once the waits ran out, want 0", n)
+	}
 	t.Logf("join --wait 300ms on a held slot exited 3 after %s: %s", took, strings.TrimSpace(r.stderr))
+}
+
+// `run --wait` waits in line for a held slot; Ctrl-C while it waits ends
+// it at once (exit 130), starts nothing and leaves the line. Once the slot
+// is closed, the next `run --wait` in line runs its command.
+func TestJoin_RunWaitsInLineAndCtrlCLeavesIt(t *testing.T) {
+	w := newWorld(t)
+	a := w.host("host-a")
+	a.must("join", "busy", "--task", "T-0")
+	marker := filepath.Join(t.TempDir(), "ran")
+	cmd := a.command("run", "busy", "--task", "T-1", "--wait", "30s", "--", "sh", "-c", "touch "+marker)
+	errs := &strings.Builder{}
+	cmd.Stderr = errs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	inSlotLine(t, w, "busy", 1)
+	cmd.Process.Signal(interrupt)
+	select {
+	case err := <-done:
+		if code := exitCode(err); code != 130 {
+			t.Errorf("exit %d after Ctrl-C in line, want 130; stderr: %s", code, errs)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Ctrl-C did not end the wait")
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("the command ran after Ctrl-C")
+	}
+	// It left the line before it exited, not after its ticket's TTL.
+	if n := slotLine(t, w, "busy"); n != 0 {
+		t.Errorf("%d in line once the run that was interrupted exited, want 0", n)
+	}
+
+	next := a.command("run", "busy", "--task", "T-2", "--wait", "30s", "--", "sh", "-c", "touch "+marker)
+	go func() { done <- next.Run() }()
+	inSlotLine(t, w, "busy", 1)
+	a.must("close", "busy")
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("run --wait after the close: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("run --wait did not run within 20s of the close")
+	}
+	if _, err := os.Stat(marker); err != nil {
+		t.Errorf("the command of the run that waited did not run: %v", err)
+	}
 }
