@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -10,6 +12,11 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/batonhq/baton/hostlocal"
+	"github.com/batonhq/baton/limits"
+	"github.com/batonhq/baton/session"
+	"github.com/batonhq/baton/waitline"
 )
 
 func TestJoin_SecondJoinIsRefusedNamingTheHolder(t *testing.T) {
@@ -168,5 +175,164 @@ func TestSubstrate_ServerDownIsExit6AndMissingBucketsSayRunUp(t *testing.T) {
 	r := h.expect(6, []string{"status", "--server", "nats://alice:s3cret@127.0.0.1:1"})
 	if strings.Contains(r.stderr, "s3cret") {
 		t.Errorf("the password was echoed: %s", r.stderr)
+	}
+}
+
+// slotLine is how many joiners wait in slot's line.
+func slotLine(t *testing.T, w *world, slot string) int {
+	t.Helper()
+	self, err := hostlocal.Self()
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := waitline.New(w.client.Bucket(limits.BucketConfig(session.DefaultPrefix, 0)), "wait.slot."+slot, "e2e", self)
+	ws, err := line.Waiters(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ws)
+}
+
+// inSlotLine waits until n joiners wait in slot's line.
+func inSlotLine(t *testing.T, w *world, slot string, n int) {
+	t.Helper()
+	waitFor(t, 20*time.Second, fmt.Sprintf("%d joiners in line", n), func() bool { return slotLine(t, w, slot) == n })
+}
+
+// Three `join --wait` processes that begin to wait 100 ms apart for a held
+// slot get it in that order, each as the holder before it closes it.
+func TestJoin_WaitersGetAHeldSlotInTheOrderTheyCame(t *testing.T) {
+	w := newWorld(t)
+	a, b := w.host("host-a"), w.host("host-b")
+	a.must("join", "line", "--task", "T-0")
+	// The waiters' hosts, in the order they come; each closes as its own.
+	hosts := []*host{a, b, a}
+	type waiter struct {
+		out  *bytes.Buffer
+		errs *bytes.Buffer
+		err  error
+		done chan struct{} // closed once the process exited, with err
+	}
+	waiters := make([]waiter, len(hosts))
+	for i, h := range hosts {
+		cmd := h.command("join", "line", "--task", fmt.Sprintf("T-%d", i+1), "--wait", "20s", "--json")
+		wt := &waiters[i]
+		wt.out, wt.errs, wt.done = &bytes.Buffer{}, &bytes.Buffer{}, make(chan struct{})
+		cmd.Stdout, cmd.Stderr = wt.out, wt.errs
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); <-wt.done })
+		go func() { wt.err = cmd.Wait(); close(wt.done) }()
+		inSlotLine(t, w, "line", i+1)
+		time.Sleep(100 * time.Millisecond)
+	}
+	closer := a // the holder's host
+	var closes, handoffs []time.Duration
+	for i := range waiters {
+		wt := &waiters[i]
+		began := time.Now()
+		closer.must("close", "line")
+		closes = append(closes, time.Since(began))
+		select {
+		case <-wt.done:
+			if wt.err != nil {
+				t.Fatalf("waiter %d: %v: %s", i+1, wt.err, wt.errs)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("waiter %d did not get the slot within 20s of its close", i+1)
+		}
+		handoffs = append(handoffs, time.Since(began))
+		if got := jsonOf(t, wt.out.String()); got["task_id"] != fmt.Sprintf("T-%d", i+1) || got["host"] != hosts[i].id {
+			t.Fatalf("waiter %d joined %v", i+1, got)
+		}
+		for j := i + 1; j < len(waiters); j++ {
+			select {
+			case <-waiters[j].done:
+				t.Fatalf("waiter %d ended (%v: %s) before waiter %d was served", j+1, waiters[j].err, waiters[j].errs, i+1)
+			default:
+			}
+		}
+		closer = hosts[i]
+	}
+	closer.must("close", "line")
+	if n := slotLine(t, w, "line"); n != 0 {
+		t.Errorf("%d in line once all were served, want 0", n)
+	}
+	t.Logf("from a `baton close` starting to the next waiter's `baton join` exiting: %v (the close processes took %v)", handoffs, closes)
+}
+
+// A wait that runs out on a held slot is exit 3 after about the wait,
+// naming the holder and saying how long it waited.
+func TestJoin_WaitThatRunsOutIsExit3NamingTheHolder(t *testing.T) {
+	w := newWorld(t)
+	a := w.host("host-a")
+	a.must("join", "render", "--task", "T-1", "--agent", "claude-1")
+	began := time.Now()
+	r := a.expect(3, []string{"join", "render", "--task", "T-2", "--wait", "300ms"}, "held", "task T-1", "agent claude-1", "waited 300ms", "longer --wait")
+	took := time.Since(began)
+	if took < 300*time.Millisecond || took > 3*time.Second {
+		t.Errorf("join --wait 300ms exited after %s, want about 300ms", took)
+	}
+	if strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
+		t.Errorf("the error is not one line: %q", r.stderr)
+	}
+	// Another host's session: exit 4 after the wait, as without one.
+	a2 := w.host("host-b")
+	a2.expect(4, []string{"join", "render", "--task", "T-2", "--wait", "300ms"}, "belongs to host host-a", "waited 300ms")
+	if n := slotLine(t, w, "render"); n != 0 {
+		t.Errorf("%d in line once the waits ran out, want 0", n)
+	}
+	t.Logf("join --wait 300ms on a held slot exited 3 after %s: %s", took, strings.TrimSpace(r.stderr))
+}
+
+// `run --wait` waits in line for a held slot; Ctrl-C while it waits ends
+// it at once (exit 130), starts nothing and leaves the line. Once the slot
+// is closed, the next `run --wait` in line runs its command.
+func TestJoin_RunWaitsInLineAndCtrlCLeavesIt(t *testing.T) {
+	w := newWorld(t)
+	a := w.host("host-a")
+	a.must("join", "busy", "--task", "T-0")
+	marker := filepath.Join(t.TempDir(), "ran")
+	cmd := a.command("run", "busy", "--task", "T-1", "--wait", "30s", "--", "sh", "-c", "touch "+marker)
+	errs := &strings.Builder{}
+	cmd.Stderr = errs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	inSlotLine(t, w, "busy", 1)
+	cmd.Process.Signal(interrupt)
+	select {
+	case err := <-done:
+		if code := exitCode(err); code != 130 {
+			t.Errorf("exit %d after Ctrl-C in line, want 130; stderr: %s", code, errs)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Ctrl-C did not end the wait")
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("the command ran after Ctrl-C")
+	}
+	// It left the line before it exited, not after its ticket's TTL.
+	if n := slotLine(t, w, "busy"); n != 0 {
+		t.Errorf("%d in line once the run that was interrupted exited, want 0", n)
+	}
+
+	next := a.command("run", "busy", "--task", "T-2", "--wait", "30s", "--", "sh", "-c", "touch "+marker)
+	go func() { done <- next.Run() }()
+	inSlotLine(t, w, "busy", 1)
+	a.must("close", "busy")
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("run --wait after the close: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("run --wait did not run within 20s of the close")
+	}
+	if _, err := os.Stat(marker); err != nil {
+		t.Errorf("the command of the run that waited did not run: %v", err)
 	}
 }

@@ -1,5 +1,6 @@
 // Package limits names the bucket baton's shared limits live in:
-// semaphores (package sem) and rate limiters (package rate).
+// semaphores (package sem) and rate limiters (package rate), and the
+// lines of waiters (package waitline) of leases and slots.
 package limits
 
 import (

@@ -147,7 +147,7 @@ func New(connect func(context.Context) (*Conn, error), opts ...Option) (*Server,
 // instructions tell the model how the tools fit together.
 const instructions = `baton keeps agents from stepping on each other: one holder per slot, across hosts.
 Before working on something shared (a repository, a branch, a deploy target), call claim_slot with a slot name and your task id.
-If it is refused, another agent holds the slot: do not work on it; call claim_slot again later.
+If it is refused, another agent holds the slot: do not work on it; call claim_slot again later, or with wait_seconds to wait your turn in line.
 While you hold a slot this server renews it for you; call heartbeat now and then with a short progress message.
 When done, call release_slot with result success or fail. If a result lists lost_slots, stop working on those slots at once.
 acquire_lease / release_lease guard short exclusive actions the same way; acquire_permit / release_permit take a place in a shared pool only so many may use at once (a test database, a GPU) and give you an index to pick your copy by; take_rate asks a shared rate limiter (an LLM provider's requests and tokens a minute) for room before a call it limits; leader says who leads a baton lead election; who_holds, list_sessions, doctor and the baton://status resource show the state; queue_add, queue_status and queue_get use work queues.`

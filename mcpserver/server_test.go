@@ -18,6 +18,7 @@ import (
 	"github.com/batonhq/baton/rate"
 	"github.com/batonhq/baton/sem"
 	"github.com/batonhq/baton/session"
+	"github.com/batonhq/baton/waitline"
 )
 
 // env is a server, a Conn of it and an MCP server serving that Conn to an
@@ -184,5 +185,55 @@ func TestRelease_UnansweredIsRetriedInTheBackground(t *testing.T) {
 			t.Fatalf("the slot is still there 20 s after the server came back: %v", err)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// claim_slot with wait_seconds waits its turn in the slot's line and
+// claims the slot once its holder closes it; a wait that runs out says so.
+func TestClaim_WaitsInLineForAHeldSlot(t *testing.T) {
+	e := newEnv(t, kvtest.StartServer(t))
+	ctx := context.Background()
+	sd, err := hostlocal.OpenStateDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := session.NewManager(kvtest.Connect(t, e.srv.ClientURL()), session.WithHostID("h2"), session.WithStateDir(sd))
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := other.Join(ctx, "s", "T-other", session.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, isErr := e.call(t, "claim_slot", map[string]any{"slot": "s", "task": "T", "wait_seconds": 0.3})
+	if !isErr || !strings.Contains(text, "after waiting 300ms in line") || !strings.Contains(text, "task T-other") {
+		t.Fatalf("claim_slot that waited 0.3 s: %v %s; want refused, saying it waited and who holds it", isErr, text)
+	}
+	answered := make(chan string, 1)
+	go func() {
+		text, isErr := e.call(t, "claim_slot", map[string]any{"slot": "s", "task": "T", "wait_seconds": 20})
+		if isErr {
+			text = "refused: " + text
+		}
+		answered <- text
+	}()
+	self, err := hostlocal.Self()
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := waitline.New(e.conn.Sems.Bucket(), "wait.slot.s", "h9", self)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if ws, err := line.Waiters(ctx); err == nil && len(ws) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the claim is not in line within 10 s")
+		}
+	}
+	if err := other.Close(ctx, held, session.ResultSuccess); err != nil {
+		t.Fatal(err)
+	}
+	if text := <-answered; !strings.Contains(text, "claimed slot s") {
+		t.Fatalf("claim_slot waiting in line: %s", text)
 	}
 }

@@ -86,7 +86,7 @@ type ClaimInput struct {
 	Slot        string            `json:"slot" jsonschema:"the slot to take: a name for the shared thing you are about to work on (letters, digits, - _ . /)"`
 	Task        string            `json:"task" jsonschema:"the id of your task, shown to whoever finds the slot taken"`
 	TTLSeconds  int               `json:"ttl_seconds,omitempty" jsonschema:"how long the slot outlives this server if it stops renewing it (crash), in whole seconds; default 900"`
-	WaitSeconds float64           `json:"wait_seconds,omitempty" jsonschema:"how long to wait while another process of this host is taking the same slot at this very moment (reason busy), at most 60; it does not wait for a holder to release the slot; default 0"`
+	WaitSeconds float64           `json:"wait_seconds,omitempty" jsonschema:"how long to wait for a held slot, in line behind the agents that began to wait before you (and for another process of this host taking the same slot at this very moment), at most 60; default 0: answer at once"`
 	Agent       string            `json:"agent,omitempty" jsonschema:"your agent id; default: the name your MCP client gives"`
 	Meta        map[string]string `json:"meta,omitempty" jsonschema:"key-value pairs to record with the session (a branch, a PR, a URL)"`
 }
@@ -160,7 +160,7 @@ func (s *Server) addTools() {
 		Title: "Claim a slot",
 		Description: `Take a slot (one holder at a time, across hosts) before working on the shared thing it names.
 On success you hold it until release_slot; this server renews it for you in the background, and records your process as its holder.
-If another agent holds it, the result has isError, reason "held" or "other_host", and names the holder (host, pid, agent, task, since when): do not work on the slot; do something else and call claim_slot again later (who_holds says whether it is free).
+If another agent holds it, the result has isError, reason "held" or "other_host", and names the holder (host, pid, agent, task, since when): do not work on the slot; do something else and call claim_slot again later (who_holds says whether it is free), or call it with wait_seconds to wait your turn in line.
 Reason "busy": another process of this host is taking the same slot right now; retry with wait_seconds of 1-5.
 Reason "unavailable": the baton server cannot be reached; retry in a few seconds. Reason "error": something an operator must fix (the message says what).
 Claiming a slot you already hold returns it again.`,
@@ -274,8 +274,12 @@ func explainJoin(slot string, err error) (*mcp.CallToolResult, string, *SessionI
 		if errors.Is(err, session.ErrForeignHost) {
 			reason = "other_host"
 		}
-		return refusal("slot %s is held by %s: do not work on it; do something else and call claim_slot again later (who_holds says whether it is free)",
-			slot, holderText(held.Holder)), reason, infoOf(held.Holder)
+		waited := ""
+		if held.Waited > 0 {
+			waited = fmt.Sprintf(" (still, after waiting %s in line)", held.Waited)
+		}
+		return refusal("slot %s is held by %s%s: do not work on it; do something else and call claim_slot again later (who_holds says whether it is free), or with wait_seconds to wait your turn",
+			slot, holderText(held.Holder), waited), reason, infoOf(held.Holder)
 	case errors.As(err, &held):
 		return refusal("slot %s holds a record baton cannot read, so it is treated as held: ask an operator to run `baton doctor`; %v", slot, err), "undecodable", nil
 	case errors.Is(err, session.ErrGateBusy):

@@ -6,6 +6,9 @@
 // compare-and-set inside a host-local gate (a flock), so the check of the
 // slot, the write of the record and the spawn of the agent are one critical
 // section per host, and across hosts the CAS lets exactly one joiner win.
+// A join that may wait (WithWait) for a held slot takes a place in the
+// slot's line (package waitline) and is served in the order it began to
+// wait, holding the gate only while it creates the session.
 //
 // Guaranteed: at most one live session per slot; a renewal, close or forced
 // takeover is a CAS on the revision the caller read (or, for CommitSlot and

@@ -53,17 +53,25 @@ type HeldError struct {
 	Reason error
 	// Decode is the decoding error when Reason is ErrUndecodable.
 	Decode error
+	// Waited is how long Join waited for the slot (WithWait) before it gave
+	// up; 0 when it did not wait.
+	Waited time.Duration
 }
 
 func (e *HeldError) Error() string {
+	var s string
 	switch {
 	case e.Holder == nil:
-		return fmt.Sprintf("slot %s holds a record that does not decode (revision %d): %v; it is treated as held", e.Slot, e.Revision, e.Decode)
+		s = fmt.Sprintf("slot %s holds a record that does not decode (revision %d): %v; it is treated as held", e.Slot, e.Revision, e.Decode)
 	case errors.Is(e.Reason, ErrForeignHost):
-		return fmt.Sprintf("slot %s belongs to host %s (%s)", e.Slot, e.Holder.Host, describe(e.Holder, false))
+		s = fmt.Sprintf("slot %s belongs to host %s (%s)", e.Slot, e.Holder.Host, describe(e.Holder, false))
 	default:
-		return fmt.Sprintf("slot %s is held on this host (%s)", e.Slot, describe(e.Holder, false))
+		s = fmt.Sprintf("slot %s is held on this host (%s)", e.Slot, describe(e.Holder, false))
 	}
+	if e.Waited > 0 {
+		s += fmt.Sprintf("; waited %s for it", e.Waited)
+	}
+	return s
 }
 
 // Unwrap lets errors.Is match the reason.

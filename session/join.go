@@ -9,6 +9,8 @@ import (
 
 	"github.com/batonhq/baton/hostlocal"
 	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/limits"
+	"github.com/batonhq/baton/waitline"
 )
 
 // DefaultTTL is a joined session's time to live when none is given: long
@@ -75,8 +77,12 @@ func WithForce(force bool) JoinOption {
 	return func(c *joinConfig) error { c.force = force; return nil }
 }
 
-// WithWait waits up to d for the host gate when another process of this host
-// is joining the slot. Default: 0, fail at once with ErrGateBusy.
+// WithWait lets Join wait up to d in all: for the host gate while another
+// process of this host is joining the slot, and for a slot held by a live
+// session it may not replace (of another holder, of another host, or one
+// that does not decode), in the slot's line until the slot is free and no
+// one who began to wait before is still waiting. Default: 0, fail at once
+// with ErrGateBusy or the *HeldError.
 func WithWait(d time.Duration) JoinOption {
 	return func(c *joinConfig) error {
 		if d < 0 {
@@ -125,6 +131,20 @@ func gateName(slot string) string { return "slot-" + slot }
 // replaces it. A record that does not decode is refused with ErrUndecodable.
 // All three come as a *HeldError naming the holder. A busy gate is
 // ErrGateBusy; bad input is ErrInvalid.
+//
+// With WithWait, a slot found held is waited for instead, up to the wait:
+// the joiner takes a place in the slot's line (package waitline, the line
+// wait.slot.SLOT of the limits bucket) and, once no one who began to wait
+// before it is still waiting, watches the slot and creates the session the
+// moment it is closed or expires. Joiners are served in the order they
+// began to wait, and a close wakes only the first in line. A waiter holds
+// the host gate only around each try to create, never while it waits, so
+// other joins of the slot on this host are not held up behind it. Where the
+// server has no limits bucket, or the user may not use it, waiters watch
+// the slot and race for it (adr/0042). When the wait runs out, the error is
+// the *HeldError naming the holder then, with Waited set; when ctx ends
+// first, it wraps both the *HeldError and ctx's error. A join that does not
+// wait takes a free slot whoever waits, as before.
 func (m *Manager) Join(ctx context.Context, slot, task string, opts ...JoinOption) (*Session, error) {
 	if err := validSlot(slot); err != nil {
 		return nil, err
@@ -148,8 +168,24 @@ func (m *Manager) Join(ctx context.Context, slot, task string, opts ...JoinOptio
 		}
 		cfg.proc = self
 	}
+	if cfg.wait == 0 {
+		return m.attempt(ctx, ctx, slot, task, cfg, 0)
+	}
+	wctx, cancel := context.WithTimeout(ctx, cfg.wait)
+	defer cancel()
+	s, err := m.attempt(ctx, wctx, slot, task, cfg, 0)
+	var held *HeldError
+	if !errors.As(err, &held) {
+		return s, err
+	}
+	return m.joinInLine(ctx, wctx, slot, task, cfg, held)
+}
 
-	gate, err := m.takeGate(ctx, slot, cfg)
+// attempt is one try of Join: inside the host gate (waited for until wctx
+// is done, when Join may wait), create the session over last (a tombstone's
+// revision seen, or 0) and run the spawn. The gate is held for this alone.
+func (m *Manager) attempt(ctx, wctx context.Context, slot, task string, cfg joinConfig, last uint64) (*Session, error) {
+	gate, err := m.takeGate(wctx, slot, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -161,7 +197,7 @@ func (m *Manager) Join(ctx context.Context, slot, task string, opts ...JoinOptio
 		PID: cfg.proc.PID, PIDStart: cfg.proc.Start, Instance: m.instance,
 		StartedAt: now, RenewedAt: now, Meta: cfg.meta,
 	}
-	s, err := m.create(ctx, rec, cfg)
+	s, err := m.create(ctx, rec, cfg, last)
 	if err != nil {
 		return nil, err
 	}
@@ -175,16 +211,16 @@ func (m *Manager) Join(ctx context.Context, slot, task string, opts ...JoinOptio
 	return s, nil
 }
 
-func (m *Manager) takeGate(ctx context.Context, slot string, cfg joinConfig) (*hostlocal.Lock, error) {
+// takeGate takes the slot's host gate: waiting until wctx is done when
+// Join may wait, else with one try.
+func (m *Manager) takeGate(wctx context.Context, slot string, cfg joinConfig) (*hostlocal.Lock, error) {
 	h := hostlocal.Holder{Host: m.host, Instance: m.instance, Purpose: cfg.purpose}
 	var (
 		l   *hostlocal.Lock
 		err error
 	)
 	if cfg.wait > 0 {
-		wctx, cancel := context.WithTimeout(ctx, cfg.wait)
 		l, err = m.state.Lock(wctx, gateName(slot), h)
-		cancel()
 	} else {
 		l, err = m.state.TryLock(gateName(slot), h)
 	}
@@ -194,24 +230,21 @@ func (m *Manager) takeGate(ctx context.Context, slot string, cfg joinConfig) (*h
 	return l, err
 }
 
-// create is the decision of Join: create, or find out who is in the way and
-// (forced, same host) replace it.
-func (m *Manager) create(ctx context.Context, rec Record, cfg joinConfig) (*Session, error) {
+// create is the decision of Join: create (over last, a tombstone's
+// revision, when known), or find out who is in the way and (forced, same
+// host) replace it.
+func (m *Manager) create(ctx context.Context, rec Record, cfg joinConfig, last uint64) (*Session, error) {
 	const attempts = 3
 	for attempt := 1; ; attempt++ {
-		s, err := m.Create(ctx, rec, cfg.ttl)
+		s, err := m.CreateAfter(ctx, rec, cfg.ttl, last)
+		last = 0
 		var ce *kv.ConflictError
 		if !errors.As(err, &ce) || ce.Current == nil || !ce.Current.Live() {
 			return s, err
 		}
-		cur, derr := Decode(*ce.Current)
-		switch {
-		case derr != nil:
-			return nil, &HeldError{Slot: rec.Slot, Revision: ce.Current.Revision, Reason: ErrUndecodable, Decode: derr}
-		case cur.Host != m.host:
-			return nil, &HeldError{Slot: rec.Slot, Holder: cur, Revision: cur.Revision, Reason: ErrForeignHost}
-		case !cfg.force:
-			return nil, &HeldError{Slot: rec.Slot, Holder: cur, Revision: cur.Revision, Reason: ErrHeld}
+		cur, held := m.inTheWay(*ce.Current)
+		if !errors.Is(held, ErrHeld) || !cfg.force {
+			return nil, held
 		}
 		note := cur.Record.clone()
 		note.Result = ResultReplaced
@@ -223,6 +256,133 @@ func (m *Manager) create(ctx context.Context, rec Record, cfg joinConfig) (*Sess
 			m.removePIDFile(rec.Slot, cur.Fence)
 		}
 	}
+}
+
+// inTheWay is the *HeldError of a live record found on a slot: its session
+// (nil if it does not decode) and why it is in the way: ErrUndecodable,
+// ErrForeignHost, or ErrHeld (of this host, replaceable by force).
+func (m *Manager) inTheWay(e kv.Entry) (*Session, *HeldError) {
+	cur, derr := Decode(e)
+	switch {
+	case derr != nil:
+		return nil, &HeldError{Slot: e.Key, Revision: e.Revision, Reason: ErrUndecodable, Decode: derr}
+	case cur.Host != m.host:
+		return cur, &HeldError{Slot: e.Key, Holder: cur, Revision: cur.Revision, Reason: ErrForeignHost}
+	}
+	return cur, &HeldError{Slot: e.Key, Holder: cur, Revision: cur.Revision, Reason: ErrHeld}
+}
+
+// lineName is the slot's line of waiters in the limits bucket.
+func lineName(slot string) string { return "wait.slot." + slot }
+
+// joinInLine waits for a held slot in its line and, once first, for the
+// slot to be free (awaitFree), until wctx is done; the place is given up
+// on every way out. Without the limits bucket (an older server, or a user
+// not allowed it) it waits as awaitFree alone does: racing the others.
+func (m *Manager) joinInLine(ctx, wctx context.Context, slot, task string, cfg joinConfig, held *HeldError) (*Session, error) {
+	// The ticket names the process that waits (and renews it), so that a
+	// waiter killed on this host is removed from the line at once.
+	self, err := hostlocal.Self()
+	if err != nil {
+		return nil, err
+	}
+	line := waitline.New(m.bucket.Client().Bucket(limits.BucketConfig(m.prefix, 0)), lineName(slot), m.host, self)
+	var place *waitline.Place
+	defer func() {
+		if place != nil {
+			lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.bucket.Client().Timeout())
+			defer cancel()
+			place.Leave(lctx)
+		}
+	}()
+	for {
+		if place == nil {
+			place, err = line.Join(wctx, 1)
+			if errors.Is(err, kv.ErrBucketNotFound) || errors.Is(err, kv.ErrPermission) {
+				return m.awaitFree(ctx, wctx, slot, task, cfg, held)
+			}
+			if err != nil {
+				return nil, m.waitEnded(ctx, wctx, cfg, held, err)
+			}
+		}
+		err := place.Turn(wctx)
+		if errors.Is(err, waitline.ErrLostPlace) {
+			place = nil // its ticket expired (renewals failed): to the back
+			continue
+		}
+		if err != nil {
+			return nil, m.waitEnded(ctx, wctx, cfg, held, err)
+		}
+		return m.awaitFree(ctx, wctx, slot, task, cfg, held)
+	}
+}
+
+// awaitFree watches the slot and takes it (attempt) as soon as it is
+// closed or expires, until wctx is done. A try lost to another joiner
+// (one that did not wait, or did not see the line) waits on for the
+// session that joiner made.
+func (m *Manager) awaitFree(ctx, wctx context.Context, slot, task string, cfg joinConfig, held *HeldError) (*Session, error) {
+	w, err := m.bucket.Watch(wctx, slot)
+	if err != nil {
+		return nil, m.waitEnded(ctx, wctx, cfg, held, err)
+	}
+	defer w.Stop()
+	seen := false // a revision of the slot came before the end of the current values
+	for {
+		var e *kv.Entry
+		select {
+		case u, ok := <-w.Updates():
+			if !ok {
+				return nil, m.waitEnded(ctx, wctx, cfg, held, wctx.Err())
+			}
+			e = u
+		case <-wctx.Done():
+			return nil, m.waitEnded(ctx, wctx, cfg, held, wctx.Err())
+		}
+		var last uint64
+		switch {
+		case e == nil && seen:
+			continue
+		case e == nil: // no record at all (its tombstone expired): try
+		case e.Live():
+			seen = true
+			_, held = m.inTheWay(*e)
+			continue
+		default: // closed or expired: create over its tombstone
+			seen, last = true, e.Revision
+		}
+		s, err := m.attempt(ctx, wctx, slot, task, cfg, last)
+		var he *HeldError
+		if errors.As(err, &he) {
+			held = he // another joiner was first: its write is the next update
+			continue
+		}
+		if err != nil && wctx.Err() != nil && errors.Is(err, ErrGateBusy) {
+			return nil, m.waitEnded(ctx, wctx, cfg, held, wctx.Err())
+		}
+		return s, err
+	}
+}
+
+// waitEnded is the error of a wait for a held slot that ended with err:
+// when the wait ran out, the held error naming the holder as it is now,
+// with Waited set (one read of the slot: a waiter behind the first does
+// not watch it); when ctx ended, the held error and ctx's; else err.
+func (m *Manager) waitEnded(ctx, wctx context.Context, cfg joinConfig, held *HeldError, err error) error {
+	switch {
+	case ctx.Err() != nil:
+		return errors.Join(held, ctx.Err())
+	case wctx.Err() == nil:
+		return fmt.Errorf("waiting for slot %s: %w", held.Slot, err)
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.bucket.Client().Timeout())
+	defer cancel()
+	if e, rerr := m.bucket.Latest(rctx, held.Slot); rerr == nil && e.Live() {
+		_, held = m.inTheWay(e)
+	}
+	out := *held
+	out.Waited = cfg.wait
+	return &out
 }
 
 // undo deletes a session Join created, with a bounded context of its own:

@@ -68,6 +68,15 @@ func (e *ExitError) Unwrap() error { return e.Err }
 // Exit returns an error that ends the command with code.
 func Exit(code ExitCode, err error) error { return &ExitError{Code: code, Err: err} }
 
+// waitMore is how a hint tells to wait for a held slot: with --wait DUR,
+// or a longer one than the join waited.
+func waitMore(held *session.HeldError) string {
+	if held.Waited > 0 {
+		return "pass a longer --wait to wait in line"
+	}
+	return "pass --wait DUR to wait in line"
+}
+
 // Code maps an error to its exit code. This is the one place that does so.
 func Code(err error) ExitCode {
 	var ee *ExitError
@@ -111,11 +120,11 @@ func Hint(err error) string {
 	var held *session.HeldError
 	switch {
 	case errors.As(err, &held) && errors.Is(err, session.ErrForeignHost):
-		return fmt.Sprintf("only host %s can renew or close it; wait for it to be closed or to expire (TTL %s)", held.Holder.Host, held.Holder.TTL)
+		return fmt.Sprintf("only host %s can renew or close it; %s for it to be closed or to expire (TTL %s)", held.Holder.Host, waitMore(held), held.Holder.TTL)
 	case errors.As(err, &held) && errors.Is(err, session.ErrUndecodable):
 		return "run `baton doctor` to inspect it; `baton doctor --fix` removes it"
 	case errors.As(err, &held) && errors.Is(err, session.ErrHeld):
-		return fmt.Sprintf("wait for it to be closed or to expire (TTL %s), or pass --force to replace it", held.Holder.TTL)
+		return fmt.Sprintf("%s for it to be closed or to expire (TTL %s), or pass --force to replace it", waitMore(held), held.Holder.TTL)
 	case errors.Is(err, lease.ErrHeld):
 		return "wait for it (--wait DUR), or act as its holder with --instance ID"
 	case errors.Is(err, lease.ErrUndecodable):

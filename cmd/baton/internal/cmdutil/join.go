@@ -34,7 +34,7 @@ func AddJoinFlags(cmd *cobra.Command, defTTL time.Duration) *JoinFlags {
 	fs.IntVar(&fl.PID, "pid", 0, "process that works the slot (default, or 0: the process that called baton)")
 	fs.Var(fl.TTL, "ttl", "session lifetime without a renewal, in whole seconds")
 	fs.BoolVar(&fl.Force, "force", false, "replace a live session of this host (never another host's)")
-	fs.Var(fl.Wait, "wait", "wait up to this long for another baton on this host that is joining the same slot")
+	fs.Var(fl.Wait, "wait", "wait up to this long for a held slot, in line behind those that began to wait before (and for another baton on this host that is joining it)")
 	fs.StringArrayVar(&fl.Meta, "meta", nil, "KEY=VALUE to record with the session (repeatable; keys up to 128 bytes, values up to 1024, 64 pairs)")
 	return fl
 }

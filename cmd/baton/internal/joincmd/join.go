@@ -30,6 +30,13 @@ session with a compare-and-set. A live session of another host is refused
 replaces it. The session lives for --ttl after each renewal: keep it with
 ` + "`baton commit`" + `, end it with ` + "`baton close`" + `.
 
+With --wait DUR, a held slot is waited for, up to DUR: joiners that wait
+are served in the order they began to wait, each as the one before it
+closes the slot (or its session expires), and the gate is held only while
+the session is created, never while waiting. A wait that runs out is
+refused as above (exit 3, or 4 for another host's session), naming the
+holder. A join without --wait takes a free slot whoever waits.
+
 The session's fence (printed, and in --json) grows with every new holder of
 the slot. Pass it to commit and close (--fence N) so they are refused once
 the session was replaced, and to whatever the agent writes, so a holder that
@@ -38,7 +45,10 @@ lost its slot while paused can be refused there too.`,
   baton join rendering --task T-42 --agent claude-1
 
   # a shorter lease, and wait up to 2s if another spawner on this host is mid-join
-  baton join rendering --task T-42 --ttl 60s --wait 2s --json`,
+  baton join rendering --task T-42 --ttl 60s --wait 2s --json
+
+  # wait in line up to 30 minutes for whoever holds the slot to close it
+  baton join rendering --task T-43 --wait 30m`,
 		Args: cmdutil.OneSlot("baton join SLOT --task ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Slot = args[0]

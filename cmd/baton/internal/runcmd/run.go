@@ -48,6 +48,9 @@ an interactive agent reads the terminal and gets Ctrl-C itself; SIGINT and
 SIGTERM sent to baton are passed to CMD. The session is closed when CMD
 exits. Before CMD starts, these signals cancel the join.
 
+With --wait DUR, a held slot is waited for in line, up to DUR, as join
+does; CMD starts once the slot is this run's.
+
 CMD sees BATON_SLOT, BATON_FENCE and BATON_INSTANCE in its environment.
 baton run prints nothing of its own but errors (--json changes nothing):
 the output is CMD's. --metrics serves this process's renewal latency and
