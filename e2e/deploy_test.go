@@ -18,6 +18,7 @@ import (
 	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/kv/kvtest"
 	"github.com/batonhq/baton/lease"
+	"github.com/batonhq/baton/limits"
 	"github.com/batonhq/baton/queue"
 	"github.com/batonhq/baton/session"
 )
@@ -118,7 +119,7 @@ func TestDeploy_EveryMetricNameExistsOnALiveMetricsPage(t *testing.T) {
 	c := kvtest.Connect(t, cl.URLs())
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	for _, cfg := range []kv.BucketConfig{session.BucketConfig(session.DefaultPrefix, 3), lease.BucketConfig(lease.DefaultPrefix, 3), queue.BucketConfig(session.DefaultPrefix, 3)} {
+	for _, cfg := range []kv.BucketConfig{session.BucketConfig(session.DefaultPrefix, 3), lease.BucketConfig(lease.DefaultPrefix, 3), queue.BucketConfig(session.DefaultPrefix, 3), limits.BucketConfig(session.DefaultPrefix, 3)} {
 		if _, err := c.Ensure(ctx, cfg); err != nil {
 			t.Fatal(err)
 		}
@@ -150,6 +151,28 @@ func TestDeploy_EveryMetricNameExistsOnALiveMetricsPage(t *testing.T) {
 	h.must("queue", "add", "deployq", "--key", "k", "--id", "waits", "--payload", "x")
 	wk := h.startWorker(t, "deployq", "--metrics", "127.0.0.1:0", "--", "sh", "-c", "sleep 0.5")
 
+	// A semaphore held with one waiting in line; a rate limiter, seen by
+	// the dashboard, with a take admitted and one refused.
+	h.must("sem", "create", "dep-sem", "--max", "1")
+	h.must("rate", "create", "dep-rate", "--limit", "1/1m")
+	for _, args := range [][]string{{"sem", "run", "dep-sem", "--", "sleep", "300"}, {"sem", "acquire", "dep-sem", "--wait", "5m"}} {
+		c := h.command(args...)
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Process.Kill(); _ = c.Wait() })
+		if args[1] == "run" {
+			waitFor(t, 10*time.Second, "the permit held", func() bool {
+				return strings.Contains(h.must("sem", "status", "dep-sem", "--json").stdout, `"held": 1`)
+			})
+		}
+	}
+	awaitMetrics(t, ui+"metrics", "the limiter seen", func(s map[string][]sample) bool {
+		return value(s, "baton_rate_admitted_total", "limiter", "dep-rate") == 0
+	})
+	h.must("rate", "take", "dep-rate")
+	h.expect(3, []string{"rate", "take", "dep-rate"})
+
 	pages := map[string]string{
 		"the dashboard": ui + "metrics",
 		"baton lead":    metricsURL(t, lead.Stderr.(*syncBuffer)),
@@ -164,7 +187,9 @@ func TestDeploy_EveryMetricNameExistsOnALiveMetricsPage(t *testing.T) {
 			value(s, "baton_leadership_changes_total", "agent_key", "deploy-bot") >= 1 &&
 			value(s, "baton_agent_ttl_seconds", "agent_key", "deploy-bot") == 2 &&
 			value(s, "baton_queue_wait_seconds", "queue", "deployq") >= 2 &&
-			len(s["baton_stream_replica_lag"]) > 0 && len(s["baton_stream_leader_info"]) > 0
+			len(s["baton_stream_replica_lag"]) > 0 && len(s["baton_stream_leader_info"]) > 0 &&
+			value(s, "baton_sem_waiters", "sem", "dep-sem") == 1 && value(s, "baton_sem_units_held", "sem", "dep-sem") == 1 &&
+			value(s, "baton_rate_admitted_total", "limiter", "dep-rate") == 1 && value(s, "baton_rate_refused_total", "limiter", "dep-rate") == 1
 	})
 	awaitMetrics(t, pages["baton lead"], "the leader's series", func(s map[string][]sample) bool {
 		return value(s, "baton_is_leader", "agent_key", "deploy-bot") == 1
@@ -268,10 +293,12 @@ func checkAlertRules(t *testing.T, path string) {
 	}
 	// The alerts the deployment promises.
 	for alert, mentions := range map[string]string{
-		"BatonAgentLeaderless":    "baton_agent_ttl_seconds",
-		"BatonStaleSessions":      `state="stale"`,
-		"BatonRenewalFailures":    "baton_renewal_failures_total",
-		"BatonQueueOldestPending": "baton_queue_oldest_pending_age_seconds",
+		"BatonAgentLeaderless":     "baton_agent_ttl_seconds",
+		"BatonStaleSessions":       `state="stale"`,
+		"BatonRenewalFailures":     "baton_renewal_failures_total",
+		"BatonQueueOldestPending":  "baton_queue_oldest_pending_age_seconds",
+		"BatonSemaphoreWaitLong":   "baton_sem_oldest_wait_seconds",
+		"BatonRateLimiterRefusing": "baton_rate_refused_total",
 	} {
 		if !strings.Contains(alerts[alert], mentions) {
 			t.Errorf("%s: alert %s is missing or does not use %s: %q", path, alert, mentions, alerts[alert])

@@ -163,10 +163,13 @@ func prefixUser(user, password, prefix, inbox string) string {
 			`"$JS.API.CONSUMER.DELETE.KV_`+b+`.>"`,
 			`"$JS.FC.KV_`+b+`.>"`)
 	}
+	// A refused rate take tells the dashboard on baton.<prefix>., which a
+	// dashboard run as this user subscribes to.
+	allow = append(allow, `"baton.`+prefix+`.>"`)
 	return fmt.Sprintf(`{user: %s, password: %q, permissions: {
       publish: {allow: [%s]}
-      subscribe: {allow: ["%s.>"]}
-    }}`, user, password, strings.Join(allow, ", "), inbox)
+      subscribe: {allow: ["%s.>", "baton.%s.>"]}
+    }}`, user, password, strings.Join(allow, ", "), inbox, prefix)
 }
 
 // TestSecurity_PrefixUsersCannotTouchEachOthersBuckets: alice may use the
@@ -210,6 +213,13 @@ func TestSecurity_PrefixUsersCannotTouchEachOthersBuckets(t *testing.T) {
 	alice.must("run", "r", "--task", "T-run", "--prefix", "a", "--", "true")
 	alice.must("doctor", "--prefix", "a")
 	alice.must("close", "s", "--prefix", "a")
+	alice.must("sem", "create", "db", "--max", "1", "--prefix", "a")
+	alice.must("sem", "run", "db", "--prefix", "a", "--", "true")
+	alice.must("rate", "create", "api", "--limit", "1/1m", "--prefix", "a")
+	alice.must("rate", "take", "api", "--prefix", "a")
+	if r := alice.expect(3, []string{"rate", "take", "api", "--prefix", "a"}); strings.Count(strings.TrimSpace(r.stderr), "\n") > 0 {
+		t.Errorf("a refused take said more than its refusal:\n%s", r.stderr)
+	}
 	// The server logs every refusal: none of what she needs was refused.
 	if strings.Contains(up.stderr.String(), "Violation") {
 		t.Errorf("the server refused alice something on her own prefix:\n%s", up.stderr)

@@ -263,6 +263,45 @@ func TestUI_InABrowser(t *testing.T) {
 	}
 	b.screenshot("queue.png")
 
+	// Limits: a test database shared by three, full, with one waiting in
+	// line; a provider's requests and tokens per minute, with a refusal.
+	h1.must("sem", "create", "testdb", "--max", "3")
+	holders := map[string]*exec.Cmd{}
+	for _, hw := range []struct {
+		h      *host
+		name   string
+		weight string
+	}{{h1, "big", "2"}, {h2, "small", "1"}} {
+		c := hw.h.command("sem", "run", "testdb", "--weight", hw.weight, "--meta", "agent="+hw.name, "--", "sleep", "300")
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		holders[hw.name] = c
+		t.Cleanup(func() { _ = c.Process.Kill(); _ = c.Wait() })
+	}
+	b.run(chromedp.Navigate(url + "#/limits"))
+	b.until(10*time.Second, "both permits shown", `document.querySelectorAll('[data-sem="testdb"] tr[data-permit]').length === 2`)
+	waiter := h1.command("sem", "acquire", "testdb", "--wait", "5m", "--json")
+	if err := waiter.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = waiter.Process.Kill(); _ = waiter.Wait() })
+	b.until(10*time.Second, "the waiter in line", `document.querySelectorAll('[data-sem="testdb"] tr[data-waiter]').length === 1`)
+	h1.must("rate", "create", "llm", "--takes", "50/1m", "--limit", "40000/1m")
+	b.until(10*time.Second, "the limiter shown", `!!document.querySelector('[data-limiter="llm"]')`)
+	for _, cost := range []string{"12000", "9000", "15000"} {
+		h2.must("rate", "take", "llm", "--cost", cost)
+	}
+	h3.expect(3, []string{"rate", "take", "llm", "--cost", "8000"})
+	b.until(10*time.Second, "use, admitted and refused shown",
+		`(() => { const l = document.querySelector('[data-limiter="llm"]'); return !!l && l.innerText.includes('36000 / 40000') && l.innerText.includes('3 / 50') && l.querySelectorAll('.card')[1].innerText.startsWith('1'); })()`)
+	b.screenshot("limits.png")
+	// The big holder dies: its units go to the waiter on its host at once,
+	// and the page follows without a reload.
+	_ = holders["big"].Process.Kill()
+	b.until(5*time.Second, "the waiter served",
+		`document.querySelectorAll('[data-sem="testdb"] tr[data-waiter]').length === 0 && document.querySelectorAll('[data-sem="testdb"] tr[data-permit]').length === 2`)
+
 	b.run(chromedp.Navigate(url + "#/overview"))
 	b.until(10*time.Second, "the overview", `document.getElementById('main').innerText.includes('Servers')`)
 	b.screenshot("overview.png")

@@ -17,6 +17,10 @@
 // Handle (Open) keeps it from a watch, so an uncontended take is one
 // compare-and-set.
 //
+// A refused take (Take, or a TakeWait that gives up) publishes a notice on
+// limits.RefusalSubject with its cost, which the dashboard counts: no
+// write and no round trip; fire and forget.
+//
 // Guaranteed: in any window of a limit's period, the admitted cost (or
 // count, for a limit per take) is at most Max + Burst, judged by the
 // server's times of the admitting writes; a refused take is told how long
