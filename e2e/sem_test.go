@@ -46,7 +46,7 @@ func TestSem_CreateAcquireReleaseStatusAndLs(t *testing.T) {
 	if num(t, st, "held") != 3 || num(t, st, "free") != 0 || len(st["holders"].([]any)) != 2 {
 		t.Fatalf("status: %v", st)
 	}
-	if out := h1.must("sem", "ls").stdout; !strings.Contains(out, "\ndb ") || strings.Join(strings.Fields(strings.Split(out, "\n")[1]), " ") != "db 3 3 0 2 0" {
+	if out := h1.must("sem", "ls").stdout; !strings.Contains(out, "\ndb ") || strings.Join(strings.Fields(strings.Split(out, "\n")[1]), " ") != "db (all) 3 3 0 2 0" {
 		t.Fatalf("ls:\n%s", out)
 	}
 
@@ -78,6 +78,51 @@ func TestSem_CreateAcquireReleaseStatusAndLs(t *testing.T) {
 	if r := h1.must("sem", "release", "db", "--permit", a["permit"].(string)); !strings.Contains(r.stdout, "nothing to release") {
 		t.Fatalf("release again: %s", r)
 	}
+}
+
+// TestSem_PerHostCapsEachHostApart: a per-host semaphore of 1 runs one
+// command at a time on each host, and both hosts at once.
+func TestSem_PerHostCapsEachHostApart(t *testing.T) {
+	w := newWorld(t)
+	h1, h2 := w.host("h1"), w.host("h2")
+	if r := h1.must("sem", "create", "cpu", "--max", "1", "--per-host"); !strings.Contains(r.stdout, "max 1 on each host") {
+		t.Fatalf("create: %s", r)
+	}
+	h2.expect(3, []string{"sem", "create", "cpu", "--max", "1"}, "exists with max 1 on each host")
+	release := filepath.Join(t.TempDir(), "release")
+	holders := map[string]*exec.Cmd{}
+	for _, h := range []*host{h1, h2} {
+		c := h.command("sem", "run", "cpu", "--", "sh", "-c", `echo "$BATON_SEM_INDEX" > `+release+`.`+h.id+`; while [ ! -e `+release+` ]; do sleep 0.05; done`)
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		holders[h.id] = c
+		t.Cleanup(func() { _ = c.Process.Kill(); _ = c.Wait() })
+	}
+	waitFor(t, 10*time.Second, "both hosts running", func() bool {
+		a, _ := os.ReadFile(release + ".h1")
+		b, _ := os.ReadFile(release + ".h2")
+		return string(a) == "0\n" && string(b) == "0\n"
+	})
+	h1.expect(3, []string{"sem", "acquire", "cpu"}, "0 of 1 units free")
+	st := jsonOf(t, h2.must("sem", "status", "cpu", "--json").stdout)
+	if st["per_host"] != true || st["host"] != "h2" || num(t, st, "held") != 1 || num(t, st, "max") != 1 {
+		t.Fatalf("h2's status: %v", st)
+	}
+	out := h1.must("sem", "ls").stdout
+	rows := strings.Split(strings.TrimSpace(out), "\n")
+	if len(rows) != 3 || strings.Join(strings.Fields(rows[1]), " ") != "cpu h1 1 1 0 1 0" || strings.Join(strings.Fields(rows[2]), " ") != "cpu h2 1 1 0 1 0" {
+		t.Fatalf("ls:\n%s", out)
+	}
+	if err := os.WriteFile(release, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for id, c := range holders {
+		if err := c.Wait(); err != nil {
+			t.Errorf("%s's sem run: %v", id, err)
+		}
+	}
+	h1.must("sem", "acquire", "cpu", "--ttl", "5s")
 }
 
 func TestSem_RunExportsThePermitAndPassesTheExitCode(t *testing.T) {

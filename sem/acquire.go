@@ -120,7 +120,7 @@ func (s *Semaphores) Acquire(ctx context.Context, name string, opts ...AcquireOp
 	case !errors.Is(err, ErrFull) && !errors.Is(err, kv.ErrConflict):
 		return nil, err
 	}
-	line := s.line(name)
+	line := s.line(c)
 	var place *waitline.Place
 	defer func() {
 		if place != nil {
@@ -178,7 +178,7 @@ func (s *Semaphores) takeLeaving(ctx context.Context, c Config, cfg acquireConfi
 
 // waiting is the *FullError of a waiter whose wait ended.
 func (s *Semaphores) waiting(c Config, weight int) error {
-	return &FullError{Name: c.Name, Max: c.Max, Weight: weight, Free: -1}
+	return &FullError{Name: c.Name, Max: c.Units(), Weight: weight, Free: -1}
 }
 
 // first takes the permit as the first in line: it tries, and waits for a
@@ -186,7 +186,7 @@ func (s *Semaphores) waiting(c Config, weight int) error {
 func (s *Semaphores) first(ctx context.Context, c Config, cfg acquireConfig, place *waitline.Place) (*Permit, error) {
 	// The watch starts before the try, so that a release between the two
 	// is not missed.
-	w, err := s.bucket.Watch(ctx, "sem."+c.Name+".*", kv.UpdatesOnly())
+	w, err := s.bucket.Watch(ctx, "sem."+s.space(c)+".*", kv.UpdatesOnly())
 	if err != nil {
 		return nil, err
 	}
@@ -213,8 +213,8 @@ func (s *Semaphores) first(ctx context.Context, c Config, cfg acquireConfig, pla
 				if e == nil || e.Live() {
 					continue
 				}
-				i, ok := unitOf(c.Name, e.Key)
-				if !ok || i >= c.Max {
+				i, ok := unitOf(s.space(c), e.Key)
+				if !ok || i >= c.Units() {
 					continue
 				}
 				s.setTomb(e.Key, e.Revision)
@@ -244,8 +244,16 @@ func (s *Semaphores) options(opts []AcquireOption) (acquireConfig, error) {
 	return cfg, nil
 }
 
+// perHost says "on each host" of a per-host semaphore, for messages.
+func perHost(c Config) string {
+	if c.PerHost() {
+		return " on each host"
+	}
+	return ""
+}
+
 func (s *Semaphores) tooHeavy(c Config, weight int) error {
-	return fmt.Errorf("%w: weight %d: semaphore %s has %d units", ErrInvalid, weight, c.Name, c.Max)
+	return fmt.Errorf("%w: weight %d: semaphore %s has %d units%s", ErrInvalid, weight, c.Name, c.Units(), perHost(c))
 }
 
 func (s *Semaphores) prepare(ctx context.Context, name string, opts []AcquireOption) (acquireConfig, Config, error) {
@@ -257,7 +265,7 @@ func (s *Semaphores) prepare(ctx context.Context, name string, opts []AcquireOpt
 	if err != nil {
 		return cfg, c, err
 	}
-	if cfg.weight > c.Max {
+	if cfg.weight > c.Units() {
 		return cfg, c, s.tooHeavy(c, cfg.weight)
 	}
 	return cfg, c, nil
@@ -309,7 +317,7 @@ func (s *Semaphores) reap(ctx context.Context, c Config, st []unitState) {
 		if !u.live || !s.deadOnThisHost(u.rec) {
 			continue
 		}
-		if rev, err := s.bucket.DeleteRevision(ctx, unitKey(c.Name, u.unit), u.rev, nil); err == nil {
+		if rev, err := s.bucket.DeleteRevision(ctx, unitKey(s.space(c), u.unit), u.rev, nil); err == nil {
 			u.live, u.rev, u.rec = false, rev, nil
 		}
 	}
@@ -334,7 +342,7 @@ func (s *Semaphores) take(ctx context.Context, c Config, cfg acquireConfig, unit
 				errs[i] = err
 				return
 			}
-			key := unitKey(c.Name, n)
+			key := unitKey(s.space(c), n)
 			revs[i], errs[i] = s.bucket.CreateAfter(ctx, key, data, cfg.ttl, s.tomb(key))
 			if errs[i] == nil {
 				s.setTomb(key, 0)
@@ -353,8 +361,8 @@ func (s *Semaphores) take(ctx context.Context, c Config, cfg acquireConfig, unit
 		defer cancel()
 		for i, n := range units {
 			if errs[i] == nil {
-				if tomb, derr := s.bucket.DeleteRevision(undo, unitKey(c.Name, n), revs[i], nil); derr == nil {
-					s.setTomb(unitKey(c.Name, n), tomb)
+				if tomb, derr := s.bucket.DeleteRevision(undo, unitKey(s.space(c), n), revs[i], nil); derr == nil {
+					s.setTomb(unitKey(s.space(c), n), tomb)
 				}
 			}
 		}
@@ -376,7 +384,7 @@ func (s *Semaphores) full(c Config, weight int, v view) error {
 			free++
 		}
 	}
-	return &FullError{Name: c.Name, Max: c.Max, Weight: weight, Free: free, Waiting: len(v.waiters), Holders: holdersOf(v.units)}
+	return &FullError{Name: c.Name, Max: c.Units(), Weight: weight, Free: free, Waiting: len(v.waiters), Holders: holdersOf(v.units)}
 }
 
 // exitWait waits for the processes of this host's holders to exit, and

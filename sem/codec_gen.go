@@ -12,20 +12,22 @@ import (
 const (
 	configFieldName jsonrec.Fields = 1 << iota
 	configFieldMax
+	configFieldMaxPerHost
 	configFieldCreatedAt
 )
 
 // configKnown are the JSON names of Config's fields.
 var configKnown = map[string]bool{
-	"created_at": true,
-	"max":        true,
-	"name":       true,
+	"created_at":   true,
+	"max":          true,
+	"max_per_host": true,
+	"name":         true,
 }
 
 // encodeFast is v as encoding/json writes its fields, and false for what
 // only encoding/json may write (jsonappend).
 func (v *Config) encodeFast() ([]byte, bool) {
-	w := jsonappend.New(87)
+	w := jsonappend.New(111)
 	v.appendJSON(&w)
 	return w.B, w.OK
 }
@@ -46,6 +48,10 @@ func (v *Config) appendJSON(w *jsonappend.Writer) {
 	w.Str(v.Name)
 	w.Raw(`,"max":`)
 	w.Int(int64(v.Max))
+	if v.MaxPerHost != 0 {
+		w.Raw(`,"max_per_host":`)
+		w.Int(int64(v.MaxPerHost))
+	}
 	w.Raw(`,"created_at":`)
 	w.Time(v.CreatedAt)
 	w.Raw(`}`)
@@ -60,6 +66,9 @@ func (v *Config) scanJSON(s *jsonrec.Scanner, skip jsonrec.Fields) bool {
 		return false
 	}
 	if !s.Lit(`,"max":`) || !(skip&configFieldMax == 0 && s.Int(&v.Max) || skip&configFieldMax != 0 && s.SkipInt()) {
+		return false
+	}
+	if s.Lit(`,"max_per_host":`) && !(skip&configFieldMaxPerHost == 0 && s.Int(&v.MaxPerHost) || skip&configFieldMaxPerHost != 0 && s.SkipInt()) {
 		return false
 	}
 	if !s.Lit(`,"created_at":`) || !(skip&configFieldCreatedAt == 0 && s.Time(&v.CreatedAt) || skip&configFieldCreatedAt != 0 && s.SkipTime()) {

@@ -9,7 +9,13 @@
 // it (compare-and-set) with the permit's TTL and renews while it works; the
 // server removes a unit whose TTL runs out. A permit of weight W holds W
 // units, created at once; if any is lost to another acquirer the others
-// are deleted again and the acquirer looks afresh.
+// are deleted again and the acquirer looks afresh. Acquirers that wait do
+// so in the semaphore's line (package waitline), served in the order they
+// began to wait; only the first in line takes units.
+//
+// A per-host semaphore (PerHost) has max units on each host apart: each
+// host's units and line live under sem.<name>.h.<host>, and everything
+// below holds per host (adr/0044).
 //
 // Guaranteed: at most max units are held at any revision, weights counted,
 // since each unit is one key and a key has one live value; a permit's index
@@ -25,7 +31,6 @@
 //
 // Not guaranteed: that a holder still holds its permit while it works (a
 // paused process can resume after its units expired: carry the fence to
-// what it writes); the order in which waiters are served; that a waiter of
-// weight W is served while waiters of smaller weights keep taking the units
-// it waits for.
+// what it writes); that a TryAcquire never passes a waiter whose ticket
+// it has not seen yet (one created within the same round trip).
 package sem

@@ -45,12 +45,17 @@ var errTicket = fmt.Errorf("%w: a waiter's ticket", ErrUndecodable)
 
 // ExistsError is the semaphore found in the way of a Create.
 type ExistsError struct {
-	Name string
-	Max  int
+	Name    string
+	Max     int
+	PerHost bool // Max is each host's
 }
 
 func (e *ExistsError) Error() string {
-	return fmt.Sprintf("sem: semaphore %s exists with max %d; its max never changes (choose another name)", e.Name, e.Max)
+	each := ""
+	if e.PerHost {
+		each = " on each host"
+	}
+	return fmt.Sprintf("sem: semaphore %s exists with max %d%s; its max never changes (choose another name)", e.Name, e.Max, each)
 }
 
 func (e *ExistsError) Unwrap() error { return ErrExists }

@@ -55,6 +55,15 @@ func (s *Semaphores) Inspect(ctx context.Context) ([]Problem, error) {
 		rest, _ := strings.CutPrefix(e.Key, "sem.")
 		name, tail, _ := strings.Cut(rest, ".")
 		p.Sem = name
+		space := name
+		if after, ok := strings.CutPrefix(tail, "h."); ok {
+			// A per-host semaphore's space: sem.<name>.h.<host>.<...>.
+			tok, more, _ := strings.Cut(after, ".")
+			space, tail = name+".h."+tok, more
+			if more == "" {
+				continue // not a record of baton's
+			}
+		}
 		switch {
 		case tail == "":
 			p.Kind = KindConfig
@@ -64,7 +73,7 @@ func (s *Semaphores) Inspect(ctx context.Context) ([]Problem, error) {
 			}
 		case strings.HasPrefix(tail, "w."):
 			p.Kind = KindWaiter
-			ws := waitline.Parse(lineName(name), []kv.Entry{e})
+			ws := waitline.Parse(lineName(space), []kv.Entry{e})
 			if len(ws) == 0 {
 				p.Err = errTicket
 				out = append(out, p)
@@ -77,7 +86,7 @@ func (s *Semaphores) Inspect(ctx context.Context) ([]Problem, error) {
 			}
 		default:
 			p.Kind = KindUnit
-			i, ok := unitOf(name, e.Key)
+			i, ok := unitOf(space, e.Key)
 			if !ok {
 				continue // not a record of baton's
 			}

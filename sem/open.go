@@ -48,12 +48,12 @@ func (s *Semaphores) Open(ctx context.Context, name string) (*Semaphore, error) 
 		return nil, err
 	}
 	wctx, stop := context.WithCancel(context.Background())
-	w, err := s.bucket.Watch(wctx, lineName(name)+".*")
+	w, err := s.bucket.Watch(wctx, lineName(s.space(c))+".*")
 	if err != nil {
 		stop()
 		return nil, err
 	}
-	h := &Semaphore{s: s, c: c, w: w, stop: stop, done: make(chan struct{}), known: make([]knownUnit, c.Max), waiting: map[string]struct{}{}}
+	h := &Semaphore{s: s, c: c, w: w, stop: stop, done: make(chan struct{}), known: make([]knownUnit, c.Units()), waiting: map[string]struct{}{}}
 	ready := make(chan struct{})
 	go h.follow(ready)
 	select {
@@ -92,7 +92,7 @@ func (h *Semaphore) follow(ready chan struct{}) {
 				started = true
 				close(ready)
 			}
-		case e.Live() && !strings.Contains(strings.TrimPrefix(e.Key, lineName(h.c.Name)+"."), "."):
+		case e.Live() && !strings.Contains(strings.TrimPrefix(e.Key, lineName(h.s.space(h.c))+"."), "."):
 			h.waiting[e.Key] = struct{}{}
 		default:
 			delete(h.waiting, e.Key)
@@ -133,7 +133,7 @@ func (h *Semaphore) free(n int) ([]int, bool) {
 	}
 	var units []int
 	for i, k := range h.known {
-		key := unitKey(h.c.Name, i)
+		key := unitKey(h.s.space(h.c), i)
 		tomb := h.s.tomb(key)
 		switch {
 		case tomb > k.rev:
@@ -154,8 +154,9 @@ func (h *Semaphore) free(n int) ([]int, bool) {
 // Name is the semaphore's name.
 func (h *Semaphore) Name() string { return h.c.Name }
 
-// Max is the semaphore's max.
-func (h *Semaphore) Max() int { return h.c.Max }
+// Max is the semaphore's max: its units in all, or on this host for a
+// per-host one.
+func (h *Semaphore) Max() int { return h.c.Units() }
 
 // Waiting is how many wait in the semaphore's line, as the watch shows.
 func (h *Semaphore) Waiting() int {
@@ -171,7 +172,7 @@ func (h *Semaphore) Status(ctx context.Context) (Status, error) {
 		return Status{}, err
 	}
 	h.learn(v)
-	return statusOf(h.c, v), nil
+	return h.s.statusHere(h.c, v), nil
 }
 
 // TryAcquire is Semaphores.TryAcquire, costing one compare-and-set create
@@ -181,7 +182,7 @@ func (h *Semaphore) TryAcquire(ctx context.Context, opts ...AcquireOption) (*Per
 	if err != nil {
 		return nil, err
 	}
-	if cfg.weight > h.c.Max {
+	if cfg.weight > h.c.Units() {
 		return nil, h.s.tooHeavy(h.c, cfg.weight)
 	}
 	if units, ok := h.free(cfg.weight); ok {

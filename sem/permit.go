@@ -27,6 +27,7 @@ type heldUnit struct {
 type Permit struct {
 	s      *Semaphores
 	name   string
+	space  string // where its units are (Config.space)
 	id     string
 	index  int
 	weight int
@@ -47,7 +48,7 @@ type Permit struct {
 
 // hold makes the permit of units just created, and starts its keepalive.
 func (s *Semaphores) hold(c Config, id string, cfg acquireConfig, units []heldUnit, sent time.Time) *Permit {
-	p := &Permit{s: s, name: c.Name, id: id, index: units[0].unit, weight: len(units), ttl: cfg.ttl,
+	p := &Permit{s: s, name: c.Name, space: s.space(c), id: id, index: units[0].unit, weight: len(units), ttl: cfg.ttl,
 		units: units, done: make(chan struct{}), kept: make(chan struct{})}
 	for _, u := range units {
 		p.fence = max(p.fence, u.rev)
@@ -193,7 +194,7 @@ func (p *Permit) write(ctx context.Context, change func(*Unit)) error {
 				errs[i] = err
 				return
 			}
-			rev, err := p.s.bucket.Update(ctx, unitKey(p.name, u.unit), data, p.ttl, u.rev)
+			rev, err := p.s.bucket.Update(ctx, unitKey(p.space, u.unit), data, p.ttl, u.rev)
 			if err != nil {
 				errs[i] = err
 				return
@@ -252,7 +253,7 @@ func (p *Permit) Release(ctx context.Context) error {
 	p.mu.Unlock()
 	errs := make([]error, len(units))
 	del := func(i int) {
-		key := unitKey(p.name, units[i].unit)
+		key := unitKey(p.space, units[i].unit)
 		tomb, err := p.s.bucket.DeleteRevision(ctx, key, units[i].rev, nil)
 		if err == nil {
 			p.s.setTomb(key, tomb)
@@ -308,7 +309,7 @@ func (s *Semaphores) Resume(ctx context.Context, name, id string) (*Permit, erro
 	if len(held) == 0 {
 		return nil, &noPermitError{name: name, id: id}
 	}
-	p := &Permit{s: s, name: name, id: id, index: held[0].rec.Index, weight: held[0].rec.Weight, ttl: ttl,
+	p := &Permit{s: s, name: name, space: s.space(c), id: id, index: held[0].rec.Index, weight: held[0].rec.Weight, ttl: ttl,
 		units: held, done: make(chan struct{}), kept: make(chan struct{}), cancel: func() {}}
 	close(p.kept)
 	return p, nil

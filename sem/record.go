@@ -1,12 +1,15 @@
 package sem
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"maps"
 	"strconv"
 	"time"
 
 	"github.com/batonhq/baton/internal/jsonrec"
+	"github.com/batonhq/baton/internal/names"
 	"github.com/batonhq/baton/kv"
 )
 
@@ -19,11 +22,49 @@ import (
 //
 //jsonrec:codec
 type Config struct {
-	Name      string    `json:"name"`
-	Max       int       `json:"max"`
-	CreatedAt time.Time `json:"created_at"`
+	Name string `json:"name"`
+	// Max is how many units the semaphore has across every host; 0 for a
+	// per-host semaphore, so that a baton which predates those reads its
+	// record as one it cannot use, never as a semaphore of every host.
+	Max int `json:"max"`
+	// MaxPerHost, for a per-host semaphore, is how many units each host
+	// has, apart from every other host's.
+	MaxPerHost int       `json:"max_per_host,omitempty"`
+	CreatedAt  time.Time `json:"created_at"`
 
 	unknown jsonrec.Unknown
+}
+
+// Units is how many units one of the semaphore's scopes has: Max, or
+// MaxPerHost on each host.
+func (c Config) Units() int {
+	if c.MaxPerHost > 0 {
+		return c.MaxPerHost
+	}
+	return c.Max
+}
+
+// PerHost reports whether each host has Units of its own.
+func (c Config) PerHost() bool { return c.MaxPerHost > 0 }
+
+// space is where the semaphore's units and line live for host:
+// sem.<name>.<unit> and sem.<name>.w.<ticket> for a semaphore of every
+// host; sem.<name>.h.<host>.<unit> and sem.<name>.h.<host>.w.<ticket>
+// for a per-host one (the host id as it is when it is a plain name, else
+// "=" and a hash of it: host ids may hold any character but space).
+func (c Config) space(host string) string {
+	if !c.PerHost() {
+		return c.Name
+	}
+	return c.Name + ".h." + hostToken(host)
+}
+
+func hostToken(host string) string {
+	if names.Plain(host, 64) {
+		return host
+	}
+	sum := sha256.Sum256([]byte(host))
+	return "=" + hex.EncodeToString(sum[:8])
 }
 
 type configFields Config
@@ -113,9 +154,10 @@ func (u Unit) clone() Unit {
 	return u
 }
 
-// configKey and unitKey are where a semaphore's records live.
-func configKey(name string) string         { return "sem." + name }
-func unitKey(name string, unit int) string { return "sem." + name + "." + strconv.Itoa(unit) }
+// configKey is where a semaphore's record lives, unitKey where a unit of
+// one of its spaces does (Config.space).
+func configKey(name string) string          { return "sem." + name }
+func unitKey(space string, unit int) string { return "sem." + space + "." + strconv.Itoa(unit) }
 
 // decodeConfig reads a semaphore's record, failing on anything that is not
 // one of that name.
@@ -124,8 +166,8 @@ func decodeConfig(name string, e kv.Entry) (Config, error) {
 	if err := c.UnmarshalJSON(e.Value); err != nil {
 		return c, fmt.Errorf("%w: %s: %w", ErrUndecodable, e.Key, err)
 	}
-	if c.Name != name || c.Max < 1 {
-		return c, fmt.Errorf("%w: %s: names semaphore %q with max %d", ErrUndecodable, e.Key, c.Name, c.Max)
+	if c.Name != name || c.Max < 1 && c.MaxPerHost < 1 || c.Max > 0 && c.MaxPerHost > 0 {
+		return c, fmt.Errorf("%w: %s: names semaphore %q with max %d and max per host %d", ErrUndecodable, e.Key, c.Name, c.Max, c.MaxPerHost)
 	}
 	return c, nil
 }

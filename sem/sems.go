@@ -136,11 +136,21 @@ func ValidName(name string) error {
 	return nil
 }
 
+// CreateOption configures Create.
+type CreateOption func(*Config)
+
+// PerHost makes a per-host semaphore: each host has max units of its own,
+// for work bound by one machine (its cores, its memory, its disk), with
+// every other guarantee of a semaphore of all hosts. Its record has max 0
+// and max_per_host, so that a baton which predates per-host semaphores
+// refuses it as undecodable instead of counting every host together.
+func PerHost() CreateOption { return func(c *Config) { c.MaxPerHost, c.Max = c.Max, 0 } }
+
 // Create makes semaphore name with max units. Creating one that exists
-// with the same max changes nothing (it returns the stored config); with
-// another max it is an *ExistsError: a semaphore's max never changes, so
-// that no holder ever counted against another.
-func (s *Semaphores) Create(ctx context.Context, name string, max int) (Config, error) {
+// with the same max (and scope) changes nothing (it returns the stored
+// config); with another it is an *ExistsError: a semaphore's max never
+// changes, so that no holder ever counted against another.
+func (s *Semaphores) Create(ctx context.Context, name string, max int, opts ...CreateOption) (Config, error) {
 	if err := ValidName(name); err != nil {
 		return Config{}, err
 	}
@@ -148,6 +158,9 @@ func (s *Semaphores) Create(ctx context.Context, name string, max int) (Config, 
 		return Config{}, fmt.Errorf("%w: max %d: a semaphore has 1 to %d units", ErrInvalid, max, MaxUnits)
 	}
 	c := Config{Name: name, Max: max, CreatedAt: s.now().UTC()}
+	for _, o := range opts {
+		o(&c)
+	}
 	data, err := c.MarshalJSON()
 	if err != nil {
 		return Config{}, err
@@ -163,8 +176,8 @@ func (s *Semaphores) Create(ctx context.Context, name string, max int) (Config, 
 		if derr != nil {
 			return Config{}, derr
 		}
-		if have.Max != max {
-			return Config{}, &ExistsError{Name: name, Max: have.Max}
+		if have.Max != c.Max || have.MaxPerHost != c.MaxPerHost {
+			return Config{}, &ExistsError{Name: name, Max: have.Units(), PerHost: have.PerHost()}
 		}
 		s.remember(have)
 		return have, nil
@@ -226,33 +239,39 @@ type view struct {
 
 // read lists semaphore c's units and line.
 func (s *Semaphores) read(ctx context.Context, c Config) (view, error) {
-	es, err := s.bucket.Entries(ctx, "sem."+c.Name+".>")
+	space := s.space(c)
+	es, err := s.bucket.Entries(ctx, "sem."+space+".>")
 	if err != nil {
 		return view{}, err
 	}
-	return viewOf(c, es), nil
+	return viewOf(c, space, es), nil
 }
 
-func viewOf(c Config, es []kv.Entry) view {
-	v := view{units: make([]unitState, c.Max), waiters: waitline.Parse(lineName(c.Name), es)}
+// space is where semaphore c's units and line are for this host.
+func (s *Semaphores) space(c Config) string { return c.space(s.host) }
+
+// viewOf is space of semaphore c as entries es show it (others ignored).
+func viewOf(c Config, space string, es []kv.Entry) view {
+	v := view{units: make([]unitState, c.Units()), waiters: waitline.Parse(lineName(space), es)}
 	for i := range v.units {
 		v.units[i].unit = i
 	}
 	for _, e := range es {
-		if i, ok := unitOf(c.Name, e.Key); ok && i < c.Max {
+		if i, ok := unitOf(space, e.Key); ok && i < c.Units() {
 			v.units[i] = stateOf(c.Name, i, e)
 		}
 	}
 	return v
 }
 
-// lineName is the name of semaphore name's line of waiters: tickets
-// sem.<name>.w.<id>.
-func lineName(name string) string { return "sem." + name + ".w" }
+// lineName is the name of a space's line of waiters: tickets
+// sem.<space>.w.<id>.
+func lineName(space string) string { return "sem." + space + ".w" }
 
-// line is semaphore name's line of waiters, for this handle's process.
-func (s *Semaphores) line(name string) *waitline.Line {
-	return waitline.New(s.bucket, lineName(name), s.host, s.proc)
+// line is semaphore c's line of waiters on this host's space, for this
+// handle's process.
+func (s *Semaphores) line(c Config) *waitline.Line {
+	return waitline.New(s.bucket, lineName(s.space(c)), s.host, s.proc)
 }
 
 func stateOf(name string, i int, e kv.Entry) unitState {
@@ -267,9 +286,9 @@ func stateOf(name string, i int, e kv.Entry) unitState {
 	return u
 }
 
-// unitOf is the unit number of key sem.<name>.<n>.
-func unitOf(name, key string) (int, bool) {
-	rest, ok := strings.CutPrefix(key, "sem."+name+".")
+// unitOf is the unit number of key sem.<space>.<n>.
+func unitOf(space, key string) (int, bool) {
+	rest, ok := strings.CutPrefix(key, "sem."+space+".")
 	if !ok {
 		return 0, false
 	}

@@ -46,8 +46,8 @@ type limitsTracker struct {
 }
 
 type semState struct {
-	st  *sem.Status // nil until read
-	err string      // the last read's error
+	sts []sem.Status // nil until read; one per host for a per-host semaphore
+	err string       // the last read's error
 }
 
 type limiterState struct {
@@ -286,7 +286,7 @@ func (t *limitsTracker) refresh(ctx context.Context, onErr func(error)) {
 }
 
 func (t *limitsTracker) readSem(ctx context.Context, name string, onErr func(error)) {
-	st, err := t.ss.Status(ctx, name)
+	sts, err := t.ss.Statuses(ctx, name)
 	t.mu.Lock()
 	_, known := t.sems[name]
 	switch {
@@ -298,7 +298,7 @@ func (t *limitsTracker) readSem(ctx context.Context, name string, onErr func(err
 		}
 		t.sems[name].err = err.Error()
 	default:
-		t.sems[name] = &semState{st: &st}
+		t.sems[name] = &semState{sts: sts}
 	}
 	t.mu.Unlock()
 	if err != nil && !errors.Is(err, sem.ErrNotFound) && onErr != nil && ctx.Err() == nil {
@@ -309,10 +309,14 @@ func (t *limitsTracker) readSem(ctx context.Context, name string, onErr func(err
 }
 
 // SemaphoreView is a semaphore as the dashboard shows it: `baton sem
-// status NAME --json`, or why it could not be read.
+// status NAME --json`, or why it could not be read. For a per-host
+// semaphore, Hosts has each host's status (sem.Semaphores.Statuses), and
+// the semaphore's own fields sum them (Held, Free) with no holders or
+// waiters of their own.
 type SemaphoreView struct {
 	sem.Status
-	Error string `json:"error,omitempty"`
+	Hosts []sem.Status `json:"hosts,omitempty"`
+	Error string       `json:"error,omitempty"`
 }
 
 // LimiterView is a rate limiter as the dashboard shows it: each limit's use
@@ -375,10 +379,22 @@ func (t *limitsTracker) Semaphore(name string) *SemaphoreView {
 
 func (t *limitsTracker) semViewLocked(name string) SemaphoreView {
 	s := t.sems[name]
-	if s.st == nil {
+	switch {
+	case len(s.sts) == 0:
 		return SemaphoreView{Status: sem.Status{Name: name, Holders: []sem.Holder{}, Waiters: []sem.Waiter{}}, Error: s.err}
+	case !s.sts[0].PerHost:
+		return SemaphoreView{Status: s.sts[0], Error: s.err}
 	}
-	return SemaphoreView{Status: *s.st, Error: s.err}
+	first := s.sts[0]
+	v := SemaphoreView{Status: sem.Status{Name: name, Max: first.Max, PerHost: true, CreatedAt: first.CreatedAt,
+		Holders: []sem.Holder{}, Waiters: []sem.Waiter{}}, Error: s.err}
+	for _, st := range s.sts {
+		if st.Host != "" {
+			v.Hosts = append(v.Hosts, st)
+			v.Held += st.Held
+		}
+	}
+	return v
 }
 
 // Limiters lists the limiters whose records were seen, sorted by name.
@@ -441,13 +457,17 @@ func (t *limitsTracker) Summary() LimitsSummary {
 	defer t.mu.RUnlock()
 	var s LimitsSummary
 	for _, st := range t.sems {
-		if st.st == nil {
+		if len(st.sts) == 0 {
 			continue
 		}
 		s.Semaphores++
-		s.UnitsHeld += st.st.Held
-		s.UnitsMax += st.st.Max
-		s.Waiters += len(st.st.Waiters)
+		for _, h := range st.sts {
+			s.UnitsHeld += h.Held
+			s.Waiters += len(h.Waiters)
+			if h.Host != "" || !h.PerHost {
+				s.UnitsMax += h.Max // a per-host one counts each host that holds or waits
+			}
+		}
 	}
 	for _, l := range t.limiters {
 		if l.entry.Revision != 0 {

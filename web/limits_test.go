@@ -215,3 +215,40 @@ func TestLimits_ALimitersUseFallsOnThePageWithNoWrite(t *testing.T) {
 	for used() != 0 {
 	}
 }
+
+// TestLimits_APerHostSemaphoreShowsEachHost: each host's share of a
+// per-host semaphore is shown and counted apart.
+func TestLimits_APerHostSemaphoreShowsEachHost(t *testing.T) {
+	e := newEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := e.ss.Create(ctx, "cpu", 1, sem.PerHost()); err != nil {
+		t.Fatal(err)
+	}
+	h2, err := sem.New(e.client, sem.WithHostID("h2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []*sem.Semaphores{e.ss, h2} {
+		p, err := s.TryAcquire(ctx, "cpu")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = p.Release(context.Background()) }()
+	}
+	var v web.SemaphoreView
+	eventually(t, "both hosts' shares", func() bool {
+		v = web.SemaphoreView{}
+		e.get("/api/v1/limits/semaphores/cpu", &v)
+		return len(v.Hosts) == 2
+	})
+	if !v.PerHost || v.Max != 1 || v.Held != 2 || v.Hosts[0].Host != "h1" || v.Hosts[1].Host != "h2" || v.Hosts[1].Held != 1 || v.Hosts[1].Holders[0].Host != "h2" {
+		t.Errorf("view %+v", v)
+	}
+	fams := scrape(t, e.http.URL+"/metrics", "")
+	for _, host := range []string{"h1", "h2"} {
+		if got := fams["baton_sem_units_held"].value(map[string]string{"sem": "cpu", "host": host}); got != 1 {
+			t.Errorf("baton_sem_units_held{sem=cpu,host=%s} = %v, want 1", host, got)
+		}
+	}
+}

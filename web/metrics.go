@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/batonhq/baton/queue"
+	"github.com/batonhq/baton/sem"
 	"github.com/batonhq/baton/session"
 )
 
@@ -43,11 +44,11 @@ var (
 	descQueueActive = desc("baton_queue_active", "Tasks running (capacity used).", "queue")
 	descQueueMax    = desc("baton_queue_max_active", "The queue's max_active (0: no limit).", "queue")
 	descQueueOldest = desc("baton_queue_oldest_pending_age_seconds", "Age of the oldest waiting task (0 when none waits).", "queue")
-	descSemMax      = desc("baton_sem_max", "A semaphore's max: the units it has.", "sem")
-	descSemHeld     = desc("baton_sem_units_held", "Units of a semaphore held by live permits (weights counted).", "sem")
-	descSemPermits  = desc("baton_sem_permits", "Live permits of a semaphore.", "sem")
-	descSemWaiters  = desc("baton_sem_waiters", "Acquirers waiting in a semaphore's line.", "sem")
-	descSemWaitAge  = desc("baton_sem_oldest_wait_seconds", "How long the first in a semaphore's line has waited (0 when none waits).", "sem")
+	descSemMax      = desc("baton_sem_max", "A semaphore's max: the units it has (on each host, for a per-host one: host is set).", "sem", "host")
+	descSemHeld     = desc("baton_sem_units_held", "Units of a semaphore held by live permits (weights counted).", "sem", "host")
+	descSemPermits  = desc("baton_sem_permits", "Live permits of a semaphore.", "sem", "host")
+	descSemWaiters  = desc("baton_sem_waiters", "Acquirers waiting in a semaphore's line.", "sem", "host")
+	descSemWaitAge  = desc("baton_sem_oldest_wait_seconds", "How long the first in a semaphore's line has waited (0 when none waits).", "sem", "host")
 	descRateMax     = desc("baton_rate_limit", "A rate limiter's limit: what any window of its period may admit (max plus burst).", "limiter", "limit")
 	descRateUsed    = desc("baton_rate_used", "What a rate limiter's limit counted in the window ending now.", "limiter", "limit")
 	descRateAdm     = desc("baton_rate_admitted_total", "Takes a rate limiter admitted since the dashboard started.", "limiter")
@@ -219,15 +220,21 @@ func (cm *clusterMetrics) collectLimits(ch chan<- prometheus.Metric) {
 		if v.Error != "" && v.Max == 0 {
 			continue
 		}
-		gauge(descSemMax, float64(v.Max), v.Name)
-		gauge(descSemHeld, float64(v.Held), v.Name)
-		gauge(descSemPermits, float64(len(v.Holders)), v.Name)
-		gauge(descSemWaiters, float64(len(v.Waiters)), v.Name)
-		oldest := 0.0
-		if len(v.Waiters) > 0 && !v.Waiters[0].Since.IsZero() {
-			oldest = max(now.Sub(v.Waiters[0].Since).Seconds(), 0)
+		scopes := []sem.Status{v.Status}
+		if v.PerHost {
+			scopes = v.Hosts // hosts that hold or wait; none: no series
 		}
-		gauge(descSemWaitAge, oldest, v.Name)
+		for _, st := range scopes {
+			gauge(descSemMax, float64(st.Max), st.Name, st.Host)
+			gauge(descSemHeld, float64(st.Held), st.Name, st.Host)
+			gauge(descSemPermits, float64(len(st.Holders)), st.Name, st.Host)
+			gauge(descSemWaiters, float64(len(st.Waiters)), st.Name, st.Host)
+			oldest := 0.0
+			if len(st.Waiters) > 0 && !st.Waiters[0].Since.IsZero() {
+				oldest = max(now.Sub(st.Waiters[0].Since).Seconds(), 0)
+			}
+			gauge(descSemWaitAge, oldest, st.Name, st.Host)
+		}
 	}
 	lims := cm.s.limits.Limiters()
 	for _, v := range lims[:min(len(lims), cm.s.maxAgents)] {

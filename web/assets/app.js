@@ -504,7 +504,8 @@ function permitColour(id) {
 }
 const since = t => t ? dur(serverNow() - new Date(t)) : '-';
 
-function semSection(sm) {
+// semBody is one semaphore, or one host's share of a per-host one.
+function semBody(sm) {
   const byUnit = new Map();
   for (const p of sm.holders) for (const u of p.units) byUnit.set(u, p);
   const units = [];
@@ -514,16 +515,14 @@ function semSection(sm) {
       : h('span', { className: 'unit', title: 'unit ' + i + ': free' }, i));
   }
   const pct = sm.max ? Math.min(100, Math.round(100 * sm.held / sm.max)) : 0;
-  return h('section', { className: 'panel', 'data-sem': sm.name },
-    h('h3', {}, sm.name, ' ', h('span', { className: 'muted' }, 'semaphore of ' + sm.max)),
-    sm.error ? h('p', { className: 'bad' }, 'Could not read it: ' + sm.error) : null,
+  return [
     h('div', { className: 'cards' },
       card(sm.held + ' / ' + sm.max, 'units held', sm.held >= sm.max ? 'warn' : ''),
       card(sm.holders.length, 'permits'),
       card(sm.waiters.length, 'waiting', sm.waiters.length ? 'warn' : ''),
       card(sm.waiters.length ? since(sm.waiters[0].since) : '-', 'first waiter has waited')),
     h('div', { className: 'bar' + (sm.held >= sm.max ? ' full' : ''), title: sm.held + ' of ' + sm.max }, h('span', { style: 'width:' + pct + '%' })),
-    h('h4', {}, 'Units'), h('div', { className: 'units', 'data-units': sm.name }, units),
+    h('h4', {}, 'Units'), h('div', { className: 'units', 'data-units': sm.name + (sm.host ? '@' + sm.host : '') }, units),
     h('h4', {}, 'Holders'),
     table(['index', 'weight', 'units', 'host', 'pid', 'held for', 'renewed', 'permit', 'meta'], sm.holders.map(p => h('tr', { 'data-permit': p.permit },
       h('td', { className: 'num' }, h('span', { className: 'chip', style: 'background:' + permitColour(p.permit) + ';color:#fff' }, p.index)),
@@ -536,7 +535,16 @@ function semSection(sm) {
     h('h4', {}, 'Waiting, first first'),
     table(['#', 'weight', 'host', 'pid', 'waiting for', 'ticket'], sm.waiters.map((w, i) => h('tr', { 'data-waiter': w.id },
       h('td', { className: 'num' }, i + 1), h('td', { className: 'num' }, w.weight), h('td', {}, w.host), h('td', { className: 'num' }, w.pid),
-      h('td', { className: 'num', title: w.since }, since(w.since)), h('td', { className: 'mono' }, w.id))), { empty: 'nobody waits' }));
+      h('td', { className: 'num', title: w.since }, since(w.since)), h('td', { className: 'mono' }, w.id))), { empty: 'nobody waits' })];
+}
+
+function semSection(sm) {
+  const hosts = sm.hosts || [];
+  return h('section', { className: 'panel', 'data-sem': sm.name },
+    h('h3', {}, sm.name, ' ', h('span', { className: 'muted' }, sm.per_host ? 'semaphore of ' + sm.max + ' on each host' : 'semaphore of ' + sm.max)),
+    sm.error ? h('p', { className: 'bad' }, 'Could not read it: ' + sm.error) : null,
+    sm.per_host ? (hosts.length ? hosts.map(st => h('div', { className: 'host-share', 'data-host': st.host }, h('h4', {}, 'on ' + st.host), semBody(st)))
+      : h('p', { className: 'muted' }, 'No host holds or waits for it.')) : semBody(sm));
 }
 
 function limiterSection(l) {

@@ -18,6 +18,7 @@ type Options struct {
 	Verb    string
 	Name    string
 	Max     int
+	PerHost bool
 	Weight  int
 	TTL     *cmdutil.DurationFlag
 	Wait    *cmdutil.DurationFlag
@@ -76,13 +77,19 @@ ends elsewhere. A waiter (--wait) is woken when a unit is freed.`,
 
 	create := newOpts("create")
 	createCmd := &cobra.Command{
-		Use:   "create NAME --max N",
+		Use:   "create NAME --max N [--per-host]",
 		Short: "Make a semaphore of N units (its max never changes)",
 		Long: `Make semaphore NAME with N units. Creating one that exists with the same max
 changes nothing; with another max it is refused (exit 3): callers never count
-against different limits.`,
-		Example: "  baton sem create test-db --max 3",
-		Args:    oneName("baton sem create NAME --max N"),
+against different limits.
+
+With --per-host each host has N units of its own, for work bound by one
+machine (its cores, its memory): permits, indices 0..N-1, waiting in line and
+the instant reclaim of a dead holder's units are as for any semaphore, but
+per host. sem status shows this host's; sem ls every host's.`,
+		Example: `  baton sem create test-db --max 3
+  baton sem create heavy-tests --max 2 --per-host   # two at a time on each machine`,
+		Args: oneName("baton sem create NAME --max N"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			create.Name = args[0]
 			if !cmd.Flags().Changed("max") {
@@ -95,6 +102,7 @@ against different limits.`,
 		},
 	}
 	createCmd.Flags().IntVar(&create.Max, "max", 0, fmt.Sprintf("how many units (1-%d)", sem.MaxUnits))
+	createCmd.Flags().BoolVar(&create.PerHost, "per-host", false, "each host has --max units of its own")
 	cmd.AddCommand(createCmd)
 
 	acq := newOpts("acquire")

@@ -43,14 +43,22 @@ func createRun(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
-	c, err := ss.Create(ctx, o.Name, o.Max)
+	var opts []sem.CreateOption
+	if o.PerHost {
+		opts = append(opts, sem.PerHost())
+	}
+	c, err := ss.Create(ctx, o.Name, o.Max, opts...)
 	if err != nil {
 		return err
 	}
 	if o.F.Config.JSON {
 		return cmdutil.PrintJSON(o.F.IO.Out, c)
 	}
-	cmdutil.Fprintf(o.F.IO.Out, "semaphore %s: max %d\n", c.Name, c.Max)
+	each := ""
+	if c.PerHost() {
+		each = " on each host"
+	}
+	cmdutil.Fprintf(o.F.IO.Out, "semaphore %s: max %d%s\n", c.Name, c.Units(), each)
 	return nil
 }
 
@@ -320,7 +328,11 @@ func printStatus(o *Options, st sem.Status) error {
 		return cmdutil.PrintJSON(o.F.IO.Out, st)
 	}
 	out := o.F.IO.Out
-	cmdutil.Fprintf(out, "%s: %d of %d units held, %d free, %d waiting\n", st.Name, st.Held, st.Max, st.Free, len(st.Waiters))
+	where := ""
+	if st.PerHost {
+		where = " on " + st.Host + " (per host)"
+	}
+	cmdutil.Fprintf(out, "%s%s: %d of %d units held, %d free, %d waiting\n", st.Name, where, st.Held, st.Max, st.Free, len(st.Waiters))
 	if len(st.Holders) == 0 && len(st.Waiters) == 0 {
 		return nil
 	}
@@ -370,9 +382,16 @@ func lsRun(ctx context.Context, o *Options) error {
 		cmdutil.Fprintf(o.F.IO.Out, "no semaphores; make one with baton sem create NAME --max N\n")
 		return nil
 	}
-	t := cmdutil.NewTable("NAME", "MAX", "HELD", "FREE", "PERMITS", "WAITING")
+	t := cmdutil.NewTable("NAME", "HOST", "MAX", "HELD", "FREE", "PERMITS", "WAITING")
 	for _, st := range all {
-		t.Row(st.Name, strconv.Itoa(st.Max), strconv.Itoa(st.Held), strconv.Itoa(st.Free), strconv.Itoa(len(st.Holders)), strconv.Itoa(len(st.Waiters)))
+		host := "(all)"
+		if st.PerHost {
+			host = st.Host
+			if host == "" {
+				host = "(each, none held)"
+			}
+		}
+		t.Row(st.Name, host, strconv.Itoa(st.Max), strconv.Itoa(st.Held), strconv.Itoa(st.Free), strconv.Itoa(len(st.Holders)), strconv.Itoa(len(st.Waiters)))
 	}
 	if _, err := t.WriteTo(o.F.IO.Out); err != nil {
 		return err
