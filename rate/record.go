@@ -1,17 +1,18 @@
 package rate
 
 import (
-	"sync"
 	"time"
 
 	"github.com/batonhq/baton/internal/jsonrec"
 )
 
+//go:generate go run ../internal/jsonrec/recgen
+
 // Limiter is a rate limiter as stored in KV under rate.<name>: its limits
 // and the takes still inside its longest period. Its limits never change
-// once written, so callers cannot disagree about them. (Its codec is
-// encoding/json's, through jsonrec: recgen writes none for a slice of
-// structs.)
+// once written, so callers cannot disagree about them.
+//
+//jsonrec:codec
 type Limiter struct {
 	Name      string    `json:"name"`
 	Limits    []Limit   `json:"limits"`
@@ -54,20 +55,26 @@ type Take struct {
 
 type limiterFields Limiter
 
-var limiterKnown = sync.OnceValue(jsonrec.Known[limiterFields])
-
 // MarshalJSON writes the known fields and any unknown ones read earlier.
 func (l Limiter) MarshalJSON() ([]byte, error) {
 	if l.Log == nil {
 		l.Log = []Take{}
+	}
+	if len(l.unknown) == 0 {
+		if b, ok := l.encodeFast(); ok {
+			return b, nil
+		}
 	}
 	return jsonrec.Marshal(limiterFields(l), l.unknown)
 }
 
 // UnmarshalJSON reads the known fields and keeps the others.
 func (l *Limiter) UnmarshalJSON(data []byte) error {
+	if l.decodeFast(data, 0) {
+		return nil
+	}
 	var f limiterFields
-	unknown, err := jsonrec.Unmarshal(data, &f, limiterKnown())
+	unknown, err := jsonrec.Unmarshal(data, &f, limiterKnown)
 	if err != nil {
 		return err
 	}

@@ -203,6 +203,14 @@ func setValue(f reflect.Value, name string, i int, escapes, emptyParts bool) {
 				l.Index(1).Set(reflect.New(el))
 			}
 			f.Set(l)
+		case reflect.Struct:
+			// A list of parts by value: a full one, and a zero (or only
+			// zero) one.
+			l := reflect.MakeSlice(f.Type(), 2, 2)
+			if !emptyParts {
+				l.Index(0).Set(fill(f.Type().Elem(), -1, escapes, false))
+			}
+			f.Set(l)
 		default:
 			panic(fmt.Sprintf("jsonrectest: no value for a field of type %s", f.Type()))
 		}

@@ -117,7 +117,7 @@ func (e *emitter) encodeFast(rec *record) {
 			size += 32
 		case kStructPtr:
 			size += 160
-		case kStructPtrs:
+		case kStructPtrs, kStructs:
 			extra = append(extra, fmt.Sprintf("160*len(v.%s)", f.goName))
 		case kBytes:
 			extra = append(extra, fmt.Sprintf("len(v.%s)*4/3", f.goName))
@@ -192,7 +192,7 @@ func present(f field) string {
 			conds = append(conds, x+" != 0")
 		case kBool:
 			conds = append(conds, x)
-		case kBytes, kStrings, kStringMap, kRawJSON, kStructPtrs:
+		case kBytes, kStrings, kStringMap, kRawJSON, kStructPtrs, kStructs:
 			conds = append(conds, "len("+x+") != 0")
 		case kIntPtr, kStructPtr:
 			conds = append(conds, x+" != nil")
@@ -208,7 +208,7 @@ func present(f field) string {
 			conds = append(conds, x)
 		case kTime:
 			conds = append(conds, "!"+x+".IsZero()")
-		case kBytes, kStrings, kStringMap, kRawJSON, kIntPtr, kStructPtr, kStructPtrs:
+		case kBytes, kStrings, kStringMap, kRawJSON, kIntPtr, kStructPtr, kStructPtrs, kStructs:
 			conds = append(conds, x+" != nil")
 		}
 	}
@@ -258,6 +258,19 @@ func (e *emitter) appendJSON(rec *record) {
 			e.line("} else {")
 			e.line("x.appendJSON(w)")
 			e.line("}")
+			e.line("}")
+			e.line("w.Raw(`]`)")
+			e.line("}")
+		case kStructs:
+			e.line("if v.%s == nil {", f.goName)
+			e.line(`w.Raw("null")`)
+			e.line("} else {")
+			e.line("w.Raw(`[`)")
+			e.line("for i := range v.%s {", f.goName)
+			e.line("if i > 0 {")
+			e.line("w.Raw(`,`)")
+			e.line("}")
+			e.line("v.%s[i].appendJSON(w)", f.goName)
 			e.line("}")
 			e.line("w.Raw(`]`)")
 			e.line("}")
@@ -311,6 +324,9 @@ func reads(f field) (keep, skip string) {
 	if f.kind == kStructPtrs {
 		return "scan" + f.elem + "Ptrs(s, " + dst + ")", "scan" + f.elem + "Ptrs(s, nil)"
 	}
+	if f.kind == kStructs {
+		return "scan" + f.elem + "s(s, " + dst + ")", "scan" + f.elem + "s(s, nil)"
+	}
 	c, ok := scanCalls[f.kind]
 	if !ok {
 		panic("recgen: no read for kind " + fmt.Sprint(f.kind))
@@ -348,6 +364,9 @@ func (e *emitter) scanJSON(rec *record) {
 	}
 	e.line("return s.Lit(`}`)")
 	e.line("}")
+	if rec.listedVal {
+		e.scanList(rec)
+	}
 	if !rec.part {
 		return
 	}
@@ -392,6 +411,65 @@ func (e *emitter) scanJSON(rec *record) {
 	e.line("}")
 	e.line("if dst != nil {")
 	e.line("out = append(out, x)")
+	e.line("}")
+	e.line("if s.Lit(`]`) {")
+	e.line("break")
+	e.line("}")
+	e.line("if !s.Lit(`,`) {")
+	e.line("return false")
+	e.line("}")
+	e.line("}")
+	e.line("if dst != nil {")
+	e.line("*dst = out")
+	e.line("}")
+	e.line("return true")
+	e.line("}")
+}
+
+// scanList writes the reader of a list of rec by value. It counts the
+// elements first, on a copy of the scanner, so that each has its place
+// before the scanner keeps pointers to its strings (Done stores them).
+func (e *emitter) scanList(rec *record) {
+	e.line("")
+	e.line("// scan%ss reads a list of %s (or null) into dst, or drops it if dst is", rec.name, rec.name)
+	e.line("// nil. It counts the elements first, so that each has its place before")
+	e.line("// the scanner keeps pointers to its strings.")
+	e.line("func scan%ss(s *jsonrec.Scanner, dst *[]%s) bool {", rec.name, rec.name)
+	e.line("if s.Lit(`null`) {")
+	e.line("if dst != nil {")
+	e.line("*dst = nil")
+	e.line("}")
+	e.line("return true")
+	e.line("}")
+	e.line("if !s.Lit(`[`) {")
+	e.line("return false")
+	e.line("}")
+	e.line("if s.Lit(`]`) {")
+	e.line("if dst != nil {")
+	e.line("*dst = []%s{}", rec.name)
+	e.line("}")
+	e.line("return true")
+	e.line("}")
+	e.line("var out []%s", rec.name)
+	e.line("if dst != nil {")
+	e.line("probe, n := *s, 1")
+	e.line("for {")
+	e.line("if !(*%s)(nil).scanJSON(&probe, jsonrec.AllFields) {", rec.name)
+	e.line("return false")
+	e.line("}")
+	e.line("if probe.Lit(`]`) {")
+	e.line("break")
+	e.line("}")
+	e.line("if !probe.Lit(`,`) {")
+	e.line("return false")
+	e.line("}")
+	e.line("n++")
+	e.line("}")
+	e.line("out = make([]%s, n)", rec.name)
+	e.line("}")
+	e.line("for i := 0; ; i++ {")
+	e.line("if dst != nil && !out[i].scanJSON(s, 0) || dst == nil && !(*%s)(nil).scanJSON(s, jsonrec.AllFields) {", rec.name)
+	e.line("return false")
 	e.line("}")
 	e.line("if s.Lit(`]`) {")
 	e.line("break")

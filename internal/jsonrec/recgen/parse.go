@@ -50,6 +50,7 @@ const (
 	kIntPtr                 // *int
 	kStructPtr              // *S, S a struct of the package
 	kStructPtrs             // []*S, S a struct of the package
+	kStructs                // []S, S a struct of the package
 )
 
 // field is one member of a record.
@@ -71,6 +72,7 @@ type record struct {
 	top        bool // carries the directive
 	part       bool // a record points to it
 	listed     bool // a record holds a list of pointers to it
+	listedVal  bool // a record holds a list of it, by value
 	encodeOnly bool
 	fields     []field
 }
@@ -265,7 +267,7 @@ func (r *resolver) needDecode(rec *record) {
 	r.decoded[rec.name] = true
 	rec.encodeOnly = false
 	for _, f := range rec.fields {
-		if f.kind == kStructPtr || f.kind == kStructPtrs {
+		if f.kind == kStructPtr || f.kind == kStructPtrs || f.kind == kStructs {
 			r.needDecode(r.records[f.elem])
 		}
 	}
@@ -441,6 +443,18 @@ func (r *resolver) kindOf(td *typeDecl, typ ast.Expr, named bool) (kind, bool, s
 				return kBytes, false, "", nil
 			case "string":
 				return kStrings, false, "", nil
+			}
+		}
+		if id, ok := t.Elt.(*ast.Ident); ok {
+			if d := r.decls[id.Name]; d != nil {
+				if _, isStruct := d.spec.Type.(*ast.StructType); isStruct {
+					rec, err := r.record(id.Name)
+					if err != nil {
+						return 0, false, "", err
+					}
+					rec.listedVal = true
+					return kStructs, false, id.Name, nil
+				}
 			}
 		}
 		if st, ok := t.Elt.(*ast.StarExpr); ok {
