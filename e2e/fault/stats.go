@@ -186,7 +186,7 @@ type queueCounts struct {
 }
 
 // report prints the figures, then the closing line last.
-func (s *stats) report(w io.Writer, accepted, rejected int, checkerViolations []string, q queueCounts, elapsed time.Duration) (ok bool) {
+func (s *stats) report(w io.Writer, accepted, rejected int, checkerViolations []string, q queueCounts, sc semCounts, elapsed time.Duration) (ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	violations := append(slices.Clone(s.violations), checkerViolations...)
@@ -234,6 +234,8 @@ func (s *stats) report(w io.Writer, accepted, rejected int, checkerViolations []
 	for _, l := range r.lost {
 		fmt.Fprintf(w, "LOST (rolling restart): %s\n", l)
 	}
+	fmt.Fprintf(w, "semaphore %s (max %d, TTL %s, %d sem run actors of weight 1 and 2): %d commands given a permit, %d of them ended by themselves; %d left out of the exclusion check (their sem run was paused while they ran)\n",
+		semName, semMax, semTTL, semActors, sc.served, sc.ended, sc.paused)
 	l := s.lin
 	fmt.Fprintf(w, "linearizability: %d KV operations (%d of unknown outcome) in %d histories: %d linearizable, %d not, %d too long to check within %s; %d reads answered while a server was cut off from the majority left out, %d of them stale (adr/0015), and %d creates refused then taken as of unknown outcome (adr/0026)\n",
 		l.Ops, l.Unknown, l.Histories, l.Linearizable, l.NotLinearizable, l.TimedOut, l.Timeout.Round(time.Second), l.Exempt, l.Stale, l.Refused)
@@ -257,9 +259,11 @@ func (s *stats) report(w io.Writer, accepted, rejected int, checkerViolations []
 		}
 		diskProblems += len(d.problems)
 	}
-	fmt.Fprintf(w, "fault: %d ops, %d faults, %d exclusion violations, %d acknowledged sessions lost, %d stuck operations, %d histories linearizable, %d not%s; queue: %d tasks done, %d key exclusion violations, %d over capacity, %d acknowledged tasks lost; %s, %d task records unreadable (%d put back, %d removed); %s; rolling restart: %d holders lost, longest write pause %s\n",
-		s.ops, faults, len(violations)-q.exclusion-q.overCapacity, len(s.lost)-q.lost, len(s.stuck), l.Linearizable, l.NotLinearizable, undecided(l.TimedOut), q.done, q.exclusion, q.overCapacity, q.lost,
-		queueGarbage(s.faults), q.garbaged, q.garbaged-q.removed, q.removed, diskVerdict(s.diskSkipped, s.disks), len(r.lost), r.pause.Round(10*time.Millisecond))
+	semViolations := sc.exclusion + sc.overMax + sc.badPermit
+	fmt.Fprintf(w, "fault: %d ops, %d faults, %d exclusion violations, %d acknowledged sessions lost, %d stuck operations, %d histories linearizable, %d not%s; queue: %d tasks done, %d key exclusion violations, %d over capacity, %d acknowledged tasks lost; %s, %d task records unreadable (%d put back, %d removed); %s; rolling restart: %d holders lost, longest write pause %s; %s\n",
+		s.ops, faults, len(violations)-q.exclusion-q.overCapacity-semViolations, len(s.lost)-q.lost, len(s.stuck), l.Linearizable, l.NotLinearizable, undecided(l.TimedOut), q.done, q.exclusion, q.overCapacity, q.lost,
+		queueGarbage(s.faults), q.garbaged, q.garbaged-q.removed, q.removed, diskVerdict(s.diskSkipped, s.disks), len(r.lost), r.pause.Round(10*time.Millisecond),
+		sc.verdict())
 	return len(violations) == 0 && len(s.lost) == 0 && len(s.stuck) == 0 && len(r.lost) == 0 && l.NotLinearizable == 0 && l.TimedOut == 0 && diskProblems == 0
 }
 
@@ -290,4 +294,9 @@ func queueGarbage(faults map[string]int) string {
 		parts = append(parts, fmt.Sprintf("%s %d", name, by[kind]))
 	}
 	return fmt.Sprintf("queue records garbaged: %d (%s)", total, strings.Join(parts, ", "))
+}
+
+// verdict is the semaphore's part of the closing line.
+func (sc semCounts) verdict() string {
+	return fmt.Sprintf("sem: %d permits served, %d unit exclusion violations, %d over max, %d bad permits", sc.served, sc.exclusion, sc.overMax, sc.badPermit)
 }
