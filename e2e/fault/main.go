@@ -10,8 +10,9 @@
 // says so). One host's links go through toxiproxy, to be slowed, throttled,
 // reset and stalled. It runs a randomized workload of join, commit, close,
 // run and lead processes on several host ids and keys, library clients
-// whose clocks are hours off, a work queue, and a semaphore (`sem run` on
-// every host), while it SIGKILLs and
+// whose clocks are hours off, a work queue, a semaphore (`sem run` on every
+// host) and a rate limiter (`rate take` on every host, and a library
+// client that keeps it full), while it SIGKILLs and
 // SIGSTOPs clients, injects one server or network fault after another
 // (server SIGKILLs, the stream leader partitioned with a host on its side,
 // 2/1 splits, a host cut off past its holders' TTL, flapping links, slow
@@ -25,13 +26,15 @@
 //
 // A checker plays the protected resource: it accepts a write only with a
 // fence at least as large as any it has seen. The semaphore's commands
-// report what they hold to a ledger (semaphore.go, which says why its
-// checks are sound). Every KV operation is traced
-// (BATON_KV_TRACE, and the harness's own clients) and each key's history is
-// checked with porcupine; a history that is not linearizable is drawn into
-// the run's artifacts directory, which is then kept. The last line is
+// report what they hold to a ledger (semaphore.go), and a watch of the
+// rate limiter's record gathers each admission with its server time
+// (ratelimit.go); both say there why their checks are sound. Every KV
+// operation is traced (BATON_KV_TRACE, and the harness's own clients) and
+// each key's history is checked with porcupine; a history that is not
+// linearizable is drawn into the run's artifacts directory, which is then
+// kept. The last line is
 //
-//	fault: <ops> ops, <faults> faults, <v> exclusion violations, <l> acknowledged sessions lost, <s> stuck operations, <n> histories linearizable, <x> not; queue: <n> tasks done, <x> key exclusion violations, <c> over capacity, <l> acknowledged tasks lost; queue records garbaged: <g> (config <n>, token <n>, task <n>, key lock <n>, worker <n>, inbox <n>), <u> task records unreadable (<p> put back, <r> removed); full disk: <f> (<servers>), <a> writes acknowledged and <e> failed with exit 6 while full, resumed within <d> of the space coming back, <p> problems; rolling restart: <h> holders lost, longest write pause <d>; sem: <n> permits served, <x> unit exclusion violations, <o> over max, <b> bad permits
+//	fault: <ops> ops, <faults> faults, <v> exclusion violations, <l> acknowledged sessions lost, <s> stuck operations, <n> histories linearizable, <x> not; queue: <n> tasks done, <x> key exclusion violations, <c> over capacity, <l> acknowledged tasks lost; queue records garbaged: <g> (config <n>, token <n>, task <n>, key lock <n>, worker <n>, inbox <n>), <u> task records unreadable (<p> put back, <r> removed); full disk: <f> (<servers>), <a> writes acknowledged and <e> failed with exit 6 while full, resumed within <d> of the space coming back, <p> problems; rolling restart: <h> holders lost, longest write pause <d>; sem: <n> permits served, <x> unit exclusion violations, <o> over max, <b> bad permits; rate: <n> admitted, <r> refused, at most <k> in 1s (limit <m>), <w> windows over limit, <d> takes dropped, <p> other problems, <l> acknowledged takes lost
 //
 // ("full disk SKIPPED (not root)" without the tmpfs), and the exit status
 // is non-zero unless every count of what went wrong is 0. See
@@ -135,6 +138,7 @@ type harness struct {
 	chk        *checker
 	qchk       *queueChecker
 	sled       *semLedger
+	rates      *rateLedger
 	checkerURL string
 	queueURL   string
 	semURL     string
@@ -165,7 +169,7 @@ func newHarness(cfg config, out io.Writer) (*harness, error) {
 		return nil, err
 	}
 	chk := newChecker()
-	h := &harness{cfg: cfg, bin: cfg.bin, self: self, dir: dir, out: out, chk: chk, qchk: newQueueChecker(), sled: newSemLedger(chk),
+	h := &harness{cfg: cfg, bin: cfg.bin, self: self, dir: dir, out: out, chk: chk, qchk: newQueueChecker(), sled: newSemLedger(chk), rates: newRateLedger(),
 		stats: newStats(), daemons: map[*daemon]bool{}, slots: map[string]*slotState{}, rng: rand.New(rand.NewPCG(cfg.seed, 0x5eed))}
 	if err := os.Mkdir(filepath.Join(dir, "clients"), 0o700); err != nil {
 		return nil, err
@@ -278,6 +282,15 @@ func (h *harness) run(ctx context.Context) (bool, error) {
 	if err := h.createSem(ctx); err != nil {
 		return false, err
 	}
+	if err := h.createRate(ctx); err != nil {
+		return false, err
+	}
+	// The limiter's watch outlives the workload: it must bring the last
+	// admissions acknowledged before it is judged (checkRate stops it).
+	rwctx, stopRateWatch := context.WithCancel(ctx)
+	rateWatched := make(chan struct{})
+	go func() { defer close(rateWatched); h.rateWatch(rwctx) }()
+	defer stopRateWatch()
 	fmt.Fprintf(h.out, "batonfault: cluster up in %s; running the workload\n", time.Since(start).Round(time.Millisecond))
 
 	wctx, cancel := context.WithTimeout(ctx, h.cfg.duration)
@@ -313,6 +326,10 @@ func (h *harness) run(ctx context.Context) (bool, error) {
 	for j := range semActors {
 		goActor(func(ctx context.Context) { h.semActor(ctx, hosts[j%len(hosts)], j, 1+j%2) })
 	}
+	for _, host := range hosts {
+		goActor(func(ctx context.Context) { h.rateTaker(ctx, host) })
+	}
+	goActor(h.rateFiller)
 	goActor(h.clientFaults)
 	goActor(h.garbage)
 	goActor(h.queueGarbage)
@@ -326,6 +343,7 @@ func (h *harness) run(ctx context.Context) (bool, error) {
 	wg.Wait()
 	h.finishAll()
 	sc := h.checkSem()
+	rc := h.checkRate(func() { stopRateWatch(); <-rateWatched })
 	h.judgeLosses()
 	h.checkPauses()
 	h.stats.isolationsChecked = h.checkIsolations()
@@ -358,7 +376,7 @@ func (h *harness) run(ctx context.Context) (bool, error) {
 	h.stats.lin = lin
 	fmt.Fprintf(h.out, "batonfault: %d KV operations in %d histories checked for linearizability in %s\n", lin.Ops, lin.Histories, time.Since(checking).Round(time.Millisecond))
 	accepted, rejected, cv := h.chk.counts()
-	ok := h.stats.report(h.out, accepted, rejected, cv, q, sc, time.Since(start))
+	ok := h.stats.report(h.out, accepted, rejected, cv, q, sc, rc, time.Since(start))
 	h.failed = !ok
 	return ok, nil
 }
