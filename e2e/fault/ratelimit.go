@@ -189,10 +189,11 @@ func (h *harness) rateTaker(ctx context.Context, host string) {
 }
 
 // rateFiller takes from the limiter through the library (a Handle, kept
-// from a watch) whenever it is let: it sleeps as long as each refusal says,
-// so that it is admitted as soon as a take leaves the window and the
-// limiter stays full. Its client is traced, like every writer of the
-// record.
+// from a watch) whenever it is let: it sleeps as long as each refusal says
+// and up to 150 ms more, so that the limiter stays full and the CLI's
+// takers, which ask a few times a second, still get a share of it (with
+// no slack the filler took 99% of the admissions). Its client is traced,
+// like every writer of the record.
 func (h *harness) rateFiller(ctx context.Context) {
 	tr, err := h.tr.tracer("lib-rate")
 	if err != nil {
@@ -233,7 +234,7 @@ func (h *harness) rateFiller(ctx context.Context) {
 			h.rates.ack(rateAck{id: id, rev: a.Revision, from: r.start, to: r.end})
 		case errors.As(err, &le):
 			h.rates.refuse()
-			sleep(ctx, min(le.RetryAfter, time.Second))
+			sleep(ctx, min(le.RetryAfter, time.Second)+h.between(0, 150*time.Millisecond))
 		default:
 			sleep(ctx, 200*time.Millisecond)
 		}
