@@ -11,6 +11,7 @@ import (
 	"github.com/batonhq/baton/hostlocal"
 	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/lease"
+	"github.com/batonhq/baton/rate"
 	"github.com/batonhq/baton/session"
 )
 
@@ -148,7 +149,7 @@ func libCode(err error) int {
 		return 4
 	case errors.Is(err, session.ErrHeld), errors.Is(err, session.ErrUndecodable), errors.Is(err, session.ErrLost),
 		errors.Is(err, session.ErrGateBusy), errors.Is(err, kv.ErrConflict), errors.Is(err, lease.ErrHeld),
-		errors.Is(err, lease.ErrUndecodable), errors.Is(err, lease.ErrLost):
+		errors.Is(err, lease.ErrUndecodable), errors.Is(err, lease.ErrLost), errors.Is(err, rate.ErrLimited):
 		return 3
 	case errors.Is(err, kv.ErrUnavailable), errors.Is(err, kv.ErrStorageFull):
 		return 6

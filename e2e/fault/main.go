@@ -10,7 +10,9 @@
 // says so). One host's links go through toxiproxy, to be slowed, throttled,
 // reset and stalled. It runs a randomized workload of join, commit, close,
 // run and lead processes on several host ids and keys, library clients
-// whose clocks are hours off, and a work queue, while it SIGKILLs and
+// whose clocks are hours off, a work queue, a semaphore (`sem run` on every
+// host) and a rate limiter (`rate take` on every host, and a library
+// client that keeps it full), while it SIGKILLs and
 // SIGSTOPs clients, injects one server or network fault after another
 // (server SIGKILLs, the stream leader partitioned with a host on its side,
 // 2/1 splits, a host cut off past its holders' TTL, flapping links, slow
@@ -23,12 +25,16 @@
 // longest write pause.
 //
 // A checker plays the protected resource: it accepts a write only with a
-// fence at least as large as any it has seen. Every KV operation is traced
-// (BATON_KV_TRACE, and the harness's own clients) and each key's history is
-// checked with porcupine; a history that is not linearizable is drawn into
-// the run's artifacts directory, which is then kept. The last line is
+// fence at least as large as any it has seen. The semaphore's commands
+// report what they hold to a ledger (semaphore.go), and a watch of the
+// rate limiter's record gathers each admission with its server time
+// (ratelimit.go); both say there why their checks are sound. Every KV
+// operation is traced (BATON_KV_TRACE, and the harness's own clients) and
+// each key's history is checked with porcupine; a history that is not
+// linearizable is drawn into the run's artifacts directory, which is then
+// kept. The last line is
 //
-//	fault: <ops> ops, <faults> faults, <v> exclusion violations, <l> acknowledged sessions lost, <s> stuck operations, <n> histories linearizable, <x> not; queue: <n> tasks done, <x> key exclusion violations, <c> over capacity, <l> acknowledged tasks lost; queue records garbaged: <g> (config <n>, token <n>, task <n>, key lock <n>, worker <n>, inbox <n>), <u> task records unreadable (<p> put back, <r> removed); full disk: <f> (<servers>), <a> writes acknowledged and <e> failed with exit 6 while full, resumed within <d> of the space coming back, <p> problems; rolling restart: <h> holders lost, longest write pause <d>
+//	fault: <ops> ops, <faults> faults, <v> exclusion violations, <l> acknowledged sessions lost, <s> stuck operations, <n> histories linearizable, <x> not; queue: <n> tasks done, <x> key exclusion violations, <c> over capacity, <l> acknowledged tasks lost; queue records garbaged: <g> (config <n>, token <n>, task <n>, key lock <n>, worker <n>, inbox <n>), <u> task records unreadable (<p> put back, <r> removed); full disk: <f> (<servers>), <a> writes acknowledged and <e> failed with exit 6 while full, resumed within <d> of the space coming back, <p> problems; rolling restart: <h> holders lost, longest write pause <d>; sem: <n> permits served, <x> unit exclusion violations, <o> over max, <b> bad permits; rate: <n> admitted, <r> refused, at most <k> in 1s (limit <m>), <w> windows over limit, <d> takes dropped, <p> other problems, <l> acknowledged takes lost
 //
 // ("full disk SKIPPED (not root)" without the tmpfs), and the exit status
 // is non-zero unless every count of what went wrong is 0. See
@@ -59,6 +65,9 @@ func main() {
 	}
 	if len(os.Args) > 1 && os.Args[1] == "qtask" {
 		os.Exit(qtaskMain())
+	}
+	if len(os.Args) > 1 && os.Args[1] == "semhold" {
+		os.Exit(semholdMain(os.Args[2:]))
 	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
@@ -128,8 +137,11 @@ type harness struct {
 	tr         *traces
 	chk        *checker
 	qchk       *queueChecker
+	sled       *semLedger
+	rates      *rateLedger
 	checkerURL string
 	queueURL   string
+	semURL     string
 	httpSrv    *http.Server
 	stats      *stats
 
@@ -156,8 +168,9 @@ func newHarness(cfg config, out io.Writer) (*harness, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &harness{cfg: cfg, bin: cfg.bin, self: self, dir: dir, out: out, chk: newChecker(), qchk: newQueueChecker(), stats: newStats(),
-		daemons: map[*daemon]bool{}, slots: map[string]*slotState{}, rng: rand.New(rand.NewPCG(cfg.seed, 0x5eed))}
+	chk := newChecker()
+	h := &harness{cfg: cfg, bin: cfg.bin, self: self, dir: dir, out: out, chk: chk, qchk: newQueueChecker(), sled: newSemLedger(chk), rates: newRateLedger(),
+		stats: newStats(), daemons: map[*daemon]bool{}, slots: map[string]*slotState{}, rng: rand.New(rand.NewPCG(cfg.seed, 0x5eed))}
 	if err := os.Mkdir(filepath.Join(dir, "clients"), 0o700); err != nil {
 		return nil, err
 	}
@@ -247,9 +260,11 @@ func (h *harness) run(ctx context.Context) (bool, error) {
 	}
 	h.checkerURL = "http://" + l.Addr().String() + "/write"
 	h.queueURL = "http://" + l.Addr().String() + "/qevent"
+	h.semURL = "http://" + l.Addr().String() + "/sevent"
 	mux := http.NewServeMux()
 	mux.Handle("/write", h.chk)
 	mux.Handle("/qevent", h.qchk)
+	mux.Handle("/sevent", h.sled)
 	h.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = h.httpSrv.Serve(l) }()
 
@@ -264,6 +279,18 @@ func (h *harness) run(ctx context.Context) (bool, error) {
 	if err := h.createQueue(); err != nil {
 		return false, err
 	}
+	if err := h.createSem(ctx); err != nil {
+		return false, err
+	}
+	if err := h.createRate(ctx); err != nil {
+		return false, err
+	}
+	// The limiter's watch outlives the workload: it must bring the last
+	// admissions acknowledged before it is judged (checkRate stops it).
+	rwctx, stopRateWatch := context.WithCancel(ctx)
+	rateWatched := make(chan struct{})
+	go func() { defer close(rateWatched); h.rateWatch(rwctx) }()
+	defer stopRateWatch()
 	fmt.Fprintf(h.out, "batonfault: cluster up in %s; running the workload\n", time.Since(start).Round(time.Millisecond))
 
 	wctx, cancel := context.WithTimeout(ctx, h.cfg.duration)
@@ -296,6 +323,13 @@ func (h *harness) run(ctx context.Context) (bool, error) {
 	for j, host := range hosts {
 		goActor(func(ctx context.Context) { h.queueWorker(ctx, host, j) })
 	}
+	for j := range semActors {
+		goActor(func(ctx context.Context) { h.semActor(ctx, hosts[j%len(hosts)], j, 1+j%2) })
+	}
+	for _, host := range hosts {
+		goActor(func(ctx context.Context) { h.rateTaker(ctx, host) })
+	}
+	goActor(h.rateFiller)
 	goActor(h.clientFaults)
 	goActor(h.garbage)
 	goActor(h.queueGarbage)
@@ -308,6 +342,8 @@ func (h *harness) run(ctx context.Context) (bool, error) {
 	fmt.Fprintf(h.out, "batonfault: workload done; stopping every client\n")
 	wg.Wait()
 	h.finishAll()
+	sc := h.checkSem()
+	rc := h.checkRate(func() { stopRateWatch(); <-rateWatched })
 	h.judgeLosses()
 	h.checkPauses()
 	h.stats.isolationsChecked = h.checkIsolations()
@@ -340,7 +376,7 @@ func (h *harness) run(ctx context.Context) (bool, error) {
 	h.stats.lin = lin
 	fmt.Fprintf(h.out, "batonfault: %d KV operations in %d histories checked for linearizability in %s\n", lin.Ops, lin.Histories, time.Since(checking).Round(time.Millisecond))
 	accepted, rejected, cv := h.chk.counts()
-	ok := h.stats.report(h.out, accepted, rejected, cv, q, time.Since(start))
+	ok := h.stats.report(h.out, accepted, rejected, cv, q, sc, rc, time.Since(start))
 	h.failed = !ok
 	return ok, nil
 }

@@ -267,7 +267,7 @@ func (h *harness) checkQueue() (q queueCounts) {
 	h.mu.Unlock()
 	var runs []*taskRun
 	for _, run := range h.qchk.runs {
-		if !wasPaused(paused[run.actor], run) {
+		if !wasPaused(paused[run.actor], run.start, run.last) {
 			runs = append(runs, run)
 		}
 	}
@@ -329,13 +329,13 @@ func judgeRuns(runs []*taskRun, maxActive int) (exclusion, overCapacity []string
 	return exclusion, overCapacity
 }
 
-// wasPaused reports whether run's worker was SIGSTOPped while run ran: a
-// paused worker cannot stop its command, which may then overlap the next
-// holder's (the fence refuses its writes; checkPauses judges that it stops
-// once resumed).
-func wasPaused(ps []pauseCheck, run *taskRun) bool {
+// wasPaused reports whether a command that ran from start to last had its
+// baton (a queue worker, a sem run) SIGSTOPped meanwhile: a paused baton
+// cannot stop its command, which may then overlap the next holder's (the
+// fence refuses its writes; checkPauses judges that it stops once resumed).
+func wasPaused(ps []pauseCheck, start, last time.Time) bool {
 	for _, p := range ps {
-		if !run.start.After(p.resumed.Add(stopAfterResume)) && !run.last.Before(p.paused) {
+		if !start.After(p.resumed.Add(stopAfterResume)) && !last.Before(p.paused) {
 			return true
 		}
 	}

@@ -12,7 +12,7 @@ import (
 )
 
 // streams are baton's buckets' streams.
-var streams = []string{"KV_baton-sessions", "KV_baton-leases", "KV_baton-queues"}
+var streams = []string{"KV_baton-sessions", "KV_baton-leases", "KV_baton-queues", "KV_baton-limits"}
 
 // faultKind is one kind of server or network fault the schedule injects;
 // run injects it, waits out its duration and heals it.

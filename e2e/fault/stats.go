@@ -186,7 +186,7 @@ type queueCounts struct {
 }
 
 // report prints the figures, then the closing line last.
-func (s *stats) report(w io.Writer, accepted, rejected int, checkerViolations []string, q queueCounts, elapsed time.Duration) (ok bool) {
+func (s *stats) report(w io.Writer, accepted, rejected int, checkerViolations []string, q queueCounts, sc semCounts, rc rateCounts, elapsed time.Duration) (ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	violations := append(slices.Clone(s.violations), checkerViolations...)
@@ -234,6 +234,10 @@ func (s *stats) report(w io.Writer, accepted, rejected int, checkerViolations []
 	for _, l := range r.lost {
 		fmt.Fprintf(w, "LOST (rolling restart): %s\n", l)
 	}
+	fmt.Fprintf(w, "semaphore %s (max %d, TTL %s, %d sem run actors of weight 1 and 2): %d commands given a permit, %d of them ended by themselves; %d left out of the exclusion check (their sem run was paused while they ran)\n",
+		semName, semMax, semTTL, semActors, sc.served, sc.ended, sc.paused)
+	fmt.Fprintf(w, "rate limiter %s (%d/%s): %d admissions in %d revisions seen by its watch (%d watches), %d acknowledged to takers, %d refused; at most %d in any %s; %d acknowledged admissions the watch missed (each counted in the windows that hold its whole call)\n",
+		rateName, rateMax, ratePeriod, rc.admitted, rc.revisions, rc.watches, rc.acked, rc.refused, rc.worst, ratePeriod, rc.unplaced)
 	l := s.lin
 	fmt.Fprintf(w, "linearizability: %d KV operations (%d of unknown outcome) in %d histories: %d linearizable, %d not, %d too long to check within %s; %d reads answered while a server was cut off from the majority left out, %d of them stale (adr/0015), and %d creates refused then taken as of unknown outcome (adr/0026)\n",
 		l.Ops, l.Unknown, l.Histories, l.Linearizable, l.NotLinearizable, l.TimedOut, l.Timeout.Round(time.Second), l.Exempt, l.Stale, l.Refused)
@@ -257,9 +261,11 @@ func (s *stats) report(w io.Writer, accepted, rejected int, checkerViolations []
 		}
 		diskProblems += len(d.problems)
 	}
-	fmt.Fprintf(w, "fault: %d ops, %d faults, %d exclusion violations, %d acknowledged sessions lost, %d stuck operations, %d histories linearizable, %d not%s; queue: %d tasks done, %d key exclusion violations, %d over capacity, %d acknowledged tasks lost; %s, %d task records unreadable (%d put back, %d removed); %s; rolling restart: %d holders lost, longest write pause %s\n",
-		s.ops, faults, len(violations)-q.exclusion-q.overCapacity, len(s.lost)-q.lost, len(s.stuck), l.Linearizable, l.NotLinearizable, undecided(l.TimedOut), q.done, q.exclusion, q.overCapacity, q.lost,
-		queueGarbage(s.faults), q.garbaged, q.garbaged-q.removed, q.removed, diskVerdict(s.diskSkipped, s.disks), len(r.lost), r.pause.Round(10*time.Millisecond))
+	semViolations := sc.exclusion + sc.overMax + sc.badPermit
+	fmt.Fprintf(w, "fault: %d ops, %d faults, %d exclusion violations, %d acknowledged sessions lost, %d stuck operations, %d histories linearizable, %d not%s; queue: %d tasks done, %d key exclusion violations, %d over capacity, %d acknowledged tasks lost; %s, %d task records unreadable (%d put back, %d removed); %s; rolling restart: %d holders lost, longest write pause %s; %s; %s\n",
+		s.ops, faults, len(violations)-q.exclusion-q.overCapacity-semViolations-len(rc.violations), len(s.lost)-q.lost-len(rc.losses), len(s.stuck), l.Linearizable, l.NotLinearizable, undecided(l.TimedOut), q.done, q.exclusion, q.overCapacity, q.lost,
+		queueGarbage(s.faults), q.garbaged, q.garbaged-q.removed, q.removed, diskVerdict(s.diskSkipped, s.disks), len(r.lost), r.pause.Round(10*time.Millisecond),
+		sc.verdict(), rc.verdict())
 	return len(violations) == 0 && len(s.lost) == 0 && len(s.stuck) == 0 && len(r.lost) == 0 && l.NotLinearizable == 0 && l.TimedOut == 0 && diskProblems == 0
 }
 
@@ -290,4 +296,19 @@ func queueGarbage(faults map[string]int) string {
 		parts = append(parts, fmt.Sprintf("%s %d", name, by[kind]))
 	}
 	return fmt.Sprintf("queue records garbaged: %d (%s)", total, strings.Join(parts, ", "))
+}
+
+// verdict is the semaphore's part of the closing line.
+func (sc semCounts) verdict() string {
+	return fmt.Sprintf("sem: %d permits served, %d unit exclusion violations, %d over max, %d bad permits", sc.served, sc.exclusion, sc.overMax, sc.badPermit)
+}
+
+// verdict is the rate limiter's part of the closing line. Besides the
+// windows over the limit and the acknowledged takes lost, takes dropped
+// from the record while in their period and any other violation it found
+// (a take at two times, a record that does not decode) count as problems.
+func (rc rateCounts) verdict() string {
+	other := len(rc.violations) - rc.over - rc.dropped
+	return fmt.Sprintf("rate: %d admitted, %d refused, at most %d in %s (limit %d), %d windows over limit, %d takes dropped, %d other problems, %d acknowledged takes lost",
+		rc.admitted, rc.refused, rc.worst, ratePeriod, rateMax, rc.over, rc.dropped, other, rc.lost)
 }
