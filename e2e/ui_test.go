@@ -287,6 +287,17 @@ func TestUI_InABrowser(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = waiter.Process.Kill(); _ = waiter.Wait() })
 	b.until(10*time.Second, "the waiter in line", `document.querySelectorAll('[data-sem="testdb"] tr[data-waiter]').length === 1`)
+	// A per-host semaphore: each host's share shown apart.
+	h1.must("sem", "create", "heavy-tests", "--max", "2", "--per-host")
+	for _, h := range []*host{h1, h3} {
+		c := h.command("sem", "run", "heavy-tests", "--", "sleep", "300")
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Process.Kill(); _ = c.Wait() })
+	}
+	b.until(10*time.Second, "each host's share of the per-host semaphore",
+		`(() => { const s = document.querySelector('[data-sem="heavy-tests"]'); return !!s && s.querySelectorAll('[data-host]').length === 2 && s.querySelectorAll('tr[data-permit]').length === 2 && s.innerText.includes('on each host'); })()`)
 	h1.must("rate", "create", "llm", "--takes", "50/1m", "--limit", "40000/1m")
 	b.until(10*time.Second, "the limiter shown", `!!document.querySelector('[data-limiter="llm"]')`)
 	for _, cost := range []string{"12000", "9000", "15000"} {

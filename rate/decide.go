@@ -11,11 +11,17 @@ import (
 // still inside the longest period in the log), else how long until the
 // take would fit.
 //
-// d must be no earlier than recTime and no later than the server's time
-// of the write that admits the take; the write is a compare-and-set on
-// rec's revision, so no take lies between recTime and that write. Every
-// window of a limit's period that ends at the admitted take's time then
-// holds only takes the record knows and this one: at most Max + Burst.
+// d must be no later than the server's time of the write that admits the
+// take, and every take's time in rec (recTime for its Last) no earlier than
+// the server's time of the write that admitted it: exact, or an upper
+// bound (a Handle's own take). The write is a compare-and-set on rec's
+// revision, so rec holds every take admitted before it. Take any window of
+// a limit's period and the last take L admitted in it: every other take K
+// in the window was written after the window's start, so K's time in the
+// record is after d_L - period (d_L being no later than L's write, which
+// is in the window) and L's decision counted it. So the window holds at
+// most Max + Burst. A d earlier than it could be, or a time later than
+// the take's, only counts a take for longer.
 func decide(rec Limiter, recTime, d time.Time, cost int64, id string) (bool, Limiter, time.Duration) {
 	takes := make([]Take, 0, len(rec.Log)+1)
 	takes = append(takes, rec.Log...)

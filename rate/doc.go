@@ -14,8 +14,12 @@
 // admitted take holds only takes the record showed and that take, and
 // their cost is within the limit: exact across hosts, with no clock of
 // any client deciding anything. Limiters.Take reads the record first; a
-// Handle (Open) keeps it from a watch, so an uncontended take is one
-// compare-and-set.
+// Handle (Open) keeps the record it last wrote or read, so an uncontended
+// take is one compare-and-set. The server tells a writer no time: a
+// Handle decides at a lower bound of the server's clock and stamps its own
+// takes with an upper bound, from the clock read every 2 s with a drift
+// allowance of 500 ppm, so its takes may count a few round trips longer
+// than exact, never shorter.
 //
 // A refused take (Take, or a TakeWait that gives up) publishes a notice on
 // limits.RefusalSubject with its cost, which the dashboard counts: no
@@ -29,8 +33,9 @@
 //
 // Not guaranteed: that the server's clock never steps back (in a cluster,
 // a new stream leader's clock judges from then on: NTP-synced servers
-// differ by milliseconds); that a taker that waits for RetryAfter is the
-// next admitted (waiters are not served in order); that a settled take
-// that cost more than its reservation leaves its windows within the
-// limit.
+// differ by milliseconds); that a Handle's host's monotonic clock runs
+// within 500 ppm of the leader's, which its bounds assume; that a taker
+// that waits for RetryAfter is the next admitted (waiters are not served
+// in order); that a settled take that cost more than its reservation
+// leaves its windows within the limit.
 package rate

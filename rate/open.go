@@ -2,33 +2,79 @@ package rate
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"time"
-
-	"github.com/batonhq/baton/kv"
 )
 
 // Handle is one limiter kept open by a process that takes from it often
-// (an LLM gateway, a harness): its record comes from a watch, with the
-// server's time of each revision, so that a take is one compare-and-set
-// where Limiters.Take reads first. Close it when done.
+// (an LLM gateway, a harness): it keeps the record as it last wrote or
+// read it, so that a take is one compare-and-set where Limiters.Take reads
+// first. Close it when done.
+//
+// The server tells a writer no time, and a take is decided at a time no
+// later than its own write's: a Handle knows the server's clock within
+// bounds, measured with a read of it when opened and every
+// clockEvery after (a round trip in the background), and widened by
+// maxDrift for the time since. It decides at the lower bound of the
+// server's time when it sends, and stamps its own take, when the next
+// take moves it into the record's log, with the upper bound of the time
+// its write's answer came: a take counts for at most a few round trips
+// longer than it must, never shorter. A write of another taker comes
+// back in a lost compare-and-set, read with its exact time.
 type Handle struct {
 	ls   *Limiters
 	name string
-	w    *kv.Watcher
 	stop context.CancelFunc
 	done chan struct{}
 
-	mu      sync.Mutex
-	changed *sync.Cond
-	latest  kv.Entry // the record as the watch last brought it
-	wrote   uint64   // the revision of this handle's last write
-	err     error    // the watch ended
+	mu    sync.Mutex
+	cur   seen      // the record as last written or read
+	clock clockSpan // the server's clock, as last measured
 }
 
-// Open starts the watch of limiter name and returns once it has brought
-// the record.
+// clockEvery is how often an open limiter reads the server's clock again.
+const clockEvery = 2 * time.Second
+
+// maxDrift bounds how far the local clock may run from the server's, per
+// second: 500 ppm, the most NTP slews a clock, and far more than a
+// quartz clock drifts.
+const maxDrift = 500e-6
+
+// clockSpan is one reading of the server's clock: at, as read, between
+// sent and got on this host's monotonic clock.
+type clockSpan struct {
+	at        time.Time // the server's time (no monotonic reading)
+	sent, got time.Time // local, with monotonic readings
+}
+
+// lower is a time no later than the server's clock at local instant x.
+func (c clockSpan) lower(x time.Time) time.Time {
+	since := x.Sub(c.got)
+	return c.at.Add(since - drift(x.Sub(c.sent)))
+}
+
+// upper is a time no earlier than the server's clock at local instant x.
+func (c clockSpan) upper(x time.Time) time.Time {
+	since := x.Sub(c.sent)
+	return c.at.Add(since + drift(since))
+}
+
+func drift(d time.Duration) time.Duration {
+	return time.Duration(float64(max(d, -d)) * maxDrift)
+}
+
+// readClock reads the server's clock with its bounds.
+func (ls *Limiters) readClock(ctx context.Context) (clockSpan, error) {
+	sent := time.Now()
+	at, err := ls.bucket.ServerTime(ctx)
+	if err != nil {
+		return clockSpan{}, err
+	}
+	return clockSpan{at: at, sent: sent, got: time.Now()}, nil
+}
+
+// Open reads limiter name and the server's clock, and keeps the clock
+// measured until Close.
 func (ls *Limiters) Open(ctx context.Context, name string) (*Handle, error) {
 	e, err := ls.get(ctx, name)
 	if err != nil {
@@ -37,67 +83,44 @@ func (ls *Limiters) Open(ctx context.Context, name string) (*Handle, error) {
 	if _, err := decode(name, e); err != nil {
 		return nil, err
 	}
-	wctx, stop := context.WithCancel(context.Background())
-	w, err := ls.bucket.Watch(wctx, limiterKey(name))
+	clock, err := ls.readClock(ctx)
 	if err != nil {
-		stop()
 		return nil, err
 	}
-	h := &Handle{ls: ls, name: name, w: w, stop: stop, done: make(chan struct{}), latest: e}
-	h.changed = sync.NewCond(&h.mu)
-	go h.follow()
+	bg, stop := context.WithCancel(context.Background())
+	h := &Handle{ls: ls, name: name, stop: stop, done: make(chan struct{}), cur: seen{e: e, exact: true}, clock: clock}
+	go h.measure(bg)
 	return h, nil
 }
 
-func (h *Handle) follow() {
+// measure reads the server's clock every clockEvery until ctx is done; a
+// read that fails leaves the last one, whose bounds widen with its age.
+func (h *Handle) measure(ctx context.Context) {
 	defer close(h.done)
-	for e := range h.w.Updates() {
-		if e == nil || !e.Live() {
-			continue
+	t := time.NewTicker(clockEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
 		}
-		h.mu.Lock()
-		if e.Revision > h.latest.Revision {
-			h.latest = *e
-			h.changed.Broadcast()
-		}
-		h.mu.Unlock()
-	}
-	h.mu.Lock()
-	h.err = errors.New("rate: the limiter's watch ended")
-	h.changed.Broadcast()
-	h.mu.Unlock()
-}
-
-// current is the record at or after this handle's last write, as the watch
-// brought it (with its revision's time), waiting a moment for the watch to
-// bring that write; a watch that is late or ended is replaced by a read.
-func (h *Handle) current(ctx context.Context) (kv.Entry, error) {
-	h.mu.Lock()
-	if h.latest.Revision < h.wrote && h.err == nil {
-		timer := time.AfterFunc(time.Second, func() {
+		rctx, cancel := context.WithTimeout(ctx, h.ls.bucket.Client().Timeout())
+		c, err := h.ls.readClock(rctx)
+		cancel()
+		if err == nil {
 			h.mu.Lock()
-			h.changed.Broadcast()
+			h.clock = c
 			h.mu.Unlock()
-		})
-		deadline := time.Now().Add(time.Second)
-		for h.latest.Revision < h.wrote && h.err == nil && time.Now().Before(deadline) {
-			h.changed.Wait()
 		}
-		timer.Stop()
 	}
-	e, ok := h.latest, h.latest.Revision >= h.wrote
-	h.mu.Unlock()
-	if ok {
-		return e, nil
-	}
-	return h.ls.get(ctx, h.name)
 }
 
 // Name is the limiter's name.
 func (h *Handle) Name() string { return h.name }
 
-// Take is Limiters.Take from the watched record: one compare-and-set
-// while nobody else takes at the same moment.
+// Take is Limiters.Take from the record as this handle last knew it: one
+// compare-and-set while nobody else takes from the limiter.
 func (h *Handle) Take(ctx context.Context, opts ...TakeOption) (*Admission, error) {
 	a, err := h.takeNow(ctx, opts)
 	h.ls.noticeRefusal(err)
@@ -110,16 +133,19 @@ func (h *Handle) takeNow(ctx context.Context, opts []TakeOption) (*Admission, er
 	if err != nil {
 		return nil, err
 	}
-	e, err := h.current(ctx)
-	if err != nil {
-		return nil, err
-	}
-	a, _, err := h.ls.take(ctx, h.name, e, cfg)
+	h.mu.Lock()
+	cur, clock := h.cur, h.clock
+	h.mu.Unlock()
+	a, last, err := h.ls.take(ctx, h.name, cur, clock.lower(time.Now()), cfg)
 	if a != nil {
-		h.mu.Lock()
-		h.wrote = max(h.wrote, a.Revision)
-		h.mu.Unlock()
+		// Its own write: no earlier than now on the server.
+		last.e.Created = clock.upper(time.Now())
 	}
+	h.mu.Lock()
+	if last.e.Revision > h.cur.e.Revision {
+		h.cur = last
+	}
+	h.mu.Unlock()
 	return a, err
 }
 
@@ -130,9 +156,8 @@ func (h *Handle) TakeWait(ctx context.Context, opts ...TakeOption) (*Admission, 
 	return h.ls.wait(ctx, func() (*Admission, error) { return h.takeNow(ctx, opts) })
 }
 
-// Close ends the watch.
+// Close stops the clock's measuring.
 func (h *Handle) Close() {
 	h.stop()
-	h.w.Stop()
 	<-h.done
 }

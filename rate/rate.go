@@ -290,27 +290,44 @@ func (ls *Limiters) takeNow(ctx context.Context, name string, opts []TakeOption)
 	if err != nil {
 		return nil, err
 	}
-	a, _, err := ls.take(ctx, name, e, cfg)
+	a, _, err := ls.take(ctx, name, seen{e: e, exact: true}, time.Time{}, cfg)
 	return a, err
 }
 
-// take decides and writes a take from e, the record as last seen (with the
-// server's time of its revision); on a lost compare-and-set it goes on
-// from the record in the way. It returns the last entry it knows.
-func (ls *Limiters) take(ctx context.Context, name string, e kv.Entry, cfg takeConfig) (*Admission, kv.Entry, error) {
+// seen is a limiter's record as a taker knows it: read from the server
+// (exact: e.Created is the server's time of its revision), or written by
+// this taker, when e.Created is only an upper bound of that time (a
+// Handle's own write: the server tells a writer no time).
+type seen struct {
+	e     kv.Entry
+	exact bool
+}
+
+// take decides and writes a take from s, the record as last seen, at a
+// decision time no later than its own write's server time: s's time if
+// exact, lower (a lower bound of the server's time now, or zero), or the
+// server's time read once a take does not fit. On a lost compare-and-set
+// it goes on from the record in the way (read: exact). It returns the last
+// record it knows: its own write, with no time, when admitted.
+func (ls *Limiters) take(ctx context.Context, name string, s seen, lower time.Time, cfg takeConfig) (*Admission, seen, error) {
 	var serverNow time.Time // read once a take does not fit: the record's time may be old
 	lost := 0
+	e := s.e
 	for {
+		cur := seen{e: e, exact: s.exact}
 		rec, err := decode(name, e)
 		if err != nil {
-			return nil, e, err
+			return nil, cur, err
 		}
 		for _, l := range rec.Limits {
 			if n := l.count(cfg.cost); n > l.Max+l.Burst {
-				return nil, e, fmt.Errorf("%w: a take of cost %d never fits %s", ErrInvalid, cfg.cost, Describe([]Limit{l}))
+				return nil, cur, fmt.Errorf("%w: a take of cost %d never fits %s", ErrInvalid, cfg.cost, Describe([]Limit{l}))
 			}
 		}
-		d := e.Created
+		d := lower
+		if s.exact && e.Created.After(d) {
+			d = e.Created
+		}
 		if serverNow.After(d) {
 			d = serverNow
 		}
@@ -318,35 +335,36 @@ func (ls *Limiters) take(ctx context.Context, name string, e kv.Entry, cfg takeC
 		if !ok {
 			if serverNow.IsZero() {
 				if serverNow, err = ls.bucket.ServerTime(ctx); err != nil {
-					return nil, e, err
+					return nil, cur, err
 				}
 				continue
 			}
-			return nil, e, &LimitedError{Name: name, Cost: cfg.cost, RetryAfter: wait}
+			return nil, cur, &LimitedError{Name: name, Cost: cfg.cost, RetryAfter: wait}
 		}
 		data, err := next.MarshalJSON()
 		if err != nil {
-			return nil, e, err
+			return nil, cur, err
 		}
 		rev, err := ls.bucket.Update(ctx, e.Key, data, 0, e.Revision)
 		var ce *kv.ConflictError
 		switch {
 		case err == nil:
-			return &Admission{Name: name, ID: cfg.id, Cost: cfg.cost, Revision: rev}, kv.Entry{Key: e.Key, Value: data, Revision: rev}, nil
+			return &Admission{Name: name, ID: cfg.id, Cost: cfg.cost, Revision: rev}, seen{e: kv.Entry{Key: e.Key, Value: data, Revision: rev}}, nil
 		case errors.As(err, &ce) && ctx.Err() != nil:
-			return nil, e, errors.Join(err, ctx.Err())
+			return nil, cur, errors.Join(err, ctx.Err())
 		case errors.As(err, &ce) && ce.Current != nil && ce.Current.Live():
 			// Another take was written first: decide again from it (each
 			// lost compare-and-set is another's admitted take), after a
 			// random pause that grows with the losses, so that takers of a
-			// hot limiter do not lose to each other in lockstep.
-			e = *ce.Current
+			// hot limiter do not lose to each other in lockstep. It was
+			// read: its time is exact.
+			e, s = *ce.Current, seen{e: *ce.Current, exact: true}
 			lost++
 			if err := backoff(ctx, lost); err != nil {
-				return nil, e, err
+				return nil, s, err
 			}
 		default:
-			return nil, e, err
+			return nil, cur, err
 		}
 	}
 }

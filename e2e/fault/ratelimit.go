@@ -188,8 +188,8 @@ func (h *harness) rateTaker(ctx context.Context, host string) {
 	}
 }
 
-// rateFiller takes from the limiter through the library (a Handle, kept
-// from a watch) whenever it is let: it sleeps as long as each refusal says
+// rateFiller takes from the limiter through the library (a Handle, which
+// logs its own takes at an upper bound of their times) whenever it is let: it sleeps as long as each refusal says
 // and up to 150 ms more, so that the limiter stays full and the CLI's
 // takers, which ask a few times a second, still get a share of it (with
 // no slack the filler took 99% of the admissions). Its client is traced,
@@ -332,14 +332,20 @@ func judgeRate(obs []rateObs, acks []rateAck, limit int, period time.Duration) (
 	obs = slices.Clone(obs)
 	slices.SortFunc(obs, func(a, b rateObs) int { return cmp.Compare(a.rev, b.rev) })
 	rc.revisions = len(obs)
-	at := map[string]time.Time{} // take id -> its admission's time
-	atRev := map[string]uint64{} // take id -> the revision whose Last it is
-	twice := map[string]bool{}   // ids already reported at two times
-	note := func(id string, t time.Time) {
-		prev, ok := at[id]
+	// A take's time is its admitting revision's, when the watch saw that
+	// revision (at); else what a later revision's log says (logged): that
+	// time exactly, or, for a take of a Handle that moved its own last take
+	// into the log, an upper bound of it (the server tells a writer no
+	// time), never earlier.
+	at := map[string]time.Time{}     // take id -> its admission's time
+	logged := map[string]time.Time{} // take id -> its time in the logs
+	atRev := map[string]uint64{}     // take id -> the revision whose Last it is
+	twice := map[string]bool{}       // ids already reported at two times
+	note := func(times map[string]time.Time, id string, t time.Time) {
+		prev, ok := times[id]
 		switch {
 		case !ok:
-			at[id] = t
+			times[id] = t
 		case !prev.Equal(t) && !twice[id]:
 			twice[id] = true
 			rc.violations = append(rc.violations, fmt.Sprintf("rate: take %s admitted at %s and at %s", id, fmtTime(prev), fmtTime(t)))
@@ -347,17 +353,28 @@ func judgeRate(obs []rateObs, acks []rateAck, limit int, period time.Duration) (
 	}
 	for _, o := range obs {
 		if o.last != "" {
-			note(o.last, o.at)
+			note(at, o.last, o.at)
 			if r, ok := atRev[o.last]; ok && r != o.rev {
 				rc.violations = append(rc.violations, fmt.Sprintf("rate: take %s admitted by revision %d and by revision %d", o.last, r, o.rev))
 			}
 			atRev[o.last] = o.rev
 		}
 		for _, t := range o.log {
-			note(t.ID, t.At)
+			note(logged, t.ID, t.At)
+		}
+	}
+	for id, lt := range logged {
+		if t, ok := at[id]; ok && lt.Before(t) && !twice[id] {
+			twice[id] = true
+			rc.violations = append(rc.violations, fmt.Sprintf("rate: take %s logged at %s, before its admission at %s", id, fmtTime(lt), fmtTime(t)))
 		}
 	}
 	rc.admitted = len(at)
+	for id := range logged {
+		if _, ok := at[id]; !ok {
+			rc.admitted++
+		}
+	}
 
 	// Acknowledged admissions: seen where they must be, or lost, or
 	// placed in time only by their calls (vague).
@@ -368,7 +385,9 @@ func judgeRate(obs []rateObs, acks []rateAck, limit int, period time.Duration) (
 	type span struct{ lo, hi time.Time }
 	var vague []span
 	rc.acked = len(acks)
+	acked := map[string]bool{}
 	for _, a := range acks {
+		acked[a.id] = true
 		if o, ok := byRev[a.rev]; ok && o.last != a.id {
 			rc.lost++
 			rc.losses = append(rc.losses, fmt.Sprintf("rate: take %s acknowledged as admitted by revision %d, which admitted %q", a.id, a.rev, o.last))
@@ -383,6 +402,15 @@ func judgeRate(obs []rateObs, acks []rateAck, limit int, period time.Duration) (
 				rc.violations = append(rc.violations, fmt.Sprintf("rate: take %s admitted at %s, outside the call told of it (%s to %s)",
 					a.id, fmtTime(t), fmtTime(a.from), fmtTime(a.to)))
 			}
+			continue
+		}
+		if lt, ok := logged[a.id]; ok {
+			// Placed by a log alone: at most its logged time, and within
+			// its call.
+			if lt.Before(a.from) {
+				rc.violations = append(rc.violations, fmt.Sprintf("rate: take %s logged at %s, before the call told of it began (%s)", a.id, fmtTime(lt), fmtTime(a.from)))
+			}
+			vague = append(vague, span{a.from, minTime(a.to, lt)})
 			continue
 		}
 		i := sort.Search(len(obs), func(i int) bool { return obs[i].rev > a.rev })
@@ -401,6 +429,15 @@ func judgeRate(obs []rateObs, acks []rateAck, limit int, period time.Duration) (
 		}
 		rc.unplaced++
 		vague = append(vague, span{lo, hi})
+	}
+
+	// A take placed by a log alone that no call was told of (its call
+	// failed after its write) is at most its logged time, and at least the
+	// period before: counted in no window, as one only a bound places.
+	for id, lt := range logged {
+		if _, ok := at[id]; !ok && !acked[id] {
+			vague = append(vague, span{lt.Add(-period), lt})
+		}
 	}
 
 	// Windows of the period, each ending at an admission seen or at the
@@ -454,6 +491,13 @@ func judgeRate(obs []rateObs, acks []rateAck, limit int, period time.Duration) (
 		}
 	}
 	return rc
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
 
 func fmtTime(t time.Time) string { return t.Local().Format("15:04:05.000000") }

@@ -17,7 +17,12 @@ var rt0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 // each from revision 2 (revision 1 made the limiter): each revision's last
 // is its take, its log the earlier takes within the period, as rate's
 // decide keeps them. Takes are named t0, t1, ...
-func chain(period time.Duration, offsets ...int) []rateObs {
+func chain(period time.Duration, offsets ...int) []rateObs { return chainLate(period, 0, offsets...) }
+
+// chainLate is chain with each take logged late after its admission, as
+// a Handle logs its own takes (at an upper bound of their times), and
+// kept as long as that time says.
+func chainLate(period, late time.Duration, offsets ...int) []rateObs {
 	obs := []rateObs{{rev: 1, at: rt0.Add(-time.Hour)}}
 	var takes []rate.Take
 	for i, ms := range offsets {
@@ -30,7 +35,7 @@ func chain(period time.Duration, offsets ...int) []rateObs {
 		}
 		id := fmt.Sprintf("t%d", i)
 		obs = append(obs, rateObs{rev: uint64(i + 2), at: at, last: id, log: log})
-		takes = append(takes, rate.Take{ID: id, Cost: 1, At: at})
+		takes = append(takes, rate.Take{ID: id, Cost: 1, At: at.Add(late)})
 	}
 	return obs
 }
@@ -157,18 +162,58 @@ func TestJudgeRate_Dropped(t *testing.T) {
 	}
 }
 
+// A log may place a take later than its admission (a Handle logs its own
+// takes at an upper bound of their times), never earlier, and every log
+// places it alike.
 func TestJudgeRate_ATakeAtTwoTimes(t *testing.T) {
 	obs := chain(time.Second, 0, 100, 200)
 	obs[3].log[1].At = obs[3].log[1].At.Add(time.Millisecond) // t1 as revision 4's log has it
+	if rc := judgeRate(obs, acksOf(obs), 20, time.Second); len(rc.violations) != 0 {
+		t.Errorf("t1 logged 1 ms after its admission: %v; want no violation", rc.violations)
+	}
+	obs = chain(time.Second, 0, 100, 200)
+	obs[3].log[1].At = obs[3].log[1].At.Add(-time.Millisecond)
 	rc := judgeRate(obs, acksOf(obs), 20, time.Second)
-	if len(rc.violations) != 1 || !strings.Contains(rc.violations[0], "t1 admitted at") {
-		t.Errorf("t1 at two times: %v", rc.violations)
+	if len(rc.violations) != 1 || !strings.Contains(rc.violations[0], "t1 logged at") {
+		t.Errorf("t1 logged before its admission: %v", rc.violations)
+	}
+	obs = chain(time.Second, 0, 100, 200, 300)
+	obs[4].log[0].At = obs[4].log[0].At.Add(time.Millisecond) // t0 as revision 5's log has it; revision 4's says otherwise
+	rc = judgeRate(obs, acksOf(obs), 20, time.Second)
+	if len(rc.violations) != 1 || !strings.Contains(rc.violations[0], "t0 admitted at") {
+		t.Errorf("t0 at two times in two logs: %v", rc.violations)
 	}
 	twice := chain(time.Second, 0, 100)
 	twice[2].last = "t0"
 	rc = judgeRate(twice, nil, 20, time.Second)
 	if len(rc.violations) == 0 {
 		t.Errorf("t0 admitted by two revisions: no violation")
+	}
+}
+
+// A take the watch saw only in logs, at an upper bound of its time, counts
+// in the windows that hold its call up to that bound: 21 in a second are
+// over the limit; the bound of a take just before a window does not put it
+// in the window.
+func TestJudgeRate_TakesPlacedByALogAlone(t *testing.T) {
+	all := chainLate(time.Second, 300*time.Microsecond, every(21, 40)...)
+	// Every revision missed but the last, whose log holds the others at
+	// their times plus 300 us.
+	seen := []rateObs{all[0], all[len(all)-1]}
+	if rc := judgeRate(seen, acksOf(all), 20, time.Second); rc.over == 0 || rc.worst != 21 || len(rc.losses) != 0 {
+		t.Errorf("21 takes in 0.8 s, 20 seen only in a log: %+v; want windows over the limit", rc)
+	}
+	// 20 a second, steady, for two seconds: a bound 300 us late never
+	// makes 21.
+	all = chainLate(time.Second, 300*time.Microsecond, every(40, 50)...)
+	var seen2 []rateObs
+	for i, o := range all {
+		if i%2 == 0 { // every other revision missed: its take is in the next one's log
+			seen2 = append(seen2, o)
+		}
+	}
+	if rc := judgeRate(seen2, acksOf(all), 20, time.Second); rc.over != 0 || len(rc.violations) != 0 || len(rc.losses) != 0 {
+		t.Errorf("20 a second, logged 300 us late: %+v", rc)
 	}
 }
 
