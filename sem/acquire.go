@@ -144,36 +144,31 @@ func (s *Semaphores) Acquire(ctx context.Context, name string, opts ...AcquireOp
 			return nil, errors.Join(s.waiting(c, cfg.weight), err)
 		}
 		p, err := s.first(ctx, c, cfg, place)
-		if errors.Is(err, errRejoin) {
-			place = nil // it left the line for a unit another took: back in line
-			continue
+		if p != nil {
+			place = nil // takeLeaving leaves the line
 		}
 		return p, err
 	}
 }
 
-// errRejoin: the first in line left the line to take units and lost them
-// to another acquirer (one that had not seen the line yet).
-var errRejoin = errors.New("sem: lost the units taken on leaving the line")
-
-// takeLeaving is take for the first in line: it leaves the line (deletes
-// its ticket, which wakes the next waiter) at the same time as it creates
-// the units, so that the handoff costs one round trip after the release,
-// not two. Losing a unit then is errRejoin.
+// takeLeaving is take for the first in line. It leaves the line (deletes
+// its ticket, which wakes the next waiter) once it has the units, in the
+// background (bounded by the client's timeout), so that the permit costs
+// one round trip after the release it saw, and the next waiter, woken only
+// then, finds the units held: it never races this one for them. A unit
+// lost to an acquirer that had not seen the line (kv.ErrConflict) leaves
+// it first in line, to wait on.
 func (s *Semaphores) takeLeaving(ctx context.Context, c Config, cfg acquireConfig, units []int, place *waitline.Place) (*Permit, error) {
-	left := make(chan struct{})
+	p, err := s.take(ctx, c, cfg, units)
+	if err != nil {
+		return nil, err
+	}
 	go func() {
-		defer close(left)
 		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.bucket.Client().Timeout())
 		defer cancel()
 		place.Leave(lctx)
 	}()
-	p, err := s.take(ctx, c, cfg, units)
-	<-left
-	if errors.Is(err, kv.ErrConflict) {
-		return nil, errRejoin
-	}
-	return p, err
+	return p, nil
 }
 
 // waiting is the *FullError of a waiter whose wait ended.
@@ -198,7 +193,7 @@ func (s *Semaphores) first(ctx context.Context, c Config, cfg acquireConfig, pla
 		switch {
 		case p != nil:
 			return p, nil
-		case !errors.Is(err, ErrFull):
+		case !errors.Is(err, ErrFull) && !errors.Is(err, kv.ErrConflict):
 			return nil, err
 		}
 		exits.watch(s, v.units)
@@ -224,7 +219,12 @@ func (s *Semaphores) first(ctx context.Context, c Config, cfg acquireConfig, pla
 				}
 				// The unit just freed is the one it needs: take it at once,
 				// over the tombstone the watch brought, without a read.
-				return s.takeLeaving(ctx, c, cfg, []int{i}, place)
+				p, err := s.takeLeaving(ctx, c, cfg, []int{i}, place)
+				if errors.Is(err, kv.ErrConflict) {
+					woke = true // taken by one that did not see the line: read again
+					continue
+				}
+				return p, err
 			case <-exits.c:
 				woke = true
 			case <-ctx.Done():
@@ -275,8 +275,8 @@ func (s *Semaphores) prepare(ctx context.Context, name string, opts []AcquireOpt
 // first, all at once; a create that loses undoes the others and, while
 // enough units still look free, tries again (maxTries in all: then the
 // conflict is returned). Unless it is the first in line (place), it takes
-// nothing while anyone waits; the first in line leaves the line as it
-// takes (takeLeaving). It returns the semaphore as last read, for a
+// nothing while anyone waits; the first in line leaves the line once it
+// has taken (takeLeaving). It returns the semaphore as last read, for a
 // waiter.
 func (s *Semaphores) try(ctx context.Context, c Config, cfg acquireConfig, place *waitline.Place) (*Permit, view, error) {
 	for attempt := 1; ; attempt++ {
@@ -294,11 +294,12 @@ func (s *Semaphores) try(ctx context.Context, c Config, cfg acquireConfig, place
 		if len(free) < cfg.weight || (place == nil && len(v.waiters) > 0) {
 			return nil, v, s.full(c, cfg.weight, v)
 		}
+		var p *Permit
 		if place != nil {
-			p, err := s.takeLeaving(ctx, c, cfg, free[:cfg.weight], place)
-			return p, v, err
+			p, err = s.takeLeaving(ctx, c, cfg, free[:cfg.weight], place)
+		} else {
+			p, err = s.take(ctx, c, cfg, free[:cfg.weight])
 		}
-		p, err := s.take(ctx, c, cfg, free[:cfg.weight])
 		if err == nil {
 			return p, v, nil
 		}
