@@ -143,31 +143,26 @@ func (s *Semaphores) Acquire(ctx context.Context, name string, opts ...AcquireOp
 		if err != nil {
 			return nil, errors.Join(s.waiting(c, cfg.weight), err)
 		}
-		p, err := s.first(ctx, c, cfg, place)
-		if p != nil {
-			place = nil // takeLeaving leaves the line
-		}
-		return p, err
+		return s.first(ctx, c, cfg, place)
 	}
 }
 
 // takeLeaving is take for the first in line. It leaves the line (deletes
-// its ticket, which wakes the next waiter) once it has the units, in the
-// background (bounded by the client's timeout), so that the permit costs
-// one round trip after the release it saw, and the next waiter, woken only
-// then, finds the units held: it never races this one for them. A unit
-// lost to an acquirer that had not seen the line (kv.ErrConflict) leaves
-// it first in line, to wait on.
+// its ticket, which wakes the next waiter) once it has the units, so that
+// the next waiter, woken only then, finds them held: it never races this
+// one for them. Leaving before its Acquire returns, it leaves no ticket
+// behind a process that exits at once (baton sem acquire --wait) to hold
+// up the line and refuse others' tries. A unit lost to an acquirer that
+// had not seen the line (kv.ErrConflict) leaves it first in line, to wait
+// on.
 func (s *Semaphores) takeLeaving(ctx context.Context, c Config, cfg acquireConfig, units []int, place *waitline.Place) (*Permit, error) {
 	p, err := s.take(ctx, c, cfg, units)
 	if err != nil {
 		return nil, err
 	}
-	go func() {
-		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.bucket.Client().Timeout())
-		defer cancel()
-		place.Leave(lctx)
-	}()
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.bucket.Client().Timeout())
+	defer cancel()
+	place.Leave(lctx)
 	return p, nil
 }
 
