@@ -216,7 +216,7 @@ func TestMCP_ToolsAreListedWithSchemasAndBadArgumentsAreErrors(t *testing.T) {
 		{"acquire_lease", map[string]any{}, "key"},
 		{"queue_add", map[string]any{"queue": "q", "key": "k", "priority": "urgent"}, "high, normal or low"},
 		{"queue_get", map[string]any{"queue": "q"}, "id"},
-		{"claim_slot", map[string]any{"slot": "s", "task": "T", "wait_seconds": 3600}, "0 to 60"},
+		{"claim_slot", map[string]any{"slot": "s", "task": "T", "wait_seconds": 3600}, "0 to 300"},
 	} {
 		if _, text, isErr := a.call(c.tool, c.args); !isErr || !strings.Contains(text, c.want) {
 			t.Errorf("%s %v: error %v, %q; want an error result mentioning %q", c.tool, c.args, isErr, text, c.want)

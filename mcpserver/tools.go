@@ -86,7 +86,7 @@ type ClaimInput struct {
 	Slot        string            `json:"slot" jsonschema:"the slot to take: a name for the shared thing you are about to work on (letters, digits, - _ . /)"`
 	Task        string            `json:"task" jsonschema:"the id of your task, shown to whoever finds the slot taken"`
 	TTLSeconds  int               `json:"ttl_seconds,omitempty" jsonschema:"how long the slot outlives this server if it stops renewing it (crash), in whole seconds; default 900"`
-	WaitSeconds float64           `json:"wait_seconds,omitempty" jsonschema:"how long to wait for a held slot, in line behind the agents that began to wait before you (and for another process of this host taking the same slot at this very moment), at most 60; default 0: answer at once"`
+	WaitSeconds float64           `json:"wait_seconds,omitempty" jsonschema:"how long to wait for a held slot, in line behind the agents that began to wait before you (and for another process of this host taking the same slot at this very moment), at most 300; default 0: answer at once"`
 	Agent       string            `json:"agent,omitempty" jsonschema:"your agent id; default: the name your MCP client gives"`
 	Meta        map[string]string `json:"meta,omitempty" jsonschema:"key-value pairs to record with the session (a branch, a PR, a URL)"`
 }
@@ -227,9 +227,9 @@ func agentOf(req *mcp.CallToolRequest, agent string) string {
 func (s *Server) claim(ctx context.Context, req *mcp.CallToolRequest, in ClaimInput) (*mcp.CallToolResult, ClaimOutput, error) {
 	lost := s.drainLost()
 	out := ClaimOutput{Lost: lost}
-	if in.WaitSeconds < 0 || in.WaitSeconds > 60 {
+	if in.WaitSeconds < 0 || in.WaitSeconds > 300 {
 		out.Reason = "invalid"
-		return withLost(refusal("invalid arguments: wait_seconds %g: want 0 to 60", in.WaitSeconds), lost), out, nil
+		return withLost(refusal("invalid arguments: wait_seconds %g: want 0 to 300", in.WaitSeconds), lost), out, nil
 	}
 	if h := s.holdOf(in.Slot); h != nil {
 		out.Claimed, out.Session = true, infoOf(h.kp.Session())
