@@ -340,35 +340,15 @@ func (ls *Leases) await(ctx context.Context, key string, data []byte, cfg acquir
 // allowed it) it waits as await alone does.
 func (ls *Leases) awaitInLine(ctx context.Context, key string, data []byte, cfg acquireConfig, held error) (*Lease, error) {
 	line := waitline.New(ls.bucket.Client().Bucket(limits.BucketConfig(ls.prefix, 0)), "wait.lease."+key, ls.host, ls.proc)
-	var place *waitline.Place
-	defer func() {
-		if place != nil {
-			lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ls.bucket.Client().Timeout())
-			defer cancel()
-			place.Leave(lctx)
-		}
-	}()
-	for {
-		if place == nil {
-			var err error
-			place, err = line.Join(ctx, 1)
-			if errors.Is(err, kv.ErrBucketNotFound) || errors.Is(err, kv.ErrPermission) {
-				return ls.await(ctx, key, data, cfg, held)
-			}
-			if err != nil {
-				return nil, errors.Join(held, err)
-			}
-		}
-		err := place.Turn(ctx)
-		if errors.Is(err, waitline.ErrLostPlace) {
-			place = nil // its ticket expired (renewals failed): to the back
-			continue
-		}
-		if err != nil {
-			return nil, errors.Join(held, err)
-		}
+	place, err := line.Wait(ctx, 1)
+	switch {
+	case errors.Is(err, kv.ErrBucketNotFound) || errors.Is(err, kv.ErrPermission):
 		return ls.await(ctx, key, data, cfg, held)
+	case err != nil:
+		return nil, errors.Join(held, err)
 	}
+	defer place.LeaveDetached(ctx)
+	return ls.await(ctx, key, data, cfg, held)
 }
 
 // reapIfDead frees key if its holder in is a process of this host that is

@@ -120,31 +120,15 @@ func (s *Semaphores) Acquire(ctx context.Context, name string, opts ...AcquireOp
 	case !errors.Is(err, ErrFull) && !errors.Is(err, kv.ErrConflict):
 		return nil, err
 	}
-	line := s.line(c)
-	var place *waitline.Place
-	defer func() {
-		if place != nil {
-			lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.bucket.Client().Timeout())
-			defer cancel()
-			place.Leave(lctx)
+	place, err := s.line(c).Wait(ctx, cfg.weight)
+	if err != nil {
+		if ctx.Err() != nil {
+			err = errors.Join(s.waiting(c, cfg.weight), err)
 		}
-	}()
-	for {
-		if place == nil {
-			if place, err = line.Join(ctx, cfg.weight); err != nil {
-				return nil, err
-			}
-		}
-		err := place.Turn(ctx)
-		if errors.Is(err, waitline.ErrLostPlace) {
-			place = nil // its ticket expired (renewals failed): to the back
-			continue
-		}
-		if err != nil {
-			return nil, errors.Join(s.waiting(c, cfg.weight), err)
-		}
-		return s.first(ctx, c, cfg, place)
+		return nil, err
 	}
+	defer place.LeaveDetached(ctx) // a no-op once takeLeaving has left
+	return s.first(ctx, c, cfg, place)
 }
 
 // takeLeaving is take for the first in line. It leaves the line (deletes
@@ -160,9 +144,7 @@ func (s *Semaphores) takeLeaving(ctx context.Context, c Config, cfg acquireConfi
 	if err != nil {
 		return nil, err
 	}
-	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.bucket.Client().Timeout())
-	defer cancel()
-	place.Leave(lctx)
+	place.LeaveDetached(ctx)
 	return p, nil
 }
 

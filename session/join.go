@@ -287,34 +287,15 @@ func (m *Manager) joinInLine(ctx, wctx context.Context, slot, task string, cfg j
 		return nil, err
 	}
 	line := waitline.New(m.bucket.Client().Bucket(limits.BucketConfig(m.prefix, 0)), lineName(slot), m.host, self)
-	var place *waitline.Place
-	defer func() {
-		if place != nil {
-			lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.bucket.Client().Timeout())
-			defer cancel()
-			place.Leave(lctx)
-		}
-	}()
-	for {
-		if place == nil {
-			place, err = line.Join(wctx, 1)
-			if errors.Is(err, kv.ErrBucketNotFound) || errors.Is(err, kv.ErrPermission) {
-				return m.awaitFree(ctx, wctx, slot, task, cfg, held)
-			}
-			if err != nil {
-				return nil, m.waitEnded(ctx, wctx, cfg, held, err)
-			}
-		}
-		err := place.Turn(wctx)
-		if errors.Is(err, waitline.ErrLostPlace) {
-			place = nil // its ticket expired (renewals failed): to the back
-			continue
-		}
-		if err != nil {
-			return nil, m.waitEnded(ctx, wctx, cfg, held, err)
-		}
+	place, err := line.Wait(wctx, 1)
+	switch {
+	case errors.Is(err, kv.ErrBucketNotFound) || errors.Is(err, kv.ErrPermission):
 		return m.awaitFree(ctx, wctx, slot, task, cfg, held)
+	case err != nil:
+		return nil, m.waitEnded(ctx, wctx, cfg, held, err)
 	}
+	defer place.LeaveDetached(ctx)
+	return m.awaitFree(ctx, wctx, slot, task, cfg, held)
 }
 
 // awaitFree watches the slot and takes it (attempt) as soon as it is

@@ -183,6 +183,39 @@ func (p *Place) Leave(ctx context.Context) {
 	})
 }
 
+// LeaveDetached is Leave for a deferred call, when ctx may be done: it
+// keeps ctx's values but not its end, and is bounded by the client's
+// timeout.
+func (p *Place) LeaveDetached(ctx context.Context) {
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.l.b.Client().Timeout())
+	defer cancel()
+	p.Leave(lctx)
+}
+
+// Wait takes a place at the back of the line and waits for its turn (Join,
+// then Turn), taking a new place at the back whenever its ticket is lost
+// (its renewals failed until it expired). It returns the place, first in
+// line, for the caller to leave once it has what it waited for or stops
+// waiting; on an error it has left the line. A bucket that is missing or
+// not permitted is kv.ErrBucketNotFound or kv.ErrPermission, for a caller
+// that then waits without a line.
+func (l *Line) Wait(ctx context.Context, weight int) (*Place, error) {
+	for {
+		p, err := l.Join(ctx, weight)
+		if err != nil {
+			return nil, err
+		}
+		err = p.Turn(ctx)
+		if err == nil {
+			return p, nil
+		}
+		p.LeaveDetached(ctx)
+		if !errors.Is(err, ErrLostPlace) {
+			return nil, err
+		}
+	}
+}
+
 // Turn waits until no live ticket of the line is ahead of this one, or
 // ctx is done. It is ErrLostPlace if this ticket is gone.
 func (p *Place) Turn(ctx context.Context) error {

@@ -113,3 +113,76 @@ func TestTurn_ADeadWaiterOfThisHostIsRemovedAtOnce(t *testing.T) {
 		t.Fatal("the turn did not come within 2s of the waiter ahead dying")
 	}
 }
+
+// Wait takes a new place at the back when its ticket is lost, and leaves
+// the line when its wait ends.
+func TestWait_RejoinsWhenItsTicketIsLostAndLeavesOnAnError(t *testing.T) {
+	b := bucket(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	l := waitline.New(b, "x", "h1", self(t))
+	ahead, err := l.Join(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *waitline.Place, 1)
+	errs := make(chan error, 1)
+	go func() {
+		p, err := l.Wait(ctx, 1)
+		if err != nil {
+			errs <- err
+			return
+		}
+		got <- p
+	}()
+	var first waitline.Waiter
+	for len(first.Key) == 0 {
+		ws, err := l.Waiters(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ws) == 2 {
+			first = ws[1]
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// Its ticket is removed (as an expiry would): it takes a new one.
+	if err := b.Delete(ctx, first.Key, first.Revision, nil); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		ws, err := l.Waiters(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ws) == 2 && ws[1].Key != first.Key {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	ahead.Leave(ctx)
+	var p *waitline.Place
+	select {
+	case p = <-got:
+	case err := <-errs:
+		t.Fatal(err)
+	case <-ctx.Done():
+		t.Fatal("the waiter that lost its ticket was not served")
+	}
+	p.Leave(ctx)
+
+	// A wait that ends leaves no ticket behind.
+	ahead, err = l.Join(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ahead.Leave(ctx)
+	short, stop := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer stop()
+	if _, err := l.Wait(short, 1); err == nil {
+		t.Fatal("a wait behind a live ticket that ran out returned a place")
+	}
+	if ws, err := l.Waiters(ctx); err != nil || len(ws) != 1 {
+		t.Fatalf("after the wait ended: %d tickets (%v); want only the one ahead", len(ws), err)
+	}
+}
