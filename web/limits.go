@@ -25,7 +25,7 @@ const semEvery = 250 * time.Millisecond
 
 // limitsTracker keeps the semaphores and rate limiters of the limits
 // bucket as the dashboard shows them, from one watch of the bucket. A
-// semaphore is read again (sem.Status: its record, units and line) when
+// semaphore is read again (sem.Statuses: its record, units and lines) when
 // the watch says it changed, at most every semEvery; a limiter is one
 // record, which the watch brings whole. Takes admitted are counted from
 // the records (each take id seen once), refusals from the notices takers
@@ -39,10 +39,8 @@ type limitsTracker struct {
 
 	mu       sync.RWMutex
 	sems     map[string]*semState
-	dirty    map[string]bool
 	limiters map[string]*limiterState
 	synced   bool // the watch has delivered what was present
-	wake     chan struct{}
 }
 
 type semState struct {
@@ -65,8 +63,7 @@ type limiterState struct {
 func newLimitsTracker(ss *sem.Semaphores, rl *rate.Limiters, prefix string, now func() time.Time, onChange func(kind, key string)) *limitsTracker {
 	return &limitsTracker{
 		ss: ss, rl: rl, prefix: prefix, now: now, onChange: onChange,
-		sems: map[string]*semState{}, dirty: map[string]bool{}, limiters: map[string]*limiterState{},
-		wake: make(chan struct{}, 1),
+		sems: map[string]*semState{}, limiters: map[string]*limiterState{},
 	}
 }
 
@@ -81,8 +78,9 @@ func (t *limitsTracker) bucket() *kv.Bucket {
 func (t *limitsTracker) run(ctx context.Context, onErr func(error)) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	pace := newPacer(semEvery, func(ctx context.Context, name string) { t.readSem(ctx, name, onErr) })
 	if t.ss != nil {
-		wg.Go(func() { t.refresh(ctx, onErr) })
+		wg.Go(func() { pace.run(ctx) })
 	}
 	if t.rl != nil {
 		wg.Go(func() { t.tick(ctx) })
@@ -101,7 +99,7 @@ func (t *limitsTracker) run(ctx context.Context, onErr func(error)) {
 			return err
 		}
 		defer w.Stop()
-		t.reset()
+		t.reset(pace)
 		for e := range w.Updates() {
 			if e == nil {
 				t.mu.Lock()
@@ -109,7 +107,7 @@ func (t *limitsTracker) run(ctx context.Context, onErr func(error)) {
 				t.mu.Unlock()
 				continue
 			}
-			t.follow(*e)
+			t.follow(*e, pace)
 		}
 		return nil
 	})
@@ -117,35 +115,25 @@ func (t *limitsTracker) run(ctx context.Context, onErr func(error)) {
 
 // reset forgets the limiters' records (not their counts) and marks every
 // semaphore to be read again, before a watch starts again.
-func (t *limitsTracker) reset() {
+func (t *limitsTracker) reset(pace *pacer) {
 	t.mu.Lock()
 	t.synced = false
-	for name := range t.sems {
-		t.dirty[name] = true
-	}
+	names := slices.Collect(maps.Keys(t.sems))
 	t.mu.Unlock()
-	t.poke()
-}
-
-func (t *limitsTracker) poke() {
-	select {
-	case t.wake <- struct{}{}:
-	default:
+	for _, name := range names {
+		pace.mark(name)
 	}
 }
 
 // follow takes one entry of the bucket: a semaphore's record, unit or
 // waiter ticket (sem.NAME, sem.NAME.I, sem.NAME.w.ID) marks it to be read
 // again; a limiter's record (rate.NAME) is kept.
-func (t *limitsTracker) follow(e kv.Entry) {
+func (t *limitsTracker) follow(e kv.Entry, pace *pacer) {
 	kind, rest, _ := strings.Cut(e.Key, ".")
 	name, _, _ := strings.Cut(rest, ".")
 	switch {
 	case kind == "sem" && t.ss != nil && name != "":
-		t.mu.Lock()
-		t.dirty[name] = true
-		t.mu.Unlock()
-		t.poke()
+		pace.mark(name)
 	case kind == "rate" && t.rl != nil && name != "" && name == rest:
 		t.keepLimiter(name, e)
 	}
@@ -244,43 +232,6 @@ func (t *limitsTracker) tick(ctx context.Context) {
 		t.mu.Unlock()
 		for _, name := range changed {
 			t.onChange(KindLimiter, name)
-		}
-	}
-}
-
-// refresh reads the dirty semaphores again, each at most every semEvery.
-func (t *limitsTracker) refresh(ctx context.Context, onErr func(error)) {
-	next := map[string]time.Time{}
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	for {
-		now := time.Now()
-		wait := time.Hour
-		var due []string
-		t.mu.Lock()
-		for name := range t.dirty {
-			if at := next[name]; !now.Before(at) {
-				due = append(due, name)
-				delete(t.dirty, name)
-			} else {
-				wait = min(wait, at.Sub(now))
-			}
-		}
-		t.mu.Unlock()
-		for _, name := range due {
-			began := time.Now()
-			t.readSem(ctx, name, onErr)
-			next[name] = began.Add(max(semEvery, 4*time.Since(began)))
-		}
-		if len(due) > 0 {
-			continue
-		}
-		timer.Reset(wait)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.wake:
-		case <-timer.C:
 		}
 	}
 }

@@ -24,17 +24,14 @@ type queues struct {
 
 	mu    sync.RWMutex
 	snaps map[string]*queue.Snapshot
-	errs  map[string]string // the last read's error, by queue
-	dirty map[string]bool
+	errs  map[string]string    // the last read's error, by queue
 	added map[string]time.Time // server time each pending task was first seen added, by bucket key
-	wake  chan struct{}
 }
 
 func newQueues(qs *queue.Queues, onChange func(kind, key string), observe func(string, time.Duration)) *queues {
 	return &queues{
 		qs: qs, onChange: onChange, observe: observe,
-		snaps: map[string]*queue.Snapshot{}, errs: map[string]string{}, dirty: map[string]bool{},
-		added: map[string]time.Time{}, wake: make(chan struct{}, 1),
+		snaps: map[string]*queue.Snapshot{}, errs: map[string]string{}, added: map[string]time.Time{},
 	}
 }
 
@@ -70,21 +67,13 @@ func (t *queues) Summaries() []queue.Summary {
 
 func (t *queues) namesLocked() []string { return slices.Sorted(maps.Keys(t.snaps)) }
 
-func (t *queues) markDirty(q string) {
-	t.mu.Lock()
-	t.dirty[q] = true
-	t.mu.Unlock()
-	select {
-	case t.wake <- struct{}{}:
-	default:
-	}
-}
-
 // run follows the queues bucket and keeps the snapshots until ctx is done.
 func (t *queues) run(ctx context.Context, onErr func(error)) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	wg.Go(func() { t.refresh(ctx, onErr) })
+	// A queue is read again when it changed, at most once a second.
+	pace := newPacer(time.Second, func(ctx context.Context, q string) { t.read(ctx, q, onErr) })
+	wg.Go(func() { pace.run(ctx) })
 	watchLoop(ctx, onErr, func(ctx context.Context) error {
 		w, err := t.qs.Bucket().Watch(ctx, "")
 		if errors.Is(err, kv.ErrBucketNotFound) {
@@ -105,7 +94,7 @@ func (t *queues) run(ctx context.Context, onErr func(error)) {
 				continue
 			}
 			t.follow(*e, synced)
-			t.markDirty(q)
+			pace.mark(q)
 		}
 		return nil
 	})
@@ -154,43 +143,6 @@ func (t *queues) follow(e kv.Entry, synced bool) {
 		t.mu.Lock()
 		delete(t.added, e.Key)
 		t.mu.Unlock()
-	}
-}
-
-// refresh reads the dirty queues again, paced per queue.
-func (t *queues) refresh(ctx context.Context, onErr func(error)) {
-	next := map[string]time.Time{} // earliest next read, by queue
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	for {
-		now := time.Now()
-		wait := time.Hour
-		t.mu.Lock()
-		var due []string
-		for q := range t.dirty {
-			if at := next[q]; !now.Before(at) {
-				due = append(due, q)
-				delete(t.dirty, q)
-			} else {
-				wait = min(wait, at.Sub(now))
-			}
-		}
-		t.mu.Unlock()
-		for _, q := range due {
-			began := time.Now()
-			t.read(ctx, q, onErr)
-			next[q] = began.Add(max(time.Second, 4*time.Since(began)))
-		}
-		if len(due) > 0 {
-			continue
-		}
-		timer.Reset(wait)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.wake:
-		case <-timer.C:
-		}
 	}
 }
 
