@@ -578,16 +578,16 @@ func (ls *Limiters) Inspect(ctx context.Context) ([]Problem, error) {
 	return out, nil
 }
 
-// StatusOfEntry is the status, at server time now, of a limiter's record
-// as a watch of the limits bucket delivers it (key rate.<name>).
-func StatusOfEntry(e kv.Entry, now time.Time) (Status, error) {
+// DecodeEntry reads a limiter's record as a watch of the limits bucket
+// delivers it (key rate.<name>).
+func DecodeEntry(e kv.Entry) (Limiter, error) {
 	name, ok := strings.CutPrefix(e.Key, "rate.")
 	if !ok || ValidName(name) != nil {
-		return Status{}, fmt.Errorf("%w: %s is not a limiter's record", ErrInvalid, e.Key)
+		return Limiter{}, fmt.Errorf("%w: %s is not a limiter's record", ErrInvalid, e.Key)
 	}
-	rec, err := decode(name, e)
-	if err != nil {
-		return Status{}, err
-	}
-	return statusOf(rec, e.Created, now), nil
+	return decode(name, e)
 }
+
+// StatusAt is the limiter's use at server time now, from its record as
+// written at server time at (the revision's time, its Last take's).
+func (l Limiter) StatusAt(at, now time.Time) Status { return statusOf(l, at, now) }

@@ -49,8 +49,10 @@ type semState struct {
 }
 
 type limiterState struct {
-	entry     kv.Entry // the record as last seen (zero: refusals seen, record not yet)
-	err       string   // the record does not decode
+	rev       uint64       // the record's revision as last seen (0: refusals seen, record not yet)
+	rec       rate.Limiter // the record, decoded once per revision
+	at        time.Time    // the revision's server time (its Last take's)
+	err       string       // the record does not decode
 	seen      map[string]struct{}
 	wasInUse  bool // some limit counted a take at the last tick
 	admitted  uint64
@@ -149,18 +151,20 @@ func (t *limitsTracker) keepLimiter(name string, e kv.Entry) {
 		t.onChange(KindOverview, "")
 		return
 	}
-	isNew := l == nil || l.entry.Revision == 0
+	isNew := l == nil || l.rev == 0
 	if l == nil {
 		l = &limiterState{}
 		t.limiters[name] = l
 	}
 	// A write may have put it in use: the next tick sends it again, even
 	// if its windows have emptied by then.
-	l.entry, l.err, l.wasInUse = e, "", true
-	st, err := rate.StatusOfEntry(e, t.now())
+	l.rev, l.at, l.err, l.wasInUse = e.Revision, e.Created, "", true
+	rec, err := rate.DecodeEntry(e)
 	if err != nil {
-		l.err = err.Error()
+		l.rec, l.err = rate.Limiter{}, err.Error()
 	} else {
+		l.rec = rec
+		st := rec.StatusAt(e.Created, t.now())
 		// Takes not seen before were admitted since; those present when
 		// the watch began were admitted before the dashboard knew.
 		seen := make(map[string]struct{}, len(st.Takes))
@@ -215,14 +219,12 @@ func (t *limitsTracker) tick(ctx context.Context) {
 		var changed []string
 		t.mu.Lock()
 		for name, l := range t.limiters {
-			if l.entry.Revision == 0 || l.err != "" {
+			if l.rev == 0 || l.err != "" {
 				continue
 			}
 			inUse := false
-			if st, err := rate.StatusOfEntry(l.entry, now); err == nil {
-				for _, u := range st.Uses {
-					inUse = inUse || u.Used > 0
-				}
+			for _, u := range l.rec.StatusAt(l.at, now).Uses {
+				inUse = inUse || u.Used > 0
 			}
 			if inUse || l.wasInUse {
 				changed = append(changed, name)
@@ -372,15 +374,15 @@ func (t *limitsTracker) Limiter(name string) *LimiterView {
 
 func (t *limitsTracker) limiterViewLocked(name string, now time.Time) *LimiterView {
 	l := t.limiters[name]
-	if l == nil || l.entry.Revision == 0 {
+	if l == nil || l.rev == 0 {
 		return nil
 	}
 	v := &LimiterView{Name: name, Limits: []LimitUse{}, Admitted: l.admitted, AdmittedCost: l.admCost,
 		Refused: l.refused, RefusedCost: l.refCost, LastRefusedAt: l.refusedAt, Undecodable: l.err}
-	st, err := rate.StatusOfEntry(l.entry, now)
-	if err != nil {
+	if l.err != "" {
 		return v
 	}
+	st := l.rec.StatusAt(l.at, now)
 	v.CreatedAt, v.Takes = st.CreatedAt, len(st.Takes)
 	if n := len(st.Takes); n > 0 {
 		v.LastTakeAt = st.Takes[n-1].At
@@ -421,7 +423,7 @@ func (t *limitsTracker) Summary() LimitsSummary {
 		}
 	}
 	for _, l := range t.limiters {
-		if l.entry.Revision != 0 {
+		if l.rev != 0 {
 			s.Limiters++
 			s.Refused += l.refused
 		}
