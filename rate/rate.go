@@ -312,16 +312,15 @@ type seen struct {
 func (ls *Limiters) take(ctx context.Context, name string, s seen, lower time.Time, cfg takeConfig) (*Admission, seen, error) {
 	var serverNow time.Time // read once a take does not fit: the record's time may be old
 	lost := 0
-	e := s.e
 	for {
-		cur := seen{e: e, exact: s.exact}
+		e := s.e
 		rec, err := decode(name, e)
 		if err != nil {
-			return nil, cur, err
+			return nil, s, err
 		}
 		for _, l := range rec.Limits {
 			if n := l.count(cfg.cost); n > l.Max+l.Burst {
-				return nil, cur, fmt.Errorf("%w: a take of cost %d never fits %s", ErrInvalid, cfg.cost, Describe([]Limit{l}))
+				return nil, s, fmt.Errorf("%w: a take of cost %d never fits %s", ErrInvalid, cfg.cost, Describe([]Limit{l}))
 			}
 		}
 		d := lower
@@ -335,15 +334,15 @@ func (ls *Limiters) take(ctx context.Context, name string, s seen, lower time.Ti
 		if !ok {
 			if serverNow.IsZero() {
 				if serverNow, err = ls.bucket.ServerTime(ctx); err != nil {
-					return nil, cur, err
+					return nil, s, err
 				}
 				continue
 			}
-			return nil, cur, &LimitedError{Name: name, Cost: cfg.cost, RetryAfter: wait}
+			return nil, s, &LimitedError{Name: name, Cost: cfg.cost, RetryAfter: wait}
 		}
 		data, err := next.MarshalJSON()
 		if err != nil {
-			return nil, cur, err
+			return nil, s, err
 		}
 		rev, err := ls.bucket.Update(ctx, e.Key, data, 0, e.Revision)
 		var ce *kv.ConflictError
@@ -351,20 +350,20 @@ func (ls *Limiters) take(ctx context.Context, name string, s seen, lower time.Ti
 		case err == nil:
 			return &Admission{Name: name, ID: cfg.id, Cost: cfg.cost, Revision: rev}, seen{e: kv.Entry{Key: e.Key, Value: data, Revision: rev}}, nil
 		case errors.As(err, &ce) && ctx.Err() != nil:
-			return nil, cur, errors.Join(err, ctx.Err())
+			return nil, s, errors.Join(err, ctx.Err())
 		case errors.As(err, &ce) && ce.Current != nil && ce.Current.Live():
 			// Another take was written first: decide again from it (each
 			// lost compare-and-set is another's admitted take), after a
 			// random pause that grows with the losses, so that takers of a
 			// hot limiter do not lose to each other in lockstep. It was
 			// read: its time is exact.
-			e, s = *ce.Current, seen{e: *ce.Current, exact: true}
+			s = seen{e: *ce.Current, exact: true}
 			lost++
 			if err := backoff(ctx, lost); err != nil {
 				return nil, s, err
 			}
 		default:
-			return nil, cur, err
+			return nil, s, err
 		}
 	}
 }
