@@ -37,6 +37,12 @@ var errMaybeApplied = errors.New("it may have been applied")
 // caller re-reads, or errMaybeApplied when no time is left to.
 func (b *Bucket) publish(k *call, m *nats.Msg, expected uint64) (uint64, error) {
 	ack, err := b.sendOnce(k, m)
+	return b.settle(k, m, expected, ack, err)
+}
+
+// settle is publish from the write's first answer on (ack, err): sent
+// here, or ahead of its call (Pipeline).
+func (b *Bucket) settle(k *call, m *nats.Msg, expected uint64, ack pubAckResponse, err error) (uint64, error) {
 	if err == nil && ack.Error == nil {
 		return ack.Seq, nil // the common case, kept apart from the retries below
 	}
@@ -160,20 +166,10 @@ func (b *Bucket) sendOnce(k *call, m *nats.Msg) (pubAckResponse, error) {
 	resp, err := b.c.nc.RequestMsgWithContext(actx, m)
 	err = b.c.refusals.end(w, err)
 	cancel()
-	if err == nil && b.c.dropAnswers.Load() > 0 && b.c.dropAnswers.Add(-1) >= 0 {
-		return ack, errNoAnswer // fault injection (tests): the write landed, its answer is lost
-	}
-	if err == nil && b.c.answerStale.Load() > 0 && b.c.answerStale.Add(-1) >= 0 {
-		// Fault injection (tests): the write landed, but a deposed leader's
-		// refusal was the answer that came first.
-		ack.Error = staleRefusal()
-		return ack, nil
-	}
-	if err == nil && b.c.answerUnavailable.Load() > 0 && b.c.answerUnavailable.Add(-1) >= 0 {
-		// Fault injection (tests): the write landed, but the answer says the
-		// stream was between leaders.
-		ack.Error = &jetstream.APIError{Code: 503, Description: "JetStream system temporarily unavailable"}
-		return ack, nil
+	if err == nil {
+		if ok, fack, ferr := b.c.faultyAnswer(); ok {
+			return fack, ferr
+		}
 	}
 	if err != nil {
 		what := b.what("write", m.Subject[len(b.prefix):])
@@ -199,6 +195,27 @@ func (b *Bucket) sendOnce(k *call, m *nats.Msg) (pubAckResponse, error) {
 		return ack, fmt.Errorf("%s: undecodable acknowledgement from %s: %w", b.what("write", m.Subject[len(b.prefix):]), b.c.url, err)
 	}
 	return ack, nil
+}
+
+// faultyAnswer is the answer fault injection (tests) puts in the place of
+// a landed write's, if any.
+func (c *Client) faultyAnswer() (bool, pubAckResponse, error) {
+	var ack pubAckResponse
+	switch {
+	case c.dropAnswers.Load() > 0 && c.dropAnswers.Add(-1) >= 0:
+		return true, ack, errNoAnswer // the write landed, its answer is lost
+	case c.answerStale.Load() > 0 && c.answerStale.Add(-1) >= 0:
+		// The write landed, but a deposed leader's refusal was the answer
+		// that came first.
+		ack.Error = staleRefusal()
+		return true, ack, nil
+	case c.answerUnavailable.Load() > 0 && c.answerUnavailable.Add(-1) >= 0:
+		// The write landed, but the answer says the stream was between
+		// leaders.
+		ack.Error = &jetstream.APIError{Code: 503, Description: "JetStream system temporarily unavailable"}
+		return true, ack, nil
+	}
+	return false, ack, nil
 }
 
 // parsePubAck reads an acknowledgement of a stored write in the form the

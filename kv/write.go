@@ -53,7 +53,7 @@ func (b *Bucket) create(ctx context.Context, key string, value []byte, ttl time.
 	k := b.c.newCall(ctx)
 	defer k.end()
 	for attempt := 1; ; attempt++ {
-		rev, err := w.try(b.publish(&k, b.putMsg(key, value, ttl, expected), expected))
+		rev, err := w.try(b.send(&k, b.putMsg(key, value, ttl, expected), expected, w))
 		if !w.undecided(err) {
 			return rev, err
 		}
@@ -106,7 +106,7 @@ func (b *Bucket) update(ctx context.Context, key string, value []byte, ttl time.
 	k := b.c.newCall(ctx)
 	defer k.end()
 	for attempt := 1; ; attempt++ {
-		newRev, err := w.try(b.publish(&k, b.putMsg(key, value, ttl, rev), rev))
+		newRev, err := w.try(b.send(&k, b.putMsg(key, value, ttl, rev), rev, w))
 		if !w.undecided(err) {
 			return newRev, err
 		}
@@ -161,7 +161,7 @@ func (b *Bucket) deleteRevision(ctx context.Context, key string, rev uint64, not
 	k := b.c.newCall(ctx)
 	defer k.end()
 	for attempt := 1; ; attempt++ {
-		tomb, err := w.try(b.publish(&k, b.deleteMsg(key, note, rev), rev))
+		tomb, err := w.try(b.send(&k, b.deleteMsg(key, note, rev), rev, w))
 		if !w.undecided(err) {
 			return tomb, err
 		}
@@ -186,7 +186,24 @@ func (b *Bucket) deleteRevision(ctx context.Context, key string, rev uint64, not
 // casWrite tracks one CAS call's attempts: whether one may have landed
 // unbeknown to the call (its answer lost, or the answer one that does not
 // rule it out: publish).
-type casWrite struct{ lost bool }
+type casWrite struct {
+	lost bool
+	// ahead is the first answer of a write sent ahead of its call
+	// (Pipeline), waited for within the call's first attempt; nil once
+	// taken, or for a write the call sends itself.
+	ahead func(k *call) (pubAckResponse, error)
+}
+
+// send is publish, but for a write sent ahead, whose first answer is
+// taken from there.
+func (b *Bucket) send(k *call, m *nats.Msg, expected uint64, w *casWrite) (uint64, error) {
+	if first := w.ahead; first != nil {
+		w.ahead = nil
+		ack, err := first(k)
+		return b.settle(k, m, expected, ack, err)
+	}
+	return b.publish(k, m, expected)
+}
 
 // try notes an attempt that may have landed and passes its outcome on.
 func (w *casWrite) try(rev uint64, err error) (uint64, error) {
