@@ -120,33 +120,27 @@ func (s *Semaphores) Acquire(ctx context.Context, name string, opts ...AcquireOp
 	case !errors.Is(err, ErrFull) && !errors.Is(err, kv.ErrConflict):
 		return nil, err
 	}
-	place, err := s.line(c).Wait(ctx, cfg.weight)
-	if err != nil {
-		if ctx.Err() != nil {
-			err = errors.Join(s.waiting(c, cfg.weight), err)
+	for {
+		place, err := s.line(c).Wait(ctx, cfg.weight)
+		if err != nil {
+			if ctx.Err() != nil {
+				err = errors.Join(s.waiting(c, cfg.weight), err)
+			}
+			return nil, err
 		}
-		return nil, err
+		p, err := s.first(ctx, c, cfg, place)
+		place.LeaveDetached(ctx) // a no-op once its take has left
+		if errors.Is(err, errBackInLine) {
+			continue
+		}
+		return p, err
 	}
-	defer place.LeaveDetached(ctx) // a no-op once takeLeaving has left
-	return s.first(ctx, c, cfg, place)
 }
 
-// takeLeaving is take for the first in line. It leaves the line (deletes
-// its ticket, which wakes the next waiter) once it has the units, so that
-// the next waiter, woken only then, finds them held: it never races this
-// one for them. Leaving before its Acquire returns, it leaves no ticket
-// behind a process that exits at once (baton sem acquire --wait) to hold
-// up the line and refuse others' tries. A unit lost to an acquirer that
-// had not seen the line (kv.ErrConflict) leaves it first in line, to wait
-// on.
-func (s *Semaphores) takeLeaving(ctx context.Context, c Config, cfg acquireConfig, units []int, place *waitline.Place) (*Permit, error) {
-	p, err := s.take(ctx, c, cfg, units)
-	if err != nil {
-		return nil, err
-	}
-	place.LeaveDetached(ctx)
-	return p, nil
-}
+// errBackInLine is a first in line's take that lost a unit to an acquirer
+// that had not seen the line, after it had left the line: it waits again,
+// at the back.
+var errBackInLine = errors.New("sem: a unit was taken by one that did not see the line; waiting again")
 
 // waiting is the *FullError of a waiter whose wait ended.
 func (s *Semaphores) waiting(c Config, weight int) error {
@@ -196,12 +190,7 @@ func (s *Semaphores) first(ctx context.Context, c Config, cfg acquireConfig, pla
 				}
 				// The unit just freed is the one it needs: take it at once,
 				// over the tombstone the watch brought, without a read.
-				p, err := s.takeLeaving(ctx, c, cfg, []int{i}, place)
-				if errors.Is(err, kv.ErrConflict) {
-					woke = true // taken by one that did not see the line: read again
-					continue
-				}
-				return p, err
+				return s.take(ctx, c, cfg, []int{i}, place)
 			case <-exits.c:
 				woke = true
 			case <-ctx.Done():
@@ -271,13 +260,16 @@ func (s *Semaphores) try(ctx context.Context, c Config, cfg acquireConfig, place
 		if len(free) < cfg.weight || (place == nil && len(v.waiters) > 0) {
 			return nil, v, s.full(c, cfg.weight, v)
 		}
-		var p *Permit
-		if place != nil {
-			p, err = s.takeLeaving(ctx, c, cfg, free[:cfg.weight], place)
-		} else {
-			p, err = s.take(ctx, c, cfg, free[:cfg.weight])
-		}
+		// A listing shows no tombstones: the creates may go over ones not
+		// known here, and then their first tries fail. So the first in
+		// line leaves only once it has the units (where a unit just seen
+		// freed leaves in the same pipeline: first), and a unit lost to
+		// an acquirer that had not seen the line leaves it first in line.
+		p, err := s.take(ctx, c, cfg, free[:cfg.weight], nil)
 		if err == nil {
+			if place != nil {
+				place.LeaveDetached(ctx)
+			}
 			return p, v, nil
 		}
 		if !errors.Is(err, kv.ErrConflict) || attempt == maxTries {
@@ -301,39 +293,48 @@ func (s *Semaphores) reap(ctx context.Context, c Config, st []unitState) {
 	}
 }
 
-// take creates the units of a new permit, in parallel; if any is lost the
-// others are deleted again.
-func (s *Semaphores) take(ctx context.Context, c Config, cfg acquireConfig, units []int) (*Permit, error) {
+// take creates the units of a new permit, all at once (one pipeline); if
+// any is lost the others are deleted again. The first in line (place)
+// leaves the line in the same pipeline, its ticket's delete behind the
+// creates: the next waiter, woken by the delete, finds the units held and
+// never races this one for them, and a process that exits at once (baton
+// sem acquire --wait) leaves no ticket behind to hold up the line. If a
+// create loses (kv.ErrConflict), the place is left all the same: then the
+// error is errBackInLine.
+func (s *Semaphores) take(ctx context.Context, c Config, cfg acquireConfig, units []int, place *waitline.Place) (*Permit, error) {
 	id := newPermitID()
 	now := s.now().UTC()
 	recs := make([]Unit, len(units))
-	revs := make([]uint64, len(units))
-	errs := make([]error, len(units))
-	sent := time.Now()
-	var wg sync.WaitGroup
+	ws := make([]kv.Write, len(units))
 	for i, n := range units {
 		recs[i] = Unit{Sem: c.Name, Unit: n, Permit: id, Index: units[0], Weight: cfg.weight,
 			Host: s.host, PID: s.proc.PID, PIDStart: s.proc.Start, AcquiredAt: now, RenewedAt: now, Meta: cfg.meta}
-		create := func() {
-			data, err := recs[i].MarshalJSON()
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			key := unitKey(s.space(c), n)
-			revs[i], errs[i] = s.bucket.CreateAfter(ctx, key, data, cfg.ttl, s.tomb(key))
-			if errs[i] == nil {
-				s.setTomb(key, 0)
-			}
+		data, err := recs[i].MarshalJSON()
+		if err != nil {
+			return nil, err
 		}
-		if len(units) == 1 {
-			create()
-			break
-		}
-		wg.Add(1)
-		go func() { defer wg.Done(); create() }()
+		key := unitKey(s.space(c), n)
+		ws[i] = kv.Write{Kind: kv.WriteCreate, Key: key, Value: data, TTL: cfg.ttl, Rev: s.tomb(key)}
 	}
-	wg.Wait()
+	sent := time.Now()
+	var res []kv.WriteResult
+	switch {
+	case place != nil:
+		res = place.LeaveAfter(ctx, ws)
+	case len(ws) == 1:
+		rev, err := s.bucket.CreateAfter(ctx, ws[0].Key, ws[0].Value, ws[0].TTL, ws[0].Rev)
+		res = []kv.WriteResult{{Rev: rev, Err: err}}
+	default:
+		res = s.bucket.Pipeline(ctx, ws)
+	}
+	revs := make([]uint64, len(units))
+	errs := make([]error, len(units))
+	for i, r := range res {
+		revs[i], errs[i] = r.Rev, r.Err
+		if r.Err == nil {
+			s.setTomb(ws[i].Key, 0)
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		undo, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.bucket.Client().Timeout())
 		defer cancel()
@@ -343,6 +344,9 @@ func (s *Semaphores) take(ctx context.Context, c Config, cfg acquireConfig, unit
 					s.setTomb(unitKey(s.space(c), n), tomb)
 				}
 			}
+		}
+		if place != nil && errors.Is(err, kv.ErrConflict) {
+			return nil, fmt.Errorf("%w: %w", errBackInLine, err)
 		}
 		return nil, err
 	}

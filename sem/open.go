@@ -186,7 +186,7 @@ func (h *Semaphore) TryAcquire(ctx context.Context, opts ...AcquireOption) (*Per
 		return nil, h.s.tooHeavy(h.c, cfg.weight)
 	}
 	if units, ok := h.free(cfg.weight); ok {
-		p, err := h.s.take(ctx, h.c, cfg, units)
+		p, err := h.s.take(ctx, h.c, cfg, units, nil)
 		switch {
 		case err == nil:
 			h.took(p)

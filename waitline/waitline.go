@@ -183,6 +183,30 @@ func (p *Place) Leave(ctx context.Context) {
 	})
 }
 
+// LeaveAfter gives the place up as Leave does, with the ticket's delete
+// sent right behind the writes ws (kv.Pipeline), and returns their
+// results: what the waiter took and its leaving cost one round trip, and
+// the waiter behind, woken by the delete, finds ws applied (or refused).
+// ws must be writes of the line's bucket, whose one stream orders them.
+// The place is left whatever their results; once it is left, LeaveAfter
+// only makes ws.
+func (p *Place) LeaveAfter(ctx context.Context, ws []kv.Write) []kv.WriteResult {
+	var res []kv.WriteResult
+	p.left.Do(func() {
+		p.cancel()
+		<-p.kept
+		p.mu.Lock()
+		rev := p.rev
+		p.mu.Unlock()
+		all := append(slices.Clip(ws), kv.Write{Kind: kv.WriteDelete, Key: p.key, Rev: rev})
+		res = p.l.b.Pipeline(ctx, all)[:len(ws)]
+	})
+	if res == nil {
+		res = p.l.b.Pipeline(ctx, ws)
+	}
+	return res
+}
+
 // LeaveDetached is Leave for a deferred call, when ctx may be done: it
 // keeps ctx's values but not its end, and is bounded by the client's
 // timeout.

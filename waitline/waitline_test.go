@@ -2,6 +2,7 @@ package waitline_test
 
 import (
 	"context"
+	"fmt"
 	"os/exec"
 	"testing"
 	"time"
@@ -184,5 +185,53 @@ func TestWait_RejoinsWhenItsTicketIsLostAndLeavesOnAnError(t *testing.T) {
 	}
 	if ws, err := l.Waiters(ctx); err != nil || len(ws) != 1 {
 		t.Fatalf("after the wait ended: %d tickets (%v); want only the one ahead", len(ws), err)
+	}
+}
+
+// LeaveAfter sends the writes and the ticket's delete in one pipeline:
+// the waiter behind, whose turn the delete brings, finds the writes
+// applied; on a place already left it only makes the writes.
+func TestLeaveAfter_TheNextFindsTheWritesApplied(t *testing.T) {
+	b := bucket(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	l := waitline.New(b, "l", "h1", self(t))
+	a, err := l.Join(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, err := l.Join(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer next.Leave(context.Background())
+	// The next waiter reads the write the moment its turn comes, whether
+	// or not LeaveAfter has returned.
+	turn := make(chan error, 1)
+	go func() {
+		if err := next.Turn(ctx); err != nil {
+			turn <- err
+			return
+		}
+		e, err := b.Get(ctx, "taken")
+		if err == nil && string(e.Value) != "a" {
+			err = fmt.Errorf("taken = %q", e.Value)
+		}
+		turn <- err
+	}()
+	res := a.LeaveAfter(ctx, []kv.Write{{Kind: kv.WriteCreate, Key: "taken", Value: []byte("a")}})
+	if len(res) != 1 || res[0].Err != nil || res[0].Rev == 0 {
+		t.Fatalf("LeaveAfter's results = %+v; want the create's revision", res)
+	}
+	if err := <-turn; err != nil {
+		t.Fatalf("the write, read once the next waiter's turn came: %v", err)
+	}
+	ws, err := l.Waiters(ctx)
+	if err != nil || len(ws) != 1 {
+		t.Fatalf("the line after LeaveAfter: %d waiters, %v; want the next one alone", len(ws), err)
+	}
+	again := a.LeaveAfter(ctx, []kv.Write{{Kind: kv.WriteCreate, Key: "later", Value: []byte("b")}})
+	if len(again) != 1 || again[0].Err != nil {
+		t.Fatalf("LeaveAfter on a place left = %+v; want the write made", again)
 	}
 }
