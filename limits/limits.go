@@ -36,3 +36,11 @@ func RefusalSubject(prefix, name string) string {
 
 // RefusalSubjects matches the refusal notices of every limiter of prefix.
 func RefusalSubjects(prefix string) string { return "baton." + prefix + ".rate.refused.*" }
+
+// HandoffSubject is the core NATS subject on which the first waiter of a
+// semaphore's space (sem.<space>.…) offers to be handed units, and its
+// holders listen: baton.<prefix>.sem.next.<space> (ADR 0045). Like a
+// refusal notice it is fire and forget.
+func HandoffSubject(prefix, space string) string {
+	return "baton." + prefix + ".sem.next." + space
+}

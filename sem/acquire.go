@@ -148,17 +148,27 @@ func (s *Semaphores) waiting(c Config, weight int) error {
 }
 
 // first takes the permit as the first in line: it tries, and waits for a
-// unit to be freed or a holder of this host to exit, until it has it.
-func (s *Semaphores) first(ctx context.Context, c Config, cfg acquireConfig, place *waitline.Place) (*Permit, error) {
+// unit to be freed or a holder of this host to exit, until it has it; or
+// a holder that releases hands it units directly (handoff.go).
+func (s *Semaphores) first(ctx context.Context, c Config, cfg acquireConfig, place *waitline.Place) (p *Permit, err error) {
 	// The watch starts before the try, so that a release between the two
-	// is not missed.
-	w, err := s.bucket.Watch(ctx, "sem."+s.space(c)+".*", kv.UpdatesOnly())
+	// is not missed. It sees the ticket too: its renewals, told to the
+	// holders, and the delete that commits a handoff.
+	w, err := s.bucket.WatchPatterns(ctx, []string{"sem." + s.space(c) + ".*", place.Key()}, kv.UpdatesOnly())
 	if err != nil {
 		return nil, err
 	}
 	defer w.Stop()
 	exits := newExitWait(ctx)
 	defer exits.stop()
+	h := s.newHanded(c, cfg, place)
+	defer func() {
+		if p == nil {
+			h.abandon(ctx)
+		} else {
+			h.tookItself(ctx)
+		}
+	}()
 	for {
 		p, v, err := s.try(ctx, c, cfg, place)
 		switch {
@@ -168,22 +178,43 @@ func (s *Semaphores) first(ctx context.Context, c Config, cfg acquireConfig, pla
 			return nil, err
 		}
 		exits.watch(s, v.units)
-		// Sleep until a unit is freed (released, expired) or a holder of
-		// this host exits; a unit taken or renewed frees nothing.
+		h.tell(place.Revision())
+		// Sleep until a unit is freed (released, expired), a holder hands
+		// units over, or a holder of this host exits; a unit taken or
+		// renewed frees nothing.
 		for woke := false; !woke; {
 			select {
 			case e, ok := <-w.Updates():
 				if !ok {
 					return nil, errors.Join(err, ctx.Err())
 				}
-				if e == nil || e.Live() {
+				if e == nil {
+					continue
+				}
+				if e.Key == place.Key() {
+					switch {
+					case e.Live():
+						h.tell(e.Revision) // renewed: tell the new revision
+					case h.isHandOff(*e):
+						return h.accept(ctx)
+					default:
+						return nil, errBackInLine // the ticket expired: the place is lost
+					}
 					continue
 				}
 				i, ok := unitOf(s.space(c), e.Key)
 				if !ok || i >= c.Units() {
 					continue
 				}
+				if e.Live() {
+					h.saw(i, *e)
+					continue
+				}
+				delete(h.units, i)
 				s.setTomb(e.Key, e.Revision)
+				if h.pending() {
+					continue // units are being handed over: the ticket's delete decides
+				}
 				if cfg.weight > 1 {
 					woke = true // read what else is free
 					continue
@@ -192,7 +223,7 @@ func (s *Semaphores) first(ctx context.Context, c Config, cfg acquireConfig, pla
 				// over the tombstone the watch brought, without a read.
 				return s.take(ctx, c, cfg, []int{i}, place)
 			case <-exits.c:
-				woke = true
+				woke = !h.pending()
 			case <-ctx.Done():
 				return nil, errors.Join(err, ctx.Err())
 			}

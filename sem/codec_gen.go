@@ -214,3 +214,109 @@ func (v *Unit) scanJSON(s *jsonrec.Scanner, skip jsonrec.Fields) bool {
 	}
 	return s.Lit(`}`)
 }
+
+// The fields of Claim, for the skip of scanJSON.
+const (
+	claimFieldTicket jsonrec.Fields = 1 << iota
+	claimFieldTicketRev
+	claimFieldPermit
+	claimFieldWeight
+	claimFieldHost
+	claimFieldPID
+	claimFieldPIDStart
+	claimFieldTTLMS
+	claimFieldMeta
+)
+
+// claimKnown are the JSON names of Claim's fields.
+var claimKnown = map[string]bool{
+	"host":       true,
+	"meta":       true,
+	"permit":     true,
+	"pid":        true,
+	"pid_start":  true,
+	"ticket":     true,
+	"ticket_rev": true,
+	"ttl_ms":     true,
+	"weight":     true,
+}
+
+// encodeFast is v as encoding/json writes its fields, and false for what
+// only encoding/json may write (jsonappend).
+func (v *Claim) encodeFast() ([]byte, bool) {
+	w := jsonappend.New(188 + 32*len(v.Meta))
+	v.appendJSON(&w)
+	return w.B, w.OK
+}
+
+// decodeFast decodes into v a record as encodeFast writes it, keeping no
+// field in skip. It reports false for anything else (another order, an
+// escape, space, a field it does not know), and v is then undefined: the
+// general decoder decides. What it decodes, it decodes as that does.
+func (v *Claim) decodeFast(data []byte, skip jsonrec.Fields) bool {
+	*v = Claim{}
+	s := jsonrec.NewScanner(data)
+	return v.scanJSON(s, skip) && s.Done()
+}
+
+// appendJSON writes v to w as encoding/json writes its fields.
+func (v *Claim) appendJSON(w *jsonappend.Writer) {
+	w.Raw(`{"ticket":`)
+	w.Str(v.Ticket)
+	w.Raw(`,"ticket_rev":`)
+	w.Uint(v.TicketRev)
+	w.Raw(`,"permit":`)
+	w.Str(v.Permit)
+	w.Raw(`,"weight":`)
+	w.Int(int64(v.Weight))
+	w.Raw(`,"host":`)
+	w.Str(v.Host)
+	w.Raw(`,"pid":`)
+	w.Int(int64(v.PID))
+	if v.PIDStart != "" {
+		w.Raw(`,"pid_start":`)
+		w.Str(v.PIDStart)
+	}
+	w.Raw(`,"ttl_ms":`)
+	w.Int(v.TTLMS)
+	if len(v.Meta) != 0 {
+		w.Raw(`,"meta":`)
+		w.StringMap(v.Meta)
+	}
+	w.Raw(`}`)
+}
+
+// scanJSON reads v as appendJSON writes it, keeping no field in skip (v
+// may be nil when skip is jsonrec.AllFields). It reads a field it skips
+// as strictly as one it keeps, but for []byte, which it takes as any
+// string without escapes. The strings it keeps are stored by s.Done.
+func (v *Claim) scanJSON(s *jsonrec.Scanner, skip jsonrec.Fields) bool {
+	if !s.Lit(`{"ticket":`) || !(skip&claimFieldTicket == 0 && s.Str(&v.Ticket) || skip&claimFieldTicket != 0 && s.SkipStr()) {
+		return false
+	}
+	if !s.Lit(`,"ticket_rev":`) || !(skip&claimFieldTicketRev == 0 && s.Uint(&v.TicketRev) || skip&claimFieldTicketRev != 0 && s.SkipUint()) {
+		return false
+	}
+	if !s.Lit(`,"permit":`) || !(skip&claimFieldPermit == 0 && s.Str(&v.Permit) || skip&claimFieldPermit != 0 && s.SkipStr()) {
+		return false
+	}
+	if !s.Lit(`,"weight":`) || !(skip&claimFieldWeight == 0 && s.Int(&v.Weight) || skip&claimFieldWeight != 0 && s.SkipInt()) {
+		return false
+	}
+	if !s.Lit(`,"host":`) || !(skip&claimFieldHost == 0 && s.Str(&v.Host) || skip&claimFieldHost != 0 && s.SkipStr()) {
+		return false
+	}
+	if !s.Lit(`,"pid":`) || !(skip&claimFieldPID == 0 && s.Int(&v.PID) || skip&claimFieldPID != 0 && s.SkipInt()) {
+		return false
+	}
+	if s.Lit(`,"pid_start":`) && !(skip&claimFieldPIDStart == 0 && s.Str(&v.PIDStart) || skip&claimFieldPIDStart != 0 && s.SkipStr()) {
+		return false
+	}
+	if !s.Lit(`,"ttl_ms":`) || !(skip&claimFieldTTLMS == 0 && s.Int64(&v.TTLMS) || skip&claimFieldTTLMS != 0 && s.SkipInt64()) {
+		return false
+	}
+	if s.Lit(`,"meta":`) && !(skip&claimFieldMeta == 0 && s.StringMap(&v.Meta, true) || skip&claimFieldMeta != 0 && s.SkipStringMap(true)) {
+		return false
+	}
+	return s.Lit(`}`)
+}

@@ -19,4 +19,9 @@ func TestCodecs(t *testing.T) {
 		Decode: func(u *Unit, b []byte) bool { return u.decodeFast(b, 0) },
 		Known:  unitKnown,
 	})
+	jsonrectest.CheckCodec(t, jsonrectest.Codec[Claim]{
+		Encode: (*Claim).encodeFast,
+		Decode: func(c *Claim, b []byte) bool { return c.decodeFast(b, 0) },
+		Known:  claimKnown,
+	})
 }

@@ -11,7 +11,11 @@
 // units, created at once; if any is lost to another acquirer the others
 // are deleted again and the acquirer looks afresh. Acquirers that wait do
 // so in the semaphore's line (package waitline), served in the order they
-// began to wait; only the first in line takes units.
+// began to wait; only the first in line takes units. A holder that
+// releases while the first waiter asks for no more units than it holds
+// hands them over instead (adr/0045): it writes them for the waiter and
+// deletes the waiter's ticket in one pipeline, and the waiter holds the
+// permit when those writes reach it, with no write of its own.
 //
 // A per-host semaphore (PerHost) has max units on each host apart: each
 // host's units and line live under sem.<name>.h.<host>, and everything

@@ -53,6 +53,7 @@ func (s *Semaphores) hold(c Config, id string, cfg acquireConfig, units []heldUn
 	for _, u := range units {
 		p.fence = max(p.fence, u.rev)
 	}
+	s.listen()
 	if !cfg.keepAlive {
 		close(p.kept)
 		p.cancel = func() {}
@@ -232,7 +233,8 @@ func (p *Permit) renewNow(ctx context.Context, change func(*Unit)) error {
 
 // Release frees the permit's units, each by compare-and-set on the
 // revision the permit last wrote, so that a unit lost to another holder is
-// never touched. A unit already lost makes it a *LostError (the others
+// never touched; while the first waiter of its semaphore asks for no more
+// units than it holds, it hands them to that waiter instead (ADR 0045). A unit already lost makes it a *LostError (the others
 // are freed all the same). Releasing a released permit does nothing.
 func (p *Permit) Release(ctx context.Context) error {
 	p.cancel()
@@ -251,6 +253,28 @@ func (p *Permit) Release(ctx context.Context) error {
 	units := make([]heldUnit, len(p.units))
 	copy(units, p.units)
 	p.mu.Unlock()
+	var err error
+	if c, ok := p.claim(); ok {
+		err = p.handOff(ctx, units, c)
+	} else {
+		err = p.free(ctx, units)
+	}
+	switch {
+	case err == nil:
+		p.end(ErrReleased)
+		return nil
+	case errors.Is(err, kv.ErrConflict):
+		lost := &LostError{Name: p.name, Permit: p.id, Cause: err}
+		p.end(lost)
+		return lost
+	default:
+		return err
+	}
+}
+
+// free deletes the permit's units, each by compare-and-set on the
+// revision the permit last wrote.
+func (p *Permit) free(ctx context.Context, units []heldUnit) error {
 	errs := make([]error, len(units))
 	del := func(i int) {
 		key := unitKey(p.space, units[i].unit)
@@ -270,18 +294,7 @@ func (p *Permit) Release(ctx context.Context) error {
 		}
 		wg.Wait()
 	}
-	err := errors.Join(errs...)
-	switch {
-	case err == nil:
-		p.end(ErrReleased)
-		return nil
-	case errors.Is(err, kv.ErrConflict):
-		lost := &LostError{Name: p.name, Permit: p.id, Cause: err}
-		p.end(lost)
-		return lost
-	default:
-		return err
-	}
+	return errors.Join(errs...)
 }
 
 // Resume finds permit id of semaphore name from its units, for a process

@@ -148,6 +148,57 @@ func (u *Unit) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
+// Claim is the first waiter's offer to be handed its units by a holder
+// that releases (ADR 0045). It is told on the core NATS subject
+// limits.HandoffSubject(prefix, space), never stored: the units the
+// holder writes for the waiter copy it. Weight 0 withdraws the claim of
+// Permit.
+//
+//jsonrec:codec
+type Claim struct {
+	// Ticket is the waiter's ticket's key, and TicketRev its revision when
+	// told: the holder deletes the ticket by compare-and-set on it.
+	Ticket    string `json:"ticket"`
+	TicketRev uint64 `json:"ticket_rev"`
+	// Permit is the id the waiter's permit will have.
+	Permit   string            `json:"permit"`
+	Weight   int               `json:"weight"`
+	Host     string            `json:"host"`
+	PID      int               `json:"pid"`
+	PIDStart string            `json:"pid_start,omitempty"`
+	TTLMS    int64             `json:"ttl_ms"`
+	Meta     map[string]string `json:"meta,omitempty"`
+
+	unknown jsonrec.Unknown
+}
+
+type claimFields Claim
+
+// MarshalJSON writes the known fields and any unknown ones read earlier.
+func (c Claim) MarshalJSON() ([]byte, error) {
+	if len(c.unknown) == 0 {
+		if b, ok := c.encodeFast(); ok {
+			return b, nil
+		}
+	}
+	return jsonrec.Marshal(claimFields(c), c.unknown)
+}
+
+// UnmarshalJSON reads the known fields and keeps the others.
+func (c *Claim) UnmarshalJSON(data []byte) error {
+	if c.decodeFast(data, 0) {
+		return nil
+	}
+	var f claimFields
+	unknown, err := jsonrec.Unmarshal(data, &f, claimKnown)
+	if err != nil {
+		return err
+	}
+	*c = Claim(f)
+	c.unknown = unknown
+	return nil
+}
+
 func (u Unit) clone() Unit {
 	u.Meta = maps.Clone(u.Meta)
 	u.unknown = u.unknown.Clone()

@@ -52,6 +52,10 @@ type Semaphores struct {
 	// tombs are the tombstone revisions of units this handle freed or saw
 	// freed, so that the next create of one costs one round trip.
 	tombs map[string]uint64
+
+	// claims are the first waiters' claims its holders may serve
+	// (handoff.go).
+	claims board
 }
 
 // Option configures New.
@@ -96,6 +100,7 @@ func WithClock(now func() time.Time) Option {
 // New returns the semaphores of c's server. It makes no round trip.
 func New(c *kv.Client, opts ...Option) (*Semaphores, error) {
 	s := &Semaphores{prefix: DefaultPrefix, now: time.Now, configs: map[string]Config{}, tombs: map[string]uint64{}}
+	s.claims.claims = map[string]heard{}
 	for _, o := range opts {
 		if err := o(s); err != nil {
 			return nil, err

@@ -121,6 +121,8 @@ type Place struct {
 	kept   chan struct{}
 	lost   chan struct{}
 	left   sync.Once
+	// leaveErr is the error of the ticket's delete, once left.
+	leaveErr error
 }
 
 // Join takes a place at the back of the line, asking for weight.
@@ -169,6 +171,26 @@ func (p *Place) renew(ctx context.Context) error {
 	return nil
 }
 
+// Key is the ticket's key.
+func (p *Place) Key() string { return p.key }
+
+// Revision is the ticket's revision as last written.
+func (p *Place) Revision() uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.rev
+}
+
+// Drop gives the place up without deleting the ticket, for a waiter whose
+// ticket another deleted on its behalf: the renewals stop. Only the first
+// of Drop, Leave and LeaveAfter does anything.
+func (p *Place) Drop() {
+	p.left.Do(func() {
+		p.cancel()
+		<-p.kept
+	})
+}
+
 // Leave gives the place up: the renewals stop and the ticket is deleted
 // (by compare-and-set on its last revision), which wakes the waiter behind.
 // Only the first call does anything.
@@ -179,8 +201,20 @@ func (p *Place) Leave(ctx context.Context) {
 		p.mu.Lock()
 		rev := p.rev
 		p.mu.Unlock()
-		_ = p.l.b.Delete(ctx, p.key, rev, nil)
+		err := p.l.b.Delete(ctx, p.key, rev, nil)
+		p.mu.Lock()
+		p.leaveErr = err
+		p.mu.Unlock()
 	})
+}
+
+// LeaveErr is the error of the ticket's delete when the place was left
+// (Leave, LeaveAfter): a kv.ErrConflict means another deleted or renewed
+// it first. Nil before, after Drop, or when the delete was made.
+func (p *Place) LeaveErr() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.leaveErr
 }
 
 // LeaveAfter gives the place up as Leave does, with the ticket's delete
@@ -199,7 +233,11 @@ func (p *Place) LeaveAfter(ctx context.Context, ws []kv.Write) []kv.WriteResult 
 		rev := p.rev
 		p.mu.Unlock()
 		all := append(slices.Clip(ws), kv.Write{Kind: kv.WriteDelete, Key: p.key, Rev: rev})
-		res = p.l.b.Pipeline(ctx, all)[:len(ws)]
+		res = p.l.b.Pipeline(ctx, all)
+		p.mu.Lock()
+		p.leaveErr = res[len(ws)].Err
+		p.mu.Unlock()
+		res = res[:len(ws)]
 	})
 	if res == nil {
 		res = p.l.b.Pipeline(ctx, ws)
