@@ -67,6 +67,13 @@ type WriteResult struct {
 // others. Results are in the order of ws.
 func (b *Bucket) Pipeline(ctx context.Context, ws []Write) []WriteResult {
 	out := make([]WriteResult, len(ws))
+	if err := ctx.Err(); err != nil {
+		// Nothing is sent, as a request is not once its context is done.
+		for i, w := range ws {
+			out[i].Err = b.c.requestError(b.what("write", w.Key), err)
+		}
+		return out
+	}
 	msgs := make([]*nats.Msg, len(ws))
 	ahead := make([]jetstream.PubAckFuture, len(ws))
 	sending := true

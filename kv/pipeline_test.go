@@ -151,3 +151,18 @@ func TestPipeline_InOrderInACluster(t *testing.T) {
 		last = r.Rev
 	}
 }
+
+// A pipeline whose context is done sends nothing, as a single write does
+// not.
+func TestPipeline_SendsNothingOnceItsContextIsDone(t *testing.T) {
+	_, b := testBucket(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	res := b.Pipeline(ctx, []kv.Write{{Kind: kv.WriteCreate, Key: "k", Value: []byte("v")}})
+	if !errors.Is(res[0].Err, context.Canceled) {
+		t.Fatalf("a write of a cancelled pipeline = %v; want context.Canceled", res[0].Err)
+	}
+	if _, err := b.Get(context.Background(), "k"); !errors.Is(err, kv.ErrNotFound) {
+		t.Fatalf("k after a cancelled pipeline: %v; want it never written", err)
+	}
+}

@@ -169,6 +169,7 @@ func (s *Semaphores) first(ctx context.Context, c Config, cfg acquireConfig, pla
 			h.tookItself(ctx)
 		}
 	}()
+	var late <-chan time.Time // once a commit came, the wait for the units it names
 	for {
 		p, v, err := s.try(ctx, c, cfg, place)
 		switch {
@@ -179,9 +180,11 @@ func (s *Semaphores) first(ctx context.Context, c Config, cfg acquireConfig, pla
 		}
 		exits.watch(s, v.units)
 		h.tell(place.Revision())
-		// Sleep until a unit is freed (released, expired), a holder hands
-		// units over, or a holder of this host exits; a unit taken or
-		// renewed frees nothing.
+		// Sleep until a unit is freed (released, expired), a holder
+		// commits a handoff, or a holder of this host exits; a unit taken
+		// or renewed frees nothing. Units written for it are only noted
+		// until the commit: the waiter may still take freed ones itself
+		// meanwhile, and then the commit is refused (its ticket is gone).
 		for woke := false; !woke; {
 			select {
 			case e, ok := <-w.Updates():
@@ -192,29 +195,36 @@ func (s *Semaphores) first(ctx context.Context, c Config, cfg acquireConfig, pla
 					continue
 				}
 				if e.Key == place.Key() {
-					switch {
-					case e.Live():
+					if e.Live() {
 						h.tell(e.Revision) // renewed: tell the new revision
-					case h.isHandOff(*e):
-						return h.accept(ctx)
-					default:
+						continue
+					}
+					if !h.commit(*e) {
 						return nil, errBackInLine // the ticket expired: the place is lost
 					}
+					// A holder committed a handoff: its units came before
+					// the commit, unless a write of one was sent again.
+					if p, done, err := h.settle(); done {
+						return p, err
+					}
+					late = time.After(s.bucket.Client().Timeout())
 					continue
 				}
 				i, ok := unitOf(s.space(c), e.Key)
 				if !ok || i >= c.Units() {
 					continue
 				}
+				h.saw(i, *e)
+				if h.committed != "" {
+					if p, done, err := h.settle(); done {
+						return p, err
+					}
+					continue // its ticket is gone: it takes nothing of its own
+				}
 				if e.Live() {
-					h.saw(i, *e)
 					continue
 				}
-				delete(h.units, i)
 				s.setTomb(e.Key, e.Revision)
-				if h.pending() {
-					continue // units are being handed over: the ticket's delete decides
-				}
 				if cfg.weight > 1 {
 					woke = true // read what else is free
 					continue
@@ -223,7 +233,9 @@ func (s *Semaphores) first(ctx context.Context, c Config, cfg acquireConfig, pla
 				// over the tombstone the watch brought, without a read.
 				return s.take(ctx, c, cfg, []int{i}, place)
 			case <-exits.c:
-				woke = !h.pending()
+				woke = h.committed == ""
+			case <-late:
+				return nil, errBackInLine // a unit the commit names never came: freed as the wait ends
 			case <-ctx.Done():
 				return nil, errors.Join(err, ctx.Err())
 			}

@@ -4,17 +4,22 @@ package sem
 // line tells the holders of its space, on a core NATS subject, what it
 // asks for and which ticket is its place (a Claim). A holder that
 // releases while it knows of a claim it can serve writes its units over
-// for the waiter and deletes the waiter's ticket, in one pipeline: the
-// waiter, watching its space and its ticket, holds the permit the moment
-// those writes reach it, with no write of its own. The ticket's delete
-// is the commit: by compare-and-set on the revision the claim names, it
-// fails if the waiter left (gave up) or renewed the ticket since, and
-// then the holder frees the units it wrote instead.
+// for the waiter, under a permit id of the waiter's plus a nonce of its
+// own, and deletes the waiter's ticket with a note naming that id and the
+// units: the commit. It sends both in one pipeline, so the stream applies
+// the units first. The waiter, watching its space and its ticket, holds
+// the permit once the commit and every unit it names have reached it,
+// with no write of its own. The commit is a compare-and-set on the
+// ticket's revision the claim names: it fails if the waiter left (gave
+// up, took units itself) or renewed its ticket since, and then the holder
+// frees the units it wrote.
 
 import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -30,20 +35,20 @@ import (
 // names a revision gone by, and the handoff would be refused.
 const claimFresh = 2 * time.Second
 
-// handedNote is the note of a ticket a holder deleted handing its units
-// to the waiter whose permit id follows.
-const handedNote = "handed to "
+// handedPrefix begins the note of a ticket a holder deleted handing its
+// units over: "handed to <permit> at <unit>@<revision> …".
+const handedPrefix = "handed to "
 
 // board is what the holders of a Semaphores know of the first waiters of
 // their spaces: the last claim told on each. One subscription, to every
-// space of the prefix, made with the first permit held and kept while
-// the connection lasts (it ends with it): a permit costs no subscription
-// of its own, and a holder of one space drops the others' claims.
+// space of the prefix, made while the handle holds a permit: a permit
+// costs no subscription of its own, and a holder of one space drops the
+// others' claims.
 type board struct {
-	once sync.Once
-
-	mu     sync.Mutex
-	claims map[string]heard // by space
+	mu      sync.Mutex
+	sub     *nats.Subscription
+	holders int
+	claims  map[string]heard // by space
 }
 
 type heard struct {
@@ -51,32 +56,66 @@ type heard struct {
 	at time.Time
 }
 
-// listen makes sure the board follows the claims; a holder that cannot
-// listen releases as it did before handoffs.
+// listen counts a permit held, subscribing with the first; a holder that
+// cannot listen releases as it did before handoffs.
 func (s *Semaphores) listen() {
-	s.claims.once.Do(func() {
-		nc := s.bucket.Client().Conn()
-		if nc == nil {
+	b := &s.claims
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.holders++
+	if b.sub != nil {
+		return
+	}
+	nc := s.bucket.Client().Conn()
+	if nc == nil {
+		return
+	}
+	prefix := limits.HandoffSubject(s.prefix, "")
+	sub, err := nc.Subscribe(prefix+">", func(m *nats.Msg) {
+		var c Claim
+		space := m.Subject[len(prefix):]
+		if c.UnmarshalJSON(m.Data) != nil || !validClaim(space, c) {
 			return
 		}
-		prefix := limits.HandoffSubject(s.prefix, "")
-		_, _ = nc.Subscribe(prefix+">", func(m *nats.Msg) {
-			var c Claim
-			if c.UnmarshalJSON(m.Data) != nil || c.Permit == "" {
-				return
-			}
-			space := m.Subject[len(prefix):]
-			b := &s.claims
-			b.mu.Lock()
-			defer b.mu.Unlock()
-			switch {
-			case c.Weight > 0:
-				b.claims[space] = heard{c: c, at: time.Now()}
-			case b.claims[space].c.Permit == c.Permit:
-				delete(b.claims, space) // withdrawn
-			}
-		})
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		switch {
+		case c.Weight > 0:
+			b.claims[space] = heard{c: c, at: time.Now()}
+		case b.claims[space].c.Permit == c.Permit:
+			delete(b.claims, space) // withdrawn
+		}
 	})
+	if err == nil {
+		b.sub = sub
+	}
+}
+
+// unlisten counts a permit ended, unsubscribing with the last.
+func (s *Semaphores) unlisten() {
+	b := &s.claims
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.holders--
+	if b.holders > 0 || b.sub == nil {
+		return
+	}
+	_ = b.sub.Unsubscribe()
+	b.sub = nil
+	clear(b.claims)
+}
+
+// validClaim reports whether c can be a claim of space: a withdrawal, or
+// a ticket of the space's line and a TTL a unit can have.
+func validClaim(space string, c Claim) bool {
+	if c.Permit == "" || c.Weight < 0 || c.Weight > MaxUnits {
+		return false
+	}
+	if c.Weight == 0 {
+		return true
+	}
+	id, ok := strings.CutPrefix(c.Ticket, lineName(space)+".")
+	return ok && id != "" && !strings.ContainsAny(id, ".*> ") && c.TicketRev > 0 && c.TTLMS >= 1000 && c.TTLMS%1000 == 0
 }
 
 // claim is the fresh claim the permit can serve, if any: one that asks
@@ -86,23 +125,37 @@ func (p *Permit) claim() (Claim, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	h, ok := b.claims[p.space]
-	ok = ok && time.Since(h.at) < claimFresh && h.c.Weight <= p.weight && h.c.TTLMS >= 1000
+	ok = ok && time.Since(h.at) < claimFresh && h.c.Weight <= p.weight
 	return h.c, ok
 }
 
+// served drops claim c of space: one holder serves it, or finds it stale.
+func (b *board) served(space string, c Claim) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.claims[space].c.Permit == c.Permit {
+		delete(b.claims, space)
+	}
+}
+
 // handOff releases the permit by handing its lowest units to the waiter
-// of claim c: one pipeline writes them over for the waiter, deletes its
-// ticket, and deletes the permit's other units. If the ticket's delete or
-// a unit's write is refused, the handoff did not happen, and the units
-// written for the waiter are deleted again (by compare-and-set on the
-// revisions written), as a release would have. It returns the error of
-// the permit's own units, as Release.
+// of claim c, in one pipeline: the units written over for the waiter
+// (permit c.Permit~nonce), the commit (the waiter's ticket deleted, its
+// note naming that permit and the units), and the permit's other units
+// freed. If the commit is refused the handoff did not happen; if a unit's
+// write is refused the waiter will never hold a whole permit; either way
+// the units written for it are freed again, by compare-and-set on the
+// revisions written. A commit of unknown outcome is never undone: the
+// waiter may hold the units (else they expire with its TTL). It returns
+// the error of the permit's own units, as Release.
 func (p *Permit) handOff(ctx context.Context, units []heldUnit, c Claim) error {
+	p.s.claims.served(p.space, c)
 	hand, rest := units[:c.Weight], units[c.Weight:]
+	id := c.Permit + handedSep + newPermitID()[:8]
 	now := p.s.now().UTC()
 	ws := make([]kv.Write, 0, len(units)+1)
 	for _, u := range hand {
-		rec := Unit{Sem: p.name, Unit: u.unit, Permit: c.Permit, Index: hand[0].unit, Weight: c.Weight,
+		rec := Unit{Sem: p.name, Unit: u.unit, Permit: id, Index: hand[0].unit, Weight: c.Weight,
 			Host: c.Host, PID: c.PID, PIDStart: c.PIDStart, AcquiredAt: now, RenewedAt: now, Meta: c.Meta}
 		data, err := rec.MarshalJSON()
 		if err != nil {
@@ -111,40 +164,43 @@ func (p *Permit) handOff(ctx context.Context, units []heldUnit, c Claim) error {
 		ws = append(ws, kv.Write{Kind: kv.WriteUpdate, Key: unitKey(p.space, u.unit), Value: data,
 			TTL: time.Duration(c.TTLMS) * time.Millisecond, Rev: u.rev})
 	}
-	// The ticket's delete comes after the units, so that the waiter sees
-	// them all before it; the other units are freed after it, so that the
-	// next waiter, woken by it, may take them.
-	ws = append(ws, kv.Write{Kind: kv.WriteDelete, Key: c.Ticket, Rev: c.TicketRev, Value: []byte(handedNote + c.Permit)})
+	// The units first, so that the waiter has them when the commit comes;
+	// the other units after it, so that the next waiter, woken by it, may
+	// take them.
+	ws = append(ws, kv.Write{Kind: kv.WriteDelete, Key: c.Ticket, Rev: c.TicketRev, Value: handedNote(id, hand)})
 	for _, u := range rest {
 		ws = append(ws, kv.Write{Kind: kv.WriteDelete, Key: unitKey(p.space, u.unit), Rev: u.rev})
 	}
 	res := p.s.bucket.Pipeline(ctx, ws)
-	handed := res[len(hand)].Err == nil
+	written, commit, freed := res[:len(hand)], res[len(hand)], res[len(hand)+1:]
+	// Refused, the commit did not happen; of unknown outcome, it may have.
+	keep := !errors.Is(commit.Err, kv.ErrConflict)
 	var errs []error
-	for i := range hand {
-		if res[i].Err != nil {
-			handed = false
-			errs = append(errs, res[i].Err)
+	for _, r := range written {
+		if r.Err != nil {
+			errs = append(errs, r.Err)
+			if errors.Is(r.Err, kv.ErrConflict) {
+				keep = false // the waiter cannot hold them all
+			}
 		}
 	}
 	for i, u := range rest {
-		r := res[len(hand)+1+i]
-		if r.Err != nil {
-			errs = append(errs, r.Err)
+		if freed[i].Err != nil {
+			errs = append(errs, freed[i].Err)
 			continue
 		}
-		p.s.setTomb(unitKey(p.space, u.unit), r.Rev)
+		p.s.setTomb(unitKey(p.space, u.unit), freed[i].Rev)
 	}
-	if !handed {
-		// Free what was written for the waiter: it will not take it.
+	if !keep {
+		// Free what was written for the waiter: it will not hold it.
 		undo, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.s.bucket.Client().Timeout())
 		defer cancel()
 		for i, u := range hand {
-			if res[i].Err != nil {
+			if written[i].Err != nil {
 				continue
 			}
 			key := unitKey(p.space, u.unit)
-			tomb, err := p.s.bucket.DeleteRevision(undo, key, res[i].Rev, nil)
+			tomb, err := p.s.bucket.DeleteRevision(undo, key, written[i].Rev, nil)
 			if err != nil && !errors.Is(err, kv.ErrConflict) {
 				errs = append(errs, err)
 				continue
@@ -157,9 +213,45 @@ func (p *Permit) handOff(ctx context.Context, units []heldUnit, c Claim) error {
 	return errors.Join(errs...)
 }
 
+// handedSep joins a waiter's permit id and a holder's nonce into the id
+// of the permit handed over.
+const handedSep = "~"
+
+// handedNote is the commit's note: the permit handed over and its units.
+func handedNote(id string, hand []heldUnit) []byte {
+	var b strings.Builder
+	b.WriteString(handedPrefix + id + " units")
+	for _, u := range hand {
+		b.WriteString(" " + strconv.Itoa(u.unit))
+	}
+	return []byte(b.String())
+}
+
+// parseHanded reads a commit's note: the permit handed over and its
+// units.
+func parseHanded(note string) (string, []int, bool) {
+	rest, ok := strings.CutPrefix(note, handedPrefix)
+	if !ok {
+		return "", nil, false
+	}
+	fields := strings.Fields(rest)
+	if len(fields) < 3 || fields[1] != "units" {
+		return "", nil, false
+	}
+	units := make([]int, 0, len(fields)-2)
+	for _, f := range fields[2:] {
+		u, err := strconv.Atoi(f)
+		if err != nil || u < 0 {
+			return "", nil, false
+		}
+		units = append(units, u)
+	}
+	return fields[0], units, true
+}
+
 // handed is the first waiter's side of the handoff: its claim, told again
-// whenever its ticket's revision moves, and the units holders have
-// written for it so far.
+// whenever its ticket's revision moves; the units holders have written
+// for it so far; and, once a commit came, what it names.
 type handed struct {
 	s      *Semaphores
 	c      Config
@@ -169,10 +261,17 @@ type handed struct {
 	told   uint64    // the ticket's revision last told; 0: never told
 	toldAt time.Time // when it was told
 	units  map[int]kv.Entry
+	ids    map[int]string // the permit each noted unit names
+
+	// committed is the permit a commit handed over (empty: none yet), and
+	// named its units.
+	committed string
+	named     []int
+	lost      bool // a unit the commit names went after it came
 }
 
 func (s *Semaphores) newHanded(c Config, cfg acquireConfig, place *waitline.Place) *handed {
-	return &handed{s: s, c: c, cfg: cfg, place: place, permit: newPermitID(), units: map[int]kv.Entry{}}
+	return &handed{s: s, c: c, cfg: cfg, place: place, permit: newPermitID(), units: map[int]kv.Entry{}, ids: map[int]string{}}
 }
 
 // tell tells the holders the claim at the ticket's revision rev, unless
@@ -190,8 +289,8 @@ func (h *handed) tell(rev uint64) {
 	}
 }
 
-// withdraw tells the holders that the claim is void (the waiter took its
-// units itself, or stopped waiting).
+// withdraw tells the holders that the claim is void (the waiter holds its
+// units, or stopped waiting).
 func (h *handed) withdraw() {
 	if h.told != 0 {
 		h.publish(Claim{Permit: h.permit})
@@ -208,45 +307,82 @@ func (h *handed) publish(c Claim) bool {
 	return nc != nil && nc.Publish(limits.HandoffSubject(h.s.prefix, h.s.space(h.c)), data) == nil
 }
 
-// saw notes a live unit i: written for this waiter, or not (any more).
+// saw notes unit i as the watch brought it: written for this waiter
+// (under a permit of its own id and a holder's nonce), or not (any more).
 func (h *handed) saw(i int, e kv.Entry) {
-	if u, err := decodeUnit(h.c.Name, i, e); err == nil && u.Permit == h.permit {
-		h.units[i] = e
-		return
+	if e.Live() {
+		if u, err := decodeUnit(h.c.Name, i, e); err == nil && strings.HasPrefix(u.Permit, h.permit+handedSep) {
+			h.units[i], h.ids[i] = e, u.Permit
+			return
+		}
+	}
+	if id, ok := h.ids[i]; ok && id == h.committed && slices.Contains(h.named, i) {
+		h.lost = true // a unit committed is gone: its holder undid the handoff
 	}
 	delete(h.units, i)
+	delete(h.ids, i)
 }
 
-// pending reports units written for the waiter and not yet committed by
-// its ticket's delete: it takes nothing of its own meanwhile.
-func (h *handed) pending() bool { return len(h.units) > 0 }
-
-// isHandOff reports whether e, the ticket's tombstone, is a holder's
-// commit of a handoff to this waiter.
-func (h *handed) isHandOff(e kv.Entry) bool {
-	return e.Op == kv.OpDelete && string(e.Value) == handedNote+h.permit
+// commit reads e, the ticket's tombstone: a holder's commit of a handoff
+// to this waiter, then noted.
+func (h *handed) commit(e kv.Entry) bool {
+	if e.Op != kv.OpDelete {
+		return false
+	}
+	id, units, ok := parseHanded(string(e.Value))
+	if !ok || !strings.HasPrefix(id, h.permit+handedSep) || len(units) != h.cfg.weight {
+		return false
+	}
+	h.committed, h.named = id, units
+	return true
 }
 
-// accept makes the permit of the units handed, once a holder deleted the
-// ticket for them. Had it written fewer than asked for (one of its units
-// was lost), the waiter frees those it has and waits again, at the back.
-func (h *handed) accept(ctx context.Context) (*Permit, error) {
-	h.place.Drop()
-	h.told = 0 // the claim was used
-	held := make([]heldUnit, 0, len(h.units))
-	for i, e := range h.units {
-		u, err := decodeUnit(h.c.Name, i, e)
-		if err != nil {
-			continue
+// settled says, once a commit came, whether every unit it names has come
+// too (whole), or one of them is gone or another's (failed: its holder
+// lost it, and the waiter can never hold the whole permit).
+func (h *handed) settled() (whole, failed bool) {
+	if h.lost {
+		return false, true
+	}
+	whole = true
+	for _, i := range h.named {
+		switch id, ok := h.ids[i]; {
+		case !ok:
+			whole = false
+		case id != h.committed:
+			return false, true
 		}
+	}
+	return whole, false
+}
+
+// settle is the end of a wait a commit came to, once it is decided: the
+// permit, when every unit the commit names has come; errBackInLine, when
+// one of them went to another (then the units written for the waiter are
+// freed as the wait ends, and it waits again, at the back).
+func (h *handed) settle() (*Permit, bool, error) {
+	whole, failed := h.settled()
+	switch {
+	case whole:
+		h.place.Drop()
+		return h.accept(), true, nil
+	case failed:
+		return nil, true, errBackInLine
+	}
+	return nil, false, nil
+}
+
+// accept makes the permit of the units the commit names.
+func (h *handed) accept() *Permit {
+	h.withdraw()
+	held := make([]heldUnit, 0, len(h.named))
+	for _, i := range h.named {
+		e := h.units[i]
+		u, _ := decodeUnit(h.c.Name, i, e) // decoded by saw
 		held = append(held, heldUnit{unit: i, rev: e.Revision, rec: u})
 	}
 	slices.SortFunc(held, func(a, b heldUnit) int { return a.unit - b.unit })
-	if len(held) != h.cfg.weight {
-		h.free(ctx, held)
-		return nil, errBackInLine
-	}
-	return h.s.hold(h.c, h.permit, h.cfg, held, h.toldAt), nil
+	return h.s.hold(h.c, h.committed, h.cfg, held, h.toldAt)
 }
 
 // free deletes units written for the waiter that it will not hold.
@@ -262,32 +398,40 @@ func (h *handed) free(ctx context.Context, held []heldUnit) {
 }
 
 // abandon is the end of a wait that did not take its units: the claim is
-// withdrawn and the place left; if a holder had committed a handoff to it
-// meanwhile (the leave lost to the holder's delete of the ticket), the
-// units it wrote are read and freed.
+// withdrawn, the place left, and any units written for it freed.
 func (h *handed) abandon(ctx context.Context) {
 	if h.told == 0 {
 		return
 	}
 	h.withdraw()
 	h.place.LeaveDetached(ctx)
+	h.freeNoted(ctx)
+}
+
+// freeNoted frees the units written for the waiter: those noted from the
+// watch, never held; and, if its leave was refused (a holder's commit
+// deleted the ticket first, perhaps after the watch ended), those a read
+// finds.
+func (h *handed) freeNoted(ctx context.Context) {
 	if h.place.LeaveErr() != nil {
 		h.freeHanded(ctx)
+		return
 	}
+	var noted []heldUnit
+	for i, e := range h.units {
+		noted = append(noted, heldUnit{unit: i, rev: e.Revision})
+	}
+	h.free(ctx, noted)
 }
 
 // tookItself is the end of a wait that took its units itself (over units
-// freed): the claim is withdrawn; if the leave lost to a holder's delete
-// of the ticket, that holder committed a handoff too, and the units it
-// wrote are read and freed.
+// freed): the claim is withdrawn, and any units written for it freed.
 func (h *handed) tookItself(ctx context.Context) {
 	if h.told == 0 {
 		return
 	}
 	h.withdraw()
-	if errors.Is(h.place.LeaveErr(), kv.ErrConflict) {
-		h.freeHanded(ctx)
-	}
+	h.freeNoted(ctx)
 }
 
 // freeHanded reads the units and frees those written for the waiter.
@@ -300,7 +444,7 @@ func (h *handed) freeHanded(ctx context.Context) {
 	}
 	var mine []heldUnit
 	for _, u := range v.units {
-		if u.live && u.rec != nil && u.rec.Permit == h.permit {
+		if u.live && u.rec != nil && strings.HasPrefix(u.rec.Permit, h.permit+handedSep) {
 			mine = append(mine, heldUnit{unit: u.unit, rev: u.rev})
 		}
 	}

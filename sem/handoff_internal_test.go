@@ -265,7 +265,7 @@ func TestHandOff_ALeaveThatLostFreesTheUnitsHanded(t *testing.T) {
 				t.Fatal(err)
 			}
 			st, err := e.holder.Status(ctx, "one")
-			if err != nil || len(st.Holders) != 1 || st.Holders[0].Permit != h.permit || len(st.Waiters) != 0 {
+			if err != nil || len(st.Holders) != 1 || !strings.HasPrefix(st.Holders[0].Permit, h.permit+handedSep) || len(st.Waiters) != 0 {
 				t.Fatalf("after the handoff: %+v, %v; want the unit named for the waiter, its ticket gone", st, err)
 			}
 			end.end(ctx, h)
@@ -309,5 +309,106 @@ func TestRelease_HandsOverAfterTheTicketWasRenewed(t *testing.T) {
 	defer a.p.Release(ctx)
 	if n := e.waiterWrites.count() - before; n != 0 {
 		t.Fatalf("the waiter wrote %d units after the release; want none: they were handed to it", n)
+	}
+}
+
+// A waiter holds only the units the commit names, under the permit it
+// names: units another holder wrote for it (a handoff whose commit was
+// refused, its undo not yet arrived) are not taken; a commit whose units
+// have not all come is waited on; one whose unit goes fails.
+func TestSettle_TakesOnlyTheUnitsTheCommitNames(t *testing.T) {
+	e := newHandoffEnv(t, "pool", 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := e.waiter.Config(ctx, "pool")
+	if err != nil {
+		t.Fatal(err)
+	}
+	place, err := e.waiter.line(c).Join(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, _ := e.waiter.options(nil)
+	h := e.waiter.newHanded(c, cfg, place)
+	// Two holders wrote a unit each for the waiter, each under its nonce.
+	ids := []string{h.permit + handedSep + "aaaaaaaa", h.permit + handedSep + "bbbbbbbb"}
+	var entries [2]kv.Entry
+	for i := range entries {
+		u := Unit{Sem: "pool", Unit: i, Permit: ids[i], Index: i, Weight: 1, Host: "h2", PID: 1}
+		data, err := u.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		key := unitKey("pool", i)
+		rev, err := e.waiter.bucket.Create(ctx, key, data, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		entries[i] = kv.Entry{Key: key, Value: data, Revision: rev}
+	}
+	h.saw(0, entries[0])
+	tomb := func(note []byte) kv.Entry { return kv.Entry{Key: place.Key(), Op: kv.OpDelete, Value: note} }
+	if h.commit(tomb([]byte(handedPrefix + "another" + handedSep + "x units 1"))) {
+		t.Fatal("a commit to another permit was taken for this waiter's")
+	}
+	// The second holder commits; its unit has not come yet.
+	if !h.commit(tomb(handedNote(ids[1], []heldUnit{{unit: 1}}))) {
+		t.Fatal("the commit was not read as this waiter's")
+	}
+	if _, done, _ := h.settle(); done {
+		t.Fatal("settled before the unit the commit names came")
+	}
+	h.saw(1, entries[1])
+	p, done, err := h.settle()
+	if !done || err != nil {
+		t.Fatalf("settle once the unit came = %v, %v", done, err)
+	}
+	defer p.Release(ctx)
+	if u := p.Units(); len(u) != 1 || u[0] != 1 || p.Fence() != entries[1].Revision || p.ID() != ids[1] {
+		t.Fatalf("the permit %s holds units %v at fence %d; want %s, unit 1 at %d", p.ID(), u, p.Fence(), ids[1], entries[1].Revision)
+	}
+
+	// A commit whose unit its holder then takes back fails.
+	h2 := e.waiter.newHanded(c, cfg, place)
+	id := h2.permit + handedSep + "cccccccc"
+	h2.ids[2], h2.units[2] = id, kv.Entry{Key: unitKey("pool", 2), Revision: 99}
+	if !h2.commit(tomb(handedNote(id, []heldUnit{{unit: 2}}))) {
+		t.Fatal("the commit was not read as this waiter's")
+	}
+	h2.saw(2, kv.Entry{Key: unitKey("pool", 2), Op: kv.OpDelete, Revision: 100})
+	if _, done, err := h2.settle(); !done || !errors.Is(err, errBackInLine) {
+		t.Fatalf("settle after a committed unit went = %v, %v; want errBackInLine", done, err)
+	}
+}
+
+// A handle listens for claims while it holds a permit, and not after.
+func TestListen_WhileAPermitIsHeld(t *testing.T) {
+	e := newHandoffEnv(t, "pool", 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	subscribed := func() bool {
+		e.holder.claims.mu.Lock()
+		defer e.holder.claims.mu.Unlock()
+		return e.holder.claims.sub != nil
+	}
+	a, err := e.holder.TryAcquire(ctx, "pool")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := e.holder.TryAcquire(ctx, "pool")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !subscribed() {
+		t.Fatal("no subscription while a permit is held")
+	}
+	if err := b.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if subscribed() {
+		t.Fatal("still subscribed once no permit is held")
 	}
 }

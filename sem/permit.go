@@ -44,6 +44,10 @@ type Permit struct {
 	done   chan struct{}
 	cancel context.CancelFunc // stops the keepalive
 	kept   chan struct{}      // closed when the keepalive has returned
+
+	// listening: the permit counts in its handle's claims board until it
+	// ends (handoff.go); a resumed permit does not.
+	listening bool
 }
 
 // hold makes the permit of units just created, and starts its keepalive.
@@ -54,6 +58,7 @@ func (s *Semaphores) hold(c Config, id string, cfg acquireConfig, units []heldUn
 		p.fence = max(p.fence, u.rev)
 	}
 	s.listen()
+	p.listening = true
 	if !cfg.keepAlive {
 		close(p.kept)
 		p.cancel = func() {}
@@ -140,6 +145,9 @@ func (p *Permit) end(err error) {
 	default:
 		p.err = err
 		close(p.done)
+		if p.listening {
+			p.s.unlisten()
+		}
 	}
 }
 
@@ -234,8 +242,9 @@ func (p *Permit) renewNow(ctx context.Context, change func(*Unit)) error {
 // Release frees the permit's units, each by compare-and-set on the
 // revision the permit last wrote, so that a unit lost to another holder is
 // never touched; while the first waiter of its semaphore asks for no more
-// units than it holds, it hands them to that waiter instead (ADR 0045). A unit already lost makes it a *LostError (the others
-// are freed all the same). Releasing a released permit does nothing.
+// units than it holds, it hands them to that waiter instead (ADR 0045).
+// A unit already lost makes it a *LostError (the others are freed all the
+// same). Releasing a released permit does nothing.
 func (p *Permit) Release(ctx context.Context) error {
 	p.cancel()
 	<-p.kept

@@ -160,7 +160,8 @@ type Claim struct {
 	// told: the holder deletes the ticket by compare-and-set on it.
 	Ticket    string `json:"ticket"`
 	TicketRev uint64 `json:"ticket_rev"`
-	// Permit is the id the waiter's permit will have.
+	// Permit begins the id of the permit handed over: <Permit>~<a nonce
+	// of the holder's>.
 	Permit   string            `json:"permit"`
 	Weight   int               `json:"weight"`
 	Host     string            `json:"host"`
