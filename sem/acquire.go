@@ -137,10 +137,11 @@ func (s *Semaphores) Acquire(ctx context.Context, name string, opts ...AcquireOp
 	}
 }
 
-// errBackInLine is a first in line's take that lost a unit to an acquirer
-// that had not seen the line, after it had left the line: it waits again,
-// at the back.
-var errBackInLine = errors.New("sem: a unit was taken by one that did not see the line; waiting again")
+// errBackInLine is a first in line that lost its place: its take lost a
+// unit to an acquirer that had not seen the line after it had left the
+// line, a handoff committed to it could not be whole, or its ticket
+// expired. It waits again, at the back.
+var errBackInLine = errors.New("sem: the place in line was lost (a unit taken by one that did not see the line, a handoff that failed, or the ticket expired); waiting again")
 
 // waiting is the *FullError of a waiter whose wait ended.
 func (s *Semaphores) waiting(c Config, weight int) error {
@@ -169,7 +170,8 @@ func (s *Semaphores) first(ctx context.Context, c Config, cfg acquireConfig, pla
 			h.tookItself(ctx)
 		}
 	}()
-	var late <-chan time.Time // once a commit came, the wait for the units it names
+	var late <-chan time.Time  // once a commit came, the wait for the units it names
+	var stale <-chan time.Time // once units were written for it, the wait for their commit
 	for {
 		p, v, err := s.try(ctx, c, cfg, place)
 		switch {
@@ -222,6 +224,9 @@ func (s *Semaphores) first(ctx context.Context, c Config, cfg acquireConfig, pla
 					continue // its ticket is gone: it takes nothing of its own
 				}
 				if e.Live() {
+					if len(h.units) > 0 && stale == nil {
+						stale = time.After(s.bucket.Client().Timeout())
+					}
 					continue
 				}
 				s.setTomb(e.Key, e.Revision)
@@ -236,6 +241,11 @@ func (s *Semaphores) first(ctx context.Context, c Config, cfg acquireConfig, pla
 				woke = h.committed == ""
 			case <-late:
 				return nil, errBackInLine // a unit the commit names never came: freed as the wait ends
+			case <-stale:
+				stale = nil
+				if h.committed == "" {
+					h.uncommitted(ctx)
+				}
 			case <-ctx.Done():
 				return nil, errors.Join(err, ctx.Err())
 			}

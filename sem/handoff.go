@@ -36,7 +36,7 @@ import (
 const claimFresh = 2 * time.Second
 
 // handedPrefix begins the note of a ticket a holder deleted handing its
-// units over: "handed to <permit> at <unit>@<revision> …".
+// units over: "handed to <permit> units <unit> …".
 const handedPrefix = "handed to "
 
 // board is what the holders of a Semaphores know of the first waiters of
@@ -142,12 +142,13 @@ func (b *board) served(space string, c Claim) {
 // of claim c, in one pipeline: the units written over for the waiter
 // (permit c.Permit~nonce), the commit (the waiter's ticket deleted, its
 // note naming that permit and the units), and the permit's other units
-// freed. If the commit is refused the handoff did not happen; if a unit's
-// write is refused the waiter will never hold a whole permit; either way
-// the units written for it are freed again, by compare-and-set on the
-// revisions written. A commit of unknown outcome is never undone: the
-// waiter may hold the units (else they expire with its TTL). It returns
-// the error of the permit's own units, as Release.
+// freed. Only a refused commit is undone: the handoff did not happen, and
+// the units written for the waiter are freed again, by compare-and-set on
+// the revisions written. Once the commit landed, or may have, the units
+// are the waiter's to hold or to free: a unit write reported refused may
+// have landed (its answer lost, the unit renewed since by the waiter),
+// and the waiter frees a handoff that can never be whole itself. It
+// returns the error of the permit's own units, as Release.
 func (p *Permit) handOff(ctx context.Context, units []heldUnit, c Claim) error {
 	p.s.claims.served(p.space, c)
 	hand, rest := units[:c.Weight], units[c.Weight:]
@@ -179,9 +180,6 @@ func (p *Permit) handOff(ctx context.Context, units []heldUnit, c Claim) error {
 	for _, r := range written {
 		if r.Err != nil {
 			errs = append(errs, r.Err)
-			if errors.Is(r.Err, kv.ErrConflict) {
-				keep = false // the waiter cannot hold them all
-			}
 		}
 	}
 	for i, u := range rest {
@@ -262,6 +260,7 @@ type handed struct {
 	toldAt time.Time // when it was told
 	units  map[int]kv.Entry
 	ids    map[int]string // the permit each noted unit names
+	others map[int]bool   // units live under a permit not the waiter's
 
 	// committed is the permit a commit handed over (empty: none yet), and
 	// named its units.
@@ -271,7 +270,7 @@ type handed struct {
 }
 
 func (s *Semaphores) newHanded(c Config, cfg acquireConfig, place *waitline.Place) *handed {
-	return &handed{s: s, c: c, cfg: cfg, place: place, permit: newPermitID(), units: map[int]kv.Entry{}, ids: map[int]string{}}
+	return &handed{s: s, c: c, cfg: cfg, place: place, permit: newPermitID(), units: map[int]kv.Entry{}, ids: map[int]string{}, others: map[int]bool{}}
 }
 
 // tell tells the holders the claim at the ticket's revision rev, unless
@@ -310,11 +309,13 @@ func (h *handed) publish(c Claim) bool {
 // saw notes unit i as the watch brought it: written for this waiter
 // (under a permit of its own id and a holder's nonce), or not (any more).
 func (h *handed) saw(i int, e kv.Entry) {
+	delete(h.others, i)
 	if e.Live() {
 		if u, err := decodeUnit(h.c.Name, i, e); err == nil && strings.HasPrefix(u.Permit, h.permit+handedSep) {
 			h.units[i], h.ids[i] = e, u.Permit
 			return
 		}
+		h.others[i] = true
 	}
 	if id, ok := h.ids[i]; ok && id == h.committed && slices.Contains(h.named, i) {
 		h.lost = true // a unit committed is gone: its holder undid the handoff
@@ -347,6 +348,8 @@ func (h *handed) settled() (whole, failed bool) {
 	whole = true
 	for _, i := range h.named {
 		switch id, ok := h.ids[i]; {
+		case h.others[i]:
+			return false, true // its holder had lost it: its write was refused
 		case !ok:
 			whole = false
 		case id != h.committed:
@@ -382,7 +385,32 @@ func (h *handed) accept() *Permit {
 		held = append(held, heldUnit{unit: i, rev: e.Revision, rec: u})
 	}
 	slices.SortFunc(held, func(a, b heldUnit) int { return a.unit - b.unit })
-	return h.s.hold(h.c, h.committed, h.cfg, held, h.toldAt)
+	p := h.s.hold(h.c, h.committed, h.cfg, held, h.toldAt)
+	// Units another holder wrote for it, whose commit was refused, are
+	// that holder's to free; should its undo fail, they are freed here.
+	var extra []heldUnit
+	for i, e := range h.units {
+		if h.ids[i] != h.committed {
+			extra = append(extra, heldUnit{unit: i, rev: e.Revision})
+		}
+	}
+	if len(extra) > 0 {
+		h.free(context.Background(), extra)
+	}
+	return p
+}
+
+// uncommitted frees the units written for the waiter that no commit
+// followed within the client's timeout (a holder that died inside its
+// pipeline, a commit of unknown outcome that did not land), so that they
+// do not hold up the line until their TTL. A commit that comes later
+// finds them gone, and fails.
+func (h *handed) uncommitted(ctx context.Context) {
+	var noted []heldUnit
+	for i, e := range h.units {
+		noted = append(noted, heldUnit{unit: i, rev: e.Revision})
+	}
+	h.free(ctx, noted)
 }
 
 // free deletes units written for the waiter that it will not hold.

@@ -14,11 +14,12 @@ import (
 )
 
 // writes counts the writes a client makes to the units of a space (keys
-// <prefix><unit>), not to its line.
+// <prefix><unit>), not to its line, in all and by operation.
 type writes struct {
 	prefix string
 	mu     sync.Mutex
 	n      int
+	ops    map[kv.TraceOp]int
 }
 
 func (w *writes) Call(c kv.TraceCall) {
@@ -26,8 +27,18 @@ func (w *writes) Call(c kv.TraceCall) {
 	if _, err := strconv.Atoi(unit); c.Op.Write() && ok && err == nil {
 		w.mu.Lock()
 		w.n++
+		if w.ops == nil {
+			w.ops = map[kv.TraceOp]int{}
+		}
+		w.ops[c.Op]++
 		w.mu.Unlock()
 	}
+}
+
+func (w *writes) of(op kv.TraceOp) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.ops[op]
 }
 
 func (w *writes) Return(kv.TraceReturn) {}
@@ -41,15 +52,16 @@ func (w *writes) count() int {
 // handoffEnv is a server, a holder's Semaphores and a waiter's, each on a
 // connection of its own; the waiter's writes to units are counted.
 type handoffEnv struct {
-	holder, waiter *Semaphores
-	waiterWrites   *writes
+	holder, waiter             *Semaphores
+	holderWrites, waiterWrites *writes
 }
 
 func newHandoffEnv(t *testing.T, name string, max int) handoffEnv {
 	t.Helper()
 	srv := kvtest.StartServer(t)
 	ww := &writes{prefix: "sem." + name + "."}
-	hs, err := New(kvtest.Connect(t, srv.ClientURL()), WithHostID("h1"))
+	hw := &writes{prefix: "sem." + name + "."}
+	hs, err := New(kvtest.Connect(t, srv.ClientURL(), kv.WithTracer(hw)), WithHostID("h1"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +76,7 @@ func newHandoffEnv(t *testing.T, name string, max int) handoffEnv {
 	if _, err := hs.Create(ctx, name, max); err != nil {
 		t.Fatal(err)
 	}
-	return handoffEnv{holder: hs, waiter: ws, waiterWrites: ww}
+	return handoffEnv{holder: hs, waiter: ws, holderWrites: hw, waiterWrites: ww}
 }
 
 // until polls cond, local state, every millisecond for up to 5 s.
@@ -203,8 +215,14 @@ func TestRelease_AStaleClaimFreesTheUnits(t *testing.T) {
 			b.mu.Lock()
 			b.claims["one"] = heard{c: bad, at: time.Now()}
 			b.mu.Unlock()
+			updates, deletes := e.holderWrites.of(kv.TraceUpdate), e.holderWrites.of(kv.TraceDelete)
 			if err := held.Release(ctx); err != nil {
 				t.Fatal(err)
+			}
+			// The holder wrote the unit for the waiter, and deleted it
+			// again once the commit was refused.
+			if u, d := e.holderWrites.of(kv.TraceUpdate)-updates, e.holderWrites.of(kv.TraceDelete)-deletes; u != 1 || d != 1 {
+				t.Fatalf("the holder's release made %d updates and %d deletes of units; want the handoff's write and its undo", u, d)
 			}
 			// The unit written for the waiter was freed again; the waiter,
 			// woken by that, takes the unit itself.
@@ -379,6 +397,22 @@ func TestSettle_TakesOnlyTheUnitsTheCommitNames(t *testing.T) {
 	if _, done, err := h2.settle(); !done || !errors.Is(err, errBackInLine) {
 		t.Fatalf("settle after a committed unit went = %v, %v; want errBackInLine", done, err)
 	}
+
+	// A commit naming a unit live under another's permit (its holder had
+	// lost it, so its write was refused) fails at once.
+	h3 := e.waiter.newHanded(c, cfg, place)
+	other := Unit{Sem: "pool", Unit: 2, Permit: "someone-else", Index: 2, Weight: 1, Host: "h9", PID: 1}
+	data, err := other.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h3.saw(2, kv.Entry{Key: unitKey("pool", 2), Value: data, Revision: 101})
+	if !h3.commit(tomb(handedNote(h3.permit+handedSep+"dddddddd", []heldUnit{{unit: 2}}))) {
+		t.Fatal("the commit was not read as this waiter's")
+	}
+	if _, done, err := h3.settle(); !done || !errors.Is(err, errBackInLine) {
+		t.Fatalf("settle of a commit naming another's unit = %v, %v; want errBackInLine at once", done, err)
+	}
 }
 
 // A handle listens for claims while it holds a permit, and not after.
@@ -410,5 +444,61 @@ func TestListen_WhileAPermitIsHeld(t *testing.T) {
 	}
 	if subscribed() {
 		t.Fatal("still subscribed once no permit is held")
+	}
+}
+
+// Units written for a waiter that no commit follows (their holder died
+// inside its pipeline) are freed by the waiter a client timeout later,
+// and the waiter then takes them itself: the line is not held up until
+// their TTL.
+func TestFirst_FreesUnitsNoCommitFollows(t *testing.T) {
+	srv := kvtest.StartServer(t)
+	hs, err := New(kvtest.Connect(t, srv.ClientURL()), WithHostID("h1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, err := New(kvtest.Connect(t, srv.ClientURL(), kv.WithTimeout(time.Second)), WithHostID("h2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := hs.Ensure(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := hs.Create(ctx, "one", 1); err != nil {
+		t.Fatal(err)
+	}
+	held, err := hs.TryAcquire(ctx, "one", WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Release(ctx) // lost: it only stops its keepalive
+	got := make(chan acquired, 1)
+	go func() {
+		p, err := ws.Acquire(ctx, "one", WithTTL(time.Minute))
+		got <- acquired{p, err}
+	}()
+	until(t, "the holder hears the waiter's claim", func() bool { _, ok := held.claim(); return ok })
+	c, _ := held.claim()
+	// The holder writes its unit for the waiter, and dies before its
+	// commit.
+	u := held.held()[0]
+	rec := Unit{Sem: "one", Unit: 0, Permit: c.Permit + handedSep + "deadbeef", Index: 0, Weight: 1, Host: c.Host, PID: c.PID}
+	data, err := rec.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := hs.bucket.Update(ctx, unitKey("one", 0), data, time.Minute, u.rev); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	a := <-got
+	if a.err != nil {
+		t.Fatal(a.err)
+	}
+	defer a.p.Release(ctx)
+	if strings.Contains(a.p.ID(), handedSep) || time.Since(start) > 10*time.Second {
+		t.Fatalf("the waiter got permit %s after %s; want one it took itself, within seconds, not the TTL of 1m", a.p.ID(), time.Since(start))
 	}
 }

@@ -48,6 +48,8 @@ type Permit struct {
 	// listening: the permit counts in its handle's claims board until it
 	// ends (handoff.go); a resumed permit does not.
 	listening bool
+	// releasing is set by the first Release.
+	releasing bool
 }
 
 // hold makes the permit of units just created, and starts its keepalive.
@@ -261,9 +263,14 @@ func (p *Permit) Release(ctx context.Context) error {
 	p.mu.Lock()
 	units := make([]heldUnit, len(p.units))
 	copy(units, p.units)
+	// Only a permit held, released for the first time, hands over: a lost
+	// one's writes would be refused while its commit took the waiter's
+	// place, and a release tried again may hold stale revisions.
+	handing := !p.releasing && p.err == nil
+	p.releasing = true
 	p.mu.Unlock()
 	var err error
-	if c, ok := p.claim(); ok {
+	if c, ok := p.claim(); ok && handing {
 		err = p.handOff(ctx, units, c)
 	} else {
 		err = p.free(ctx, units)
