@@ -50,8 +50,9 @@ type WriteResult struct {
 }
 
 // Pipeline makes the writes ws, sent one behind the other on the client's
-// connection without waiting for each answer, and then waits for their
-// answers: n writes cost about one round trip, not n.
+// connection without waiting for each answer (up to a thousand in flight),
+// and then waits for their answers: n writes cost about one round trip,
+// not n.
 //
 // The bucket's stream applies them in the order sent, so no write is
 // applied before one ahead of it in ws: a reader that sees a write's
@@ -74,8 +75,9 @@ func (b *Bucket) Pipeline(ctx context.Context, ws []Write) []WriteResult {
 		}
 		return out
 	}
-	msgs := make([]*nats.Msg, len(ws))
-	ahead := make([]jetstream.PubAckFuture, len(ws))
+	var window []sentAhead // in flight, oldest first
+	var unsent []int       // not sent ahead: sent one at a time, at the end
+	var wg sync.WaitGroup
 	sending := true
 	for i, w := range ws {
 		m, err := b.writeMsg(w)
@@ -83,59 +85,154 @@ func (b *Bucket) Pipeline(ctx context.Context, ws []Write) []WriteResult {
 			out[i].Err = err
 			continue
 		}
-		msgs[i] = m
 		if !sending {
+			unsent = append(unsent, i)
 			continue
 		}
+		if len(window) == pipelineWindow {
+			b.answered(ctx, ws, out, window[0], &wg)
+			window = window[1:]
+		}
+		// The call is traced from before it is sent, as a write of its own.
+		s := b.beginWrite(w)
 		// No retries of its own on no responders: sent again later, it
 		// could land behind the writes after it. settle retries.
 		f, err := b.c.js.PublishMsgAsync(m, jetstream.WithRetryAttempts(0))
 		if err != nil {
 			sending = false
+			s.wrote(0, fmt.Errorf("%w: not sent ahead: %w", ErrUnavailable, err), false)
+			unsent = append(unsent, i)
 			continue
 		}
-		ahead[i] = f
+		window = append(window, sentAhead{i: i, f: f, s: s, at: time.Now()})
 	}
-	// The writes sent ahead are settled side by side, as their answers
-	// come; those not sent ahead go one at a time, in order, after them.
-	var wg sync.WaitGroup
-	for i := range ws {
-		if ahead[i] != nil {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				out[i] = b.settleWrite(ctx, ws[i], b.answerOf(ahead[i], ws[i].Key))
-			}()
-		}
+	for _, x := range window {
+		b.answered(ctx, ws, out, x, &wg)
 	}
 	wg.Wait()
-	for i := range ws {
-		if msgs[i] != nil && ahead[i] == nil {
-			out[i] = b.settleWrite(ctx, ws[i], nil)
-		}
+	for _, i := range unsent {
+		out[i] = b.settleWrite(ctx, ws[i], nil, b.beginWrite(ws[i]))
 	}
 	return out
 }
 
-// settleWrite makes w as its own call would, taking its first answer from
-// ahead if it was sent ahead.
-func (b *Bucket) settleWrite(ctx context.Context, w Write, ahead func(k *call) (pubAckResponse, error)) WriteResult {
-	var r WriteResult
-	cw := casWrite{ahead: ahead}
-	var s *span
+// pipelineWindow is how many writes of a Pipeline are in flight at once:
+// the client's async publisher holds 4,000 by default.
+const pipelineWindow = 1000
+
+// sentAhead is a write of a Pipeline in flight: its place, its answer to
+// come, its trace and when it was sent.
+type sentAhead struct {
+	i  int
+	f  jetstream.PubAckFuture
+	s  *span
+	at time.Time
+}
+
+// answered takes x's first answer: a plain acknowledgement is its result;
+// anything else is settled by its own call's loop, on a goroutine of its
+// own (wg), so that the writes behind it are not held up.
+func (b *Bucket) answered(ctx context.Context, ws []Write, out []WriteResult, x sentAhead, wg *sync.WaitGroup) {
+	ack, err := b.firstAnswer(ctx, x)
+	if err == nil && ack.Error == nil {
+		out[x.i] = WriteResult{Rev: ack.Seq}
+		x.s.wrote(ack.Seq, nil, false)
+		return
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		out[x.i] = b.settleWrite(ctx, ws[x.i], func(*call) (pubAckResponse, error) { return ack, err }, x.s)
+	}()
+}
+
+// firstAnswer waits for the answer to a write sent ahead, as sendOnce
+// waits for its own: within an attempt's time from its sending.
+func (b *Bucket) firstAnswer(ctx context.Context, x sentAhead) (pubAckResponse, error) {
+	var ack pubAckResponse
+	var timeout <-chan time.Time
+	select {
+	case pa := <-x.f.Ok():
+		return b.acked(pa)
+	case err := <-x.f.Err():
+		return b.refused(err)
+	default:
+		d := max(b.c.timeout/2, 250*time.Millisecond) - time.Since(x.at)
+		if dl, ok := ctx.Deadline(); ok {
+			d = min(d, time.Until(dl)*3/4)
+		}
+		t := time.NewTimer(max(d, 0))
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case pa := <-x.f.Ok():
+		return b.acked(pa)
+	case err := <-x.f.Err():
+		return b.refused(err)
+	case <-timeout:
+		if err := ctx.Err(); err != nil {
+			return ack, b.c.requestError(b.what("write", x.f.Msg().Subject[len(b.prefix):]), err)
+		}
+		return ack, errNoAnswer
+	case <-ctx.Done():
+		return ack, b.c.requestError(b.what("write", x.f.Msg().Subject[len(b.prefix):]), ctx.Err())
+	}
+}
+
+// acked is a write's acknowledgement, as sendOnce reads one (fault
+// injection included).
+func (b *Bucket) acked(pa *jetstream.PubAck) (pubAckResponse, error) {
+	if ok, fack, ferr := b.c.faultyAnswer(); ok {
+		return fack, ferr
+	}
+	return pubAckResponse{Stream: pa.Stream, Seq: pa.Sequence}, nil
+}
+
+// refused is a write's error answer, as sendOnce reads one.
+func (b *Bucket) refused(err error) (pubAckResponse, error) {
+	var ack pubAckResponse
+	var apiErr *jetstream.APIError
+	switch {
+	case errors.As(err, &apiErr):
+		ack.Error = apiErr
+		return ack, nil
+	case errors.Is(err, jetstream.ErrNoStreamResponse):
+		return ack, nats.ErrNoResponders
+	default:
+		// A timeout, an undecodable answer, a lost connection: the write
+		// may have landed.
+		return ack, errNoAnswer
+	}
+}
+
+// beginWrite traces w's call, as its own call does.
+func (b *Bucket) beginWrite(w Write) *span {
 	switch w.Kind {
 	case WriteCreate:
 		op := TraceCreate
 		if w.Rev != 0 {
 			op = TraceCreateAfter
 		}
-		s = b.begin(op, w.Key, w.Rev, w.Value, w.TTL)
+		return b.begin(op, w.Key, w.Rev, w.Value, w.TTL)
+	case WriteUpdate:
+		return b.begin(TraceUpdate, w.Key, w.Rev, w.Value, w.TTL)
+	default:
+		return b.begin(TraceDelete, w.Key, w.Rev, w.Value, 0)
+	}
+}
+
+// settleWrite makes w as its own call would, taking its first answer from
+// ahead if it was sent ahead, and reports it to its trace s.
+func (b *Bucket) settleWrite(ctx context.Context, w Write, ahead func(k *call) (pubAckResponse, error), s *span) WriteResult {
+	var r WriteResult
+	cw := casWrite{ahead: ahead}
+	switch w.Kind {
+	case WriteCreate:
 		r.Rev, r.Err = b.create(ctx, w.Key, w.Value, w.TTL, w.Rev, &cw)
 	case WriteUpdate:
-		s = b.begin(TraceUpdate, w.Key, w.Rev, w.Value, w.TTL)
 		r.Rev, r.Err = b.update(ctx, w.Key, w.Value, w.TTL, w.Rev, &cw)
 	case WriteDelete:
-		s = b.begin(TraceDelete, w.Key, w.Rev, w.Value, 0)
 		r.Rev, r.Err = b.deleteRevision(ctx, w.Key, w.Rev, w.Value, &cw)
 	}
 	s.wrote(r.Rev, r.Err, cw.lost)
@@ -168,41 +265,5 @@ func (b *Bucket) writeMsg(w Write) (*nats.Msg, error) {
 		return b.deleteMsg(w.Key, w.Value, w.Rev), nil
 	default:
 		return nil, fmt.Errorf("%w: write of %q: unknown kind %d", ErrInvalidConfig, w.Key, w.Kind)
-	}
-}
-
-// answerOf waits, within the first attempt of the write's call, for the
-// answer to a write sent ahead, as sendOnce reads its own.
-func (b *Bucket) answerOf(f jetstream.PubAckFuture, key string) func(k *call) (pubAckResponse, error) {
-	return func(k *call) (pubAckResponse, error) {
-		var ack pubAckResponse
-		actx, cancel := k.attempt()
-		defer cancel()
-		select {
-		case pa := <-f.Ok():
-			if ok, fack, ferr := b.c.faultyAnswer(); ok {
-				return fack, ferr
-			}
-			ack.Stream, ack.Seq = pa.Stream, pa.Sequence
-			return ack, nil
-		case err := <-f.Err():
-			var apiErr *jetstream.APIError
-			switch {
-			case errors.As(err, &apiErr):
-				ack.Error = apiErr
-				return ack, nil
-			case errors.Is(err, jetstream.ErrNoStreamResponse):
-				return ack, nats.ErrNoResponders
-			default:
-				// A timeout, an undecodable answer, a lost connection: the
-				// write may have landed.
-				return ack, errNoAnswer
-			}
-		case <-actx.Done():
-			if cerr := k.err(); cerr != nil {
-				return ack, b.c.requestError(b.what("write", key), cerr)
-			}
-			return ack, errNoAnswer
-		}
 	}
 }
