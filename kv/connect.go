@@ -315,7 +315,7 @@ func NewClient(nc *nats.Conn, opts ...Option) (*Client, error) {
 func newClient(nc *nats.Conn, timeout time.Duration) (*Client, error) {
 	// Writes sent ahead (Pipeline) whose answers never come are dropped
 	// from the publisher's pending set after the client's timeout.
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(timeout))
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(timeout), jetstream.WithPublishAsyncMaxPending(4*pipelineWindow))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}

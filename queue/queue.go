@@ -335,12 +335,6 @@ func ValidateKey(cfg Config, key string) error {
 // It costs one round trip on a handle that has seen the queue (the first
 // Add of a queue reads its config: an unknown queue is ErrQueueNotFound).
 func (qs *Queues) Add(ctx context.Context, q, key string, payload []byte, opts ...AddOption) (*Task, bool, error) {
-	cfg := addConfig{priority: Normal}
-	for _, o := range opts {
-		if err := o(&cfg); err != nil {
-			return nil, false, err
-		}
-	}
 	if err := ValidateName(q); err != nil {
 		return nil, false, err
 	}
@@ -348,22 +342,43 @@ func (qs *Queues) Add(ctx context.Context, q, key string, payload []byte, opts .
 	if err != nil {
 		return nil, false, err
 	}
-	if err := ValidateKey(qcfg, key); err != nil {
+	t, data, err := qs.newTask(qcfg, key, payload, opts)
+	if err != nil {
 		return nil, false, err
+	}
+	rev, err := qs.bucket.Create(ctx, taskKey(q, t.ID), data, 0)
+	return added(q, t, rev, err)
+}
+
+// newTask is the pending task Add writes, and its record.
+func (qs *Queues) newTask(qcfg Config, key string, payload []byte, opts []AddOption) (*Task, []byte, error) {
+	cfg := addConfig{priority: Normal}
+	for _, o := range opts {
+		if err := o(&cfg); err != nil {
+			return nil, nil, err
+		}
+	}
+	if err := ValidateKey(qcfg, key); err != nil {
+		return nil, nil, err
 	}
 	if cfg.id == "" {
 		cfg.id = uuid.NewString()
 	}
 	now := qs.now().UTC()
 	t := &Task{
-		ID: cfg.id, Queue: q, Key: key, Priority: cfg.priority, Labels: cfg.labels, Payload: payload,
+		ID: cfg.id, Queue: qcfg.Queue, Key: key, Priority: cfg.priority, Labels: cfg.labels, Payload: payload,
 		State: StatePending, AddedAt: now, UpdatedAt: now,
 	}
 	data, err := encodeTask(t)
 	if err != nil {
-		return nil, false, err
+		return nil, nil, err
 	}
-	rev, err := qs.bucket.Create(ctx, taskKey(q, t.ID), data, 0)
+	return t, data, nil
+}
+
+// added is Add's outcome of the create of t at rev (or err): t, written;
+// or the task of that id the queue holds already.
+func added(q string, t *Task, rev uint64, err error) (*Task, bool, error) {
 	var ce *kv.ConflictError
 	switch {
 	case err == nil:

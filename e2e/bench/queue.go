@@ -123,6 +123,7 @@ func (b *bench) queueRows(ctx context.Context) ([]row, error) {
 		fn   func(context.Context, *queueEnv) ([]row, error)
 	}{
 		{"queue add", b.queueAddRows},
+		{"queue add --batch", b.queueBatchRows},
 		{"queue dispatch", b.queueDispatchRows},
 		{"queue dispatch through baton queue work", b.queueCLIDispatchRows},
 		{"queue throughput", b.queueThroughputRows},

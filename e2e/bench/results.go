@@ -209,6 +209,13 @@ longer). Medians and p99s are nearest-rank.
   the queue's config; floor: a JetStream publish of the same record to the
   same bucket shape on the same connection; etcd: a create-if-absent txn of
   it.
+- **queue add --batch**: 10,000 tasks of 100-byte payloads added at once, by
+  ` + "`baton queue add --batch FILE`" + ` (the whole process: start, read, connect,
+  pipelined creates, one line out per task) and by the library's
+  ` + "`AddBatch`" + `, in tasks a second; floor: the same records' creates
+  (expected last revision 0) published asynchronously on one connection and
+  awaited, by a process (kvfloor, reading the records, beside the command)
+  and in process (beside the library). Sides alternate each round.
 - **queue dispatch**: from ` + "`Add`" + ` to the library handler's start, on a worker
   with no task running (max_active 16, so a claim takes a capacity token as
   well as the key's lock), one task at a time; floor: the raw work of one

@@ -22,14 +22,15 @@ type AddOptions struct {
 	Payload     string
 	PayloadFile string
 	Stdin       bool
+	Batch       string
 	payloadSet  bool
 }
 
 func newCmdAdd(f *cmdutil.Factory, runF Verbs) *cobra.Command {
 	o := &AddOptions{F: f}
 	cmd := &cobra.Command{
-		Use:   "add QUEUE --key K [--priority high|normal|low] [--id ID] [--label k=v]... [--payload STR | --payload-file F | -]",
-		Short: "Add a task for a key; print its id",
+		Use:   "add QUEUE --key K [--priority high|normal|low] [--id ID] [--label k=v]... [--payload STR | --payload-file F | -] | add QUEUE --batch FILE|-",
+		Short: "Add a task for a key (or many, --batch); print its id",
 		Long: `Add a task to the queue and print its id. The task runs once no other task of
 its key holds the key's lock (per_key of them may at once), within the
 queue's max_active; higher priorities go first.
@@ -40,12 +41,24 @@ The payload is opaque bytes handed to the worker's command on stdin: from
 
 Adding is idempotent on --id: adding an id the queue holds already adds
 nothing, says so on stderr, prints the id and exits 0. Without --id a new
-uuid is the id. Labels are reported by status (active by label).`,
+uuid is the id. Labels are reported by status (active by label).
+
+--batch FILE (- for stdin) adds many tasks at once: one JSON object a
+line, with the fields add takes ("key", required; "payload", a string;
+"id", "priority", "labels", an object), blank lines skipped. Every line
+is checked before anything is added (a bad one names its line and adds
+nothing); then the writes go out one behind the other, without waiting for
+each answer, and one line is printed per task, in order: its id, or
+with --json add's document. A task that fails is said on stderr and the
+others go on; the exit code is then the first failure's.`,
 		Example: `  baton queue add agents --key alice --payload "fix issue 12"
   git diff | baton queue add reviews --key repo-1 --id pr-42 --priority high -
-  baton queue add agents --key bob --label project=p1 --payload-file task.json`,
+  baton queue add agents --key bob --label project=p1 --payload-file task.json
+  printf '%s\n' '{"key":"alice","payload":"fix 12"}' '{"key":"bob","id":"b-1"}' | baton queue add agents --batch -`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			switch {
+			case cmd.Flags().Changed("batch") && len(args) != 1:
+				return cmdutil.Usagef("want QUEUE alone with --batch: baton queue add QUEUE --batch FILE|-")
 			case len(args) == 2 && args[1] == "-":
 				o.Stdin = true
 			case len(args) != 1:
@@ -72,6 +85,7 @@ uuid is the id. Labels are reported by status (active by label).`,
 	fs.StringArrayVar(&o.Labels, "label", nil, "KEY=VALUE reported by status (repeatable)")
 	fs.StringVar(&o.Payload, "payload", "", "the payload, as text")
 	fs.StringVar(&o.PayloadFile, "payload-file", "", "read the payload from FILE (- for stdin)")
+	fs.StringVar(&o.Batch, "batch", "", "add the tasks of FILE (- for stdin), one JSON object a line: key, payload, id, priority, labels")
 	return cmd
 }
 
@@ -87,6 +101,9 @@ type AddOutput struct {
 }
 
 func addRun(ctx context.Context, o *AddOptions) error {
+	if o.Batch != "" {
+		return addBatchRun(ctx, o)
+	}
 	if o.Key == "" {
 		return cmdutil.Usagef("--key is required: the key that serializes the task")
 	}

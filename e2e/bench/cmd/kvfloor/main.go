@@ -3,17 +3,26 @@
 // nothing else. It reads the value from stdin and prints the new revision.
 //
 //	kvfloor URL create|update|purge SUBJECT [REVISION] < value
+//
+// For a batch (baton queue add --batch), it reads lines "KEY<tab>VALUE"
+// from stdin and creates SUBJECT_PREFIX<KEY> with each VALUE, published
+// asynchronously and awaited, printing each revision:
+//
+//	kvfloor URL batch SUBJECT_PREFIX < lines
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 func main() {
@@ -28,6 +37,9 @@ func run(args []string) error {
 		return fmt.Errorf("usage: kvfloor URL create|update|purge SUBJECT [REVISION] < value")
 	}
 	url, op, subject := args[0], args[1], args[2]
+	if op == "batch" {
+		return batch(url, subject)
+	}
 	expect := "0"
 	if op != "create" {
 		if len(args) != 4 {
@@ -73,5 +85,52 @@ func run(args []string) error {
 		return fmt.Errorf("%s", ack.Error.Description)
 	}
 	fmt.Println(strconv.FormatUint(ack.Seq, 10))
+	return nil
+}
+
+// batch creates a key per line of stdin, the creates published
+// asynchronously, and waits for them all.
+func batch(url, prefix string) error {
+	nc, err := nats.Connect(url)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096))
+	if err != nil {
+		return err
+	}
+	sc := bufio.NewScanner(os.Stdin)
+	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
+	var futures []jetstream.PubAckFuture
+	for sc.Scan() {
+		key, value, ok := strings.Cut(sc.Text(), "\t")
+		if !ok {
+			return fmt.Errorf("want KEY<tab>VALUE lines")
+		}
+		msg := nats.NewMsg(prefix + key)
+		msg.Header.Set("Nats-Expected-Last-Subject-Sequence", "0")
+		msg.Data = []byte(value)
+		f, err := js.PublishMsgAsync(msg)
+		if err != nil {
+			return err
+		}
+		futures = append(futures, f)
+	}
+	if err := sc.Err(); err != nil {
+		return err
+	}
+	out := bufio.NewWriter(os.Stdout)
+	defer out.Flush()
+	for _, f := range futures {
+		select {
+		case pa := <-f.Ok():
+			fmt.Fprintln(out, pa.Sequence)
+		case err := <-f.Err():
+			return err
+		case <-time.After(time.Minute):
+			return fmt.Errorf("no answer within a minute")
+		}
+	}
 	return nil
 }
