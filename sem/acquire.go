@@ -389,15 +389,13 @@ func (s *Semaphores) take(ctx context.Context, c Config, cfg acquireConfig, unit
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		undo, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.bucket.Client().Timeout())
-		defer cancel()
+		var undo []heldUnit
 		for i, n := range units {
 			if errs[i] == nil {
-				if tomb, derr := s.bucket.DeleteRevision(undo, unitKey(s.space(c), n), revs[i], nil); derr == nil {
-					s.setTomb(unitKey(s.space(c), n), tomb)
-				}
+				undo = append(undo, heldUnit{unit: n, rev: revs[i]})
 			}
 		}
+		_ = s.undoUnits(ctx, s.space(c), undo)
 		if place != nil && errors.Is(err, kv.ErrConflict) {
 			return nil, fmt.Errorf("%w: %w", errBackInLine, err)
 		}

@@ -191,22 +191,13 @@ func (p *Permit) handOff(ctx context.Context, units []heldUnit, c Claim) error {
 	}
 	if !keep {
 		// Free what was written for the waiter: it will not hold it.
-		undo, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.s.bucket.Client().Timeout())
-		defer cancel()
+		var undo []heldUnit
 		for i, u := range hand {
-			if written[i].Err != nil {
-				continue
-			}
-			key := unitKey(p.space, u.unit)
-			tomb, err := p.s.bucket.DeleteRevision(undo, key, written[i].Rev, nil)
-			if err != nil && !errors.Is(err, kv.ErrConflict) {
-				errs = append(errs, err)
-				continue
-			}
-			if err == nil {
-				p.s.setTomb(key, tomb)
+			if written[i].Err == nil {
+				undo = append(undo, heldUnit{unit: u.unit, rev: written[i].Rev})
 			}
 		}
+		errs = append(errs, p.s.undoUnits(ctx, p.space, undo))
 	}
 	return errors.Join(errs...)
 }
@@ -256,11 +247,10 @@ type handed struct {
 	cfg    acquireConfig
 	place  *waitline.Place
 	permit string
-	told   uint64    // the ticket's revision last told; 0: never told
-	toldAt time.Time // when it was told
-	units  map[int]kv.Entry
-	ids    map[int]string // the permit each noted unit names
-	others map[int]bool   // units live under a permit not the waiter's
+	told   uint64           // the ticket's revision last told; 0: never told
+	toldAt time.Time        // when it was told
+	units  map[int]heldUnit // units written for it, as the watch brought them
+	others map[int]bool     // units live under a permit not the waiter's
 
 	// committed is the permit a commit handed over (empty: none yet), and
 	// named its units.
@@ -270,7 +260,7 @@ type handed struct {
 }
 
 func (s *Semaphores) newHanded(c Config, cfg acquireConfig, place *waitline.Place) *handed {
-	return &handed{s: s, c: c, cfg: cfg, place: place, permit: newPermitID(), units: map[int]kv.Entry{}, ids: map[int]string{}, others: map[int]bool{}}
+	return &handed{s: s, c: c, cfg: cfg, place: place, permit: newPermitID(), units: map[int]heldUnit{}, others: map[int]bool{}}
 }
 
 // tell tells the holders the claim at the ticket's revision rev, unless
@@ -312,16 +302,15 @@ func (h *handed) saw(i int, e kv.Entry) {
 	delete(h.others, i)
 	if e.Live() {
 		if u, err := decodeUnit(h.c.Name, i, e); err == nil && strings.HasPrefix(u.Permit, h.permit+handedSep) {
-			h.units[i], h.ids[i] = e, u.Permit
+			h.units[i] = heldUnit{unit: i, rev: e.Revision, rec: u}
 			return
 		}
 		h.others[i] = true
 	}
-	if id, ok := h.ids[i]; ok && id == h.committed && slices.Contains(h.named, i) {
+	if u, ok := h.units[i]; ok && u.rec.Permit == h.committed && slices.Contains(h.named, i) {
 		h.lost = true // a unit committed is gone: its holder undid the handoff
 	}
 	delete(h.units, i)
-	delete(h.ids, i)
 }
 
 // commit reads e, the ticket's tombstone: a holder's commit of a handoff
@@ -347,12 +336,12 @@ func (h *handed) settled() (whole, failed bool) {
 	}
 	whole = true
 	for _, i := range h.named {
-		switch id, ok := h.ids[i]; {
+		switch u, ok := h.units[i]; {
 		case h.others[i]:
 			return false, true // its holder had lost it: its write was refused
 		case !ok:
 			whole = false
-		case id != h.committed:
+		case u.rec.Permit != h.committed:
 			return false, true
 		}
 	}
@@ -380,24 +369,31 @@ func (h *handed) accept() *Permit {
 	h.withdraw()
 	held := make([]heldUnit, 0, len(h.named))
 	for _, i := range h.named {
-		e := h.units[i]
-		u, _ := decodeUnit(h.c.Name, i, e) // decoded by saw
-		held = append(held, heldUnit{unit: i, rev: e.Revision, rec: u})
+		held = append(held, h.units[i])
 	}
 	slices.SortFunc(held, func(a, b heldUnit) int { return a.unit - b.unit })
 	p := h.s.hold(h.c, h.committed, h.cfg, held, h.toldAt)
 	// Units another holder wrote for it, whose commit was refused, are
 	// that holder's to free; should its undo fail, they are freed here.
 	var extra []heldUnit
-	for i, e := range h.units {
-		if h.ids[i] != h.committed {
-			extra = append(extra, heldUnit{unit: i, rev: e.Revision})
+	for _, u := range h.units {
+		if u.rec.Permit != h.committed {
+			extra = append(extra, u)
 		}
 	}
 	if len(extra) > 0 {
-		h.free(context.Background(), extra)
+		_ = h.s.undoUnits(context.Background(), h.s.space(h.c), extra)
 	}
 	return p
+}
+
+// noted is the units written for the waiter, as the watch brought them.
+func (h *handed) noted() []heldUnit {
+	out := make([]heldUnit, 0, len(h.units))
+	for _, u := range h.units {
+		out = append(out, u)
+	}
+	return out
 }
 
 // uncommitted frees the units written for the waiter that no commit
@@ -406,23 +402,7 @@ func (h *handed) accept() *Permit {
 // do not hold up the line until their TTL. A commit that comes later
 // finds them gone, and fails.
 func (h *handed) uncommitted(ctx context.Context) {
-	var noted []heldUnit
-	for i, e := range h.units {
-		noted = append(noted, heldUnit{unit: i, rev: e.Revision})
-	}
-	h.free(ctx, noted)
-}
-
-// free deletes units written for the waiter that it will not hold.
-func (h *handed) free(ctx context.Context, held []heldUnit) {
-	undo, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.s.bucket.Client().Timeout())
-	defer cancel()
-	for _, u := range held {
-		key := unitKey(h.s.space(h.c), u.unit)
-		if tomb, err := h.s.bucket.DeleteRevision(undo, key, u.rev, nil); err == nil {
-			h.s.setTomb(key, tomb)
-		}
-	}
+	_ = h.s.undoUnits(ctx, h.s.space(h.c), h.noted())
 }
 
 // abandon is the end of a wait that did not take its units: the claim is
@@ -445,11 +425,7 @@ func (h *handed) freeNoted(ctx context.Context) {
 		h.freeHanded(ctx)
 		return
 	}
-	var noted []heldUnit
-	for i, e := range h.units {
-		noted = append(noted, heldUnit{unit: i, rev: e.Revision})
-	}
-	h.free(ctx, noted)
+	_ = h.s.undoUnits(ctx, h.s.space(h.c), h.noted())
 }
 
 // tookItself is the end of a wait that took its units itself (over units
@@ -476,5 +452,5 @@ func (h *handed) freeHanded(ctx context.Context) {
 			mine = append(mine, heldUnit{unit: u.unit, rev: u.rev})
 		}
 	}
-	h.free(ctx, mine)
+	_ = h.s.undoUnits(ctx, h.s.space(h.c), mine)
 }

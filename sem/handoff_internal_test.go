@@ -389,7 +389,7 @@ func TestSettle_TakesOnlyTheUnitsTheCommitNames(t *testing.T) {
 	// A commit whose unit its holder then takes back fails.
 	h2 := e.waiter.newHanded(c, cfg, place)
 	id := h2.permit + handedSep + "cccccccc"
-	h2.ids[2], h2.units[2] = id, kv.Entry{Key: unitKey("pool", 2), Revision: 99}
+	h2.units[2] = heldUnit{unit: 2, rev: 99, rec: Unit{Permit: id}}
 	if !h2.commit(tomb(handedNote(id, []heldUnit{{unit: 2}}))) {
 		t.Fatal("the commit was not read as this waiter's")
 	}

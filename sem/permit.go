@@ -291,24 +291,51 @@ func (p *Permit) Release(ctx context.Context) error {
 // free deletes the permit's units, each by compare-and-set on the
 // revision the permit last wrote.
 func (p *Permit) free(ctx context.Context, units []heldUnit) error {
-	errs := make([]error, len(units))
-	del := func(i int) {
-		key := unitKey(p.space, units[i].unit)
-		tomb, err := p.s.bucket.DeleteRevision(ctx, key, units[i].rev, nil)
-		if err == nil {
-			p.s.setTomb(key, tomb)
-		}
-		errs[i] = err
+	return errors.Join(p.s.deleteUnits(ctx, p.space, units)...)
+}
+
+// deleteUnits deletes units of space, each by compare-and-set on its
+// revision, all in one pipeline (one unit: a plain request, as an
+// uncontended release is), and keeps each tombstone's revision for the
+// next create (tomb). It returns each unit's error.
+func (s *Semaphores) deleteUnits(ctx context.Context, space string, units []heldUnit) []error {
+	ws := make([]kv.Write, len(units))
+	for i, u := range units {
+		ws[i] = kv.Write{Kind: kv.WriteDelete, Key: unitKey(space, u.unit), Rev: u.rev}
 	}
-	if len(units) == 1 {
-		del(0)
-	} else {
-		var wg sync.WaitGroup
-		for i := range units {
-			wg.Add(1)
-			go func() { defer wg.Done(); del(i) }()
+	var res []kv.WriteResult
+	switch len(ws) {
+	case 0:
+	case 1:
+		res = make([]kv.WriteResult, 1)
+		res[0].Rev, res[0].Err = s.bucket.DeleteRevision(ctx, ws[0].Key, ws[0].Rev, nil)
+	default:
+		res = s.bucket.Pipeline(ctx, ws)
+	}
+	errs := make([]error, len(units))
+	for i, r := range res {
+		if errs[i] = r.Err; r.Err == nil {
+			s.setTomb(ws[i].Key, r.Rev)
 		}
-		wg.Wait()
+	}
+	return errs
+}
+
+// undoUnits frees units written that nobody is to hold (a take that lost
+// one of its units, a handoff that did not happen), on a context that
+// outlives ctx's end, bounded by the client's timeout. A unit changed
+// since is left as it is; other errors are returned.
+func (s *Semaphores) undoUnits(ctx context.Context, space string, units []heldUnit) error {
+	if len(units) == 0 {
+		return nil
+	}
+	undo, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.bucket.Client().Timeout())
+	defer cancel()
+	var errs []error
+	for _, err := range s.deleteUnits(undo, space, units) {
+		if err != nil && !errors.Is(err, kv.ErrConflict) {
+			errs = append(errs, err)
+		}
 	}
 	return errors.Join(errs...)
 }

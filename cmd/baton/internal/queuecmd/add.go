@@ -100,6 +100,11 @@ type AddOutput struct {
 	Revision uint64 `json:"revision"`
 }
 
+// addOutput is add's document for task t of queue q.
+func addOutput(q string, t *queue.Task, added bool) AddOutput {
+	return AddOutput{ID: t.ID, Queue: q, Key: t.Key, Priority: string(t.Priority), State: string(t.State), Added: added, Revision: t.Revision}
+}
+
 func addRun(ctx context.Context, o *AddOptions) error {
 	if o.Batch != "" {
 		return addBatchRun(ctx, o)
@@ -141,7 +146,7 @@ func addRun(ctx context.Context, o *AddOptions) error {
 		cmdutil.Fprintf(o.F.IO.ErrOut, "baton: queue add: task %s is in queue %s already (key %s, %s); nothing added\n", t.ID, o.Queue, t.Key, t.State)
 	}
 	if o.F.Config.JSON {
-		return cmdutil.PrintJSON(o.F.IO.Out, AddOutput{ID: t.ID, Queue: o.Queue, Key: t.Key, Priority: string(t.Priority), State: string(t.State), Added: added, Revision: t.Revision})
+		return cmdutil.PrintJSON(o.F.IO.Out, addOutput(o.Queue, t, added))
 	}
 	cmdutil.Fprintf(o.F.IO.Out, "%s\n", t.ID)
 	return nil

@@ -76,7 +76,7 @@ func addBatchRun(ctx context.Context, o *AddOptions) error {
 		}
 		t := r.Task
 		if o.F.Config.JSON {
-			if err := cmdutil.PrintJSONLine(out, AddOutput{ID: t.ID, Queue: o.Queue, Key: t.Key, Priority: string(t.Priority), State: string(t.State), Added: r.Added, Revision: t.Revision}); err != nil {
+			if err := cmdutil.PrintJSONLine(out, addOutput(o.Queue, t, r.Added)); err != nil {
 				return err
 			}
 			continue
