@@ -12,6 +12,9 @@
 // again until the call's deadline, then reported as ErrUnavailable, never as
 // a conflict. Revisions are the stream sequence: they only grow, across deletes,
 // expiry, restarts and leader changes, which makes them usable as fences.
+// Pipeline sends many such writes without waiting for each answer: the
+// stream applies them in the order given, each settled as its own call
+// would be (a write sent again in settling may land behind later ones).
 //
 // What it does not guarantee: a key outlives its TTL only while someone
 // renews it, and the server, not the client, decides when it expires (on a

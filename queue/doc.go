@@ -26,7 +26,7 @@
 //     key has a free lane goes first; among keys of one priority, the one
 //     served least recently; within a key, the order tasks were added. A key
 //     whose locks are held is skipped without holding up the others.
-//   - No lost task: an added task (Add returned) ends done, dead or
+//   - No lost task: an added task (Add or AddBatch returned it added) ends done, dead or
 //     cancelled, or is pending, failed or active. A worker that dies loses
 //     its task at once to a worker on its host (which sees its process and
 //     its command gone) and, on other hosts, once its lock expires; the task
