@@ -216,6 +216,8 @@ func TestMCP_ToolsAreListedWithSchemasAndBadArgumentsAreErrors(t *testing.T) {
 		{"acquire_lease", map[string]any{}, "key"},
 		{"queue_add", map[string]any{"queue": "q", "key": "k", "priority": "urgent"}, "high, normal or low"},
 		{"queue_get", map[string]any{"queue": "q"}, "id"},
+		{"queue_add", map[string]any{"queue": "q", "key": "k", "at": "tomorrow"}, "RFC 3339"},
+		{"queue_add", map[string]any{"queue": "q", "key": "k", "at": "2026-12-01T09:00:00Z", "in_ms": 5}, "not both"},
 		{"claim_slot", map[string]any{"slot": "s", "task": "T", "wait_seconds": 3600}, "0 to 300"},
 	} {
 		if _, text, isErr := a.call(c.tool, c.args); !isErr || !strings.Contains(text, c.want) {
@@ -449,7 +451,14 @@ func TestMCP_LeasesLeadersDoctorAndQueues(t *testing.T) {
 	if out, _, _ = a.call("queue_add", map[string]any{"queue": "jobs", "key": "alice", "id": "j1"}); out["added"] != false {
 		t.Errorf("queue_add again: %v, want added false", out)
 	}
-	if out, text, isErr = a.call("queue_status", map[string]any{"queue": "jobs"}); isErr || out["waiting"] != float64(1) {
+	out, text, isErr = a.call("queue_add", map[string]any{"queue": "jobs", "key": "bob", "id": "later", "in_ms": 3600000})
+	if isErr || out["task"].(map[string]any)["not_before"] == nil {
+		t.Fatalf("queue_add in an hour: %s %v; want the task's not_before", text, out)
+	}
+	if nb, err := time.Parse(time.RFC3339Nano, out["task"].(map[string]any)["not_before"].(string)); err != nil || time.Until(nb) < 59*time.Minute {
+		t.Errorf("queue_add in an hour: not_before %v (%v)", out["task"].(map[string]any)["not_before"], err)
+	}
+	if out, text, isErr = a.call("queue_status", map[string]any{"queue": "jobs"}); isErr || out["waiting"] != float64(2) || out["delayed"] != float64(1) {
 		t.Errorf("queue_status: %s %v", text, out)
 	}
 	if out, text, isErr = a.call("queue_get", map[string]any{"queue": "jobs", "id": "j1"}); isErr || out["task"].(map[string]any)["key"] != "alice" {

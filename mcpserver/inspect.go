@@ -37,19 +37,22 @@ type QueueAddInput struct {
 	ID       string            `json:"id,omitempty" jsonschema:"the task's id; adding an id that exists adds nothing (idempotent); default: a fresh one"`
 	Priority string            `json:"priority,omitempty" jsonschema:"high, normal or low; default normal"`
 	Labels   map[string]string `json:"labels,omitempty" jsonschema:"key-value pairs to record with the task"`
+	At       string            `json:"at,omitempty" jsonschema:"run no earlier than this time, RFC 3339 (2026-12-01T09:00:00Z), by the server's clock; a past time runs it at once"`
+	InMS     int64             `json:"in_ms,omitempty" jsonschema:"run no earlier than this many milliseconds after the server writes the task"`
 }
 
 // TaskInfo is a task as the tools show it.
 type TaskInfo struct {
-	ID       string            `json:"id"`
-	Queue    string            `json:"queue"`
-	Key      string            `json:"key"`
-	Priority string            `json:"priority"`
-	State    string            `json:"state" jsonschema:"pending, active, done, failed, dead or cancelled"`
-	Attempts int               `json:"attempts"`
-	AddedAt  time.Time         `json:"added_at"`
-	Labels   map[string]string `json:"labels,omitempty"`
-	Result   *TaskResult       `json:"result,omitempty" jsonschema:"how its last attempt ended"`
+	ID        string            `json:"id"`
+	Queue     string            `json:"queue"`
+	Key       string            `json:"key"`
+	Priority  string            `json:"priority"`
+	State     string            `json:"state" jsonschema:"pending, active, done, failed, dead or cancelled"`
+	Attempts  int               `json:"attempts"`
+	AddedAt   time.Time         `json:"added_at"`
+	Labels    map[string]string `json:"labels,omitempty"`
+	Result    *TaskResult       `json:"result,omitempty" jsonschema:"how its last attempt ended"`
+	NotBefore *time.Time        `json:"not_before,omitempty" jsonschema:"a pending task's time: it does not start before it (server's clock)"`
 }
 
 // TaskResult is how an attempt ended.
@@ -65,6 +68,9 @@ func taskInfoOf(t *queue.Task) *TaskInfo {
 		Attempts: t.Attempts, AddedAt: t.AddedAt, Labels: t.Labels}
 	if r := t.Result; r != nil {
 		info.Result = &TaskResult{Attempt: r.Attempt, Reason: r.Reason, ExitCode: r.ExitCode, Error: r.Error}
+	}
+	if nb := t.NotBefore(); t.State == queue.StatePending && !nb.IsZero() {
+		info.NotBefore = &nb
 	}
 	return info
 }
@@ -86,6 +92,7 @@ type QueueStatusOutput struct {
 	Queue      string         `json:"queue"`
 	Counts     map[string]int `json:"counts" jsonschema:"tasks by state"`
 	Waiting    int            `json:"waiting" jsonschema:"tasks waiting to run"`
+	Delayed    int            `json:"delayed" jsonschema:"of the waiting tasks, those whose run-at time has not come yet"`
 	Running    int            `json:"running" jsonschema:"tasks running"`
 	MaxActive  int            `json:"max_active" jsonschema:"most tasks that run at once across all workers (0: no limit)"`
 	ServerTime time.Time      `json:"server_time"`
@@ -115,7 +122,7 @@ func (s *Server) addInspectTools() {
 		Name:  "queue_add",
 		Title: "Add a task to a queue",
 		Description: `Add a task to a work queue; the queue's workers (baton queue work) run it, one task per key at a time, fairly across keys.
-Pass an id to make the call safe to repeat. An error "not found" means the queue does not exist: an operator creates it with baton queue create.`,
+Pass an id to make the call safe to repeat. To run it later, pass at (a time) or in_ms (a delay): it waits, then takes its turn. An error "not found" means the queue does not exist: an operator creates it with baton queue create.`,
 	}, tool(s, s.queueAdd))
 	mcp.AddTool(s.srv, &mcp.Tool{
 		Name:        "queue_status",
@@ -206,6 +213,18 @@ func (s *Server) queueAdd(ctx context.Context, _ *mcp.CallToolRequest, in QueueA
 	if len(in.Labels) > 0 {
 		opts = append(opts, queue.WithLabels(in.Labels))
 	}
+	switch {
+	case in.At != "" && in.InMS != 0:
+		return withLost(refusal("invalid arguments: give at or in_ms, not both"), lost), out, nil
+	case in.At != "":
+		at, err := time.Parse(time.RFC3339Nano, in.At)
+		if err != nil {
+			return withLost(refusal("invalid arguments: at %q is not an RFC 3339 time such as 2026-12-01T09:00:00Z", in.At), lost), out, nil
+		}
+		opts = append(opts, queue.WithRunAt(at))
+	case in.InMS != 0:
+		opts = append(opts, queue.WithDelay(time.Duration(in.InMS)*time.Millisecond))
+	}
 	t, added, err := qs.Add(ctx, in.Queue, in.Key, []byte(in.Payload), opts...)
 	if err != nil {
 		return withLost(queueRefusal("queue add", err), lost), out, nil
@@ -232,6 +251,7 @@ func (s *Server) queueStatus(ctx context.Context, _ *mcp.CallToolRequest, in Que
 		out.Counts[string(st)] = n
 	}
 	out.Waiting, out.Running, out.MaxActive, out.ServerTime = snap.Pending.Total, snap.Active.Used, snap.Active.Max, snap.ServerTime
+	out.Delayed = snap.Pending.Delayed
 	return summary(lost, "queue %s: %d waiting, %d running, %d done", in.Queue, out.Waiting, out.Running, out.Counts[string(queue.StateDone)]), out, nil
 }
 

@@ -107,7 +107,7 @@ func (qs *Queues) claim(ctx context.Context, cfg Config, pk pick, worker string,
 		c.tok = tok
 	}
 	n := t.clone()
-	n.State, n.Attempts, n.RetryAfter = StateActive, attempt, 0
+	n.State, n.Attempts, n.RetryAfter, n.Delay = StateActive, attempt, 0, 0
 	tokIdx := pk.token
 	n.Run = &Run{
 		Attempt: attempt, Slot: pk.slot, Lane: pk.lane, Fence: s.Fence, Token: tokIdx,

@@ -587,6 +587,8 @@ const (
 	taskFieldResult
 	taskFieldCancelRequested
 	taskFieldRetryAfter
+	taskFieldRunAt
+	taskFieldDelay
 )
 
 // taskKnown are the JSON names of Task's fields.
@@ -594,6 +596,7 @@ var taskKnown = map[string]bool{
 	"added_at":         true,
 	"attempts":         true,
 	"cancel_requested": true,
+	"delay":            true,
 	"id":               true,
 	"key":              true,
 	"labels":           true,
@@ -603,6 +606,7 @@ var taskKnown = map[string]bool{
 	"result":           true,
 	"retry_after":      true,
 	"run":              true,
+	"run_at":           true,
 	"seq":              true,
 	"state":            true,
 	"updated_at":       true,
@@ -611,7 +615,7 @@ var taskKnown = map[string]bool{
 // encodeFast is v as encoding/json writes its fields, and false for what
 // only encoding/json may write (jsonappend).
 func (v *Task) encodeFast() ([]byte, bool) {
-	w := jsonappend.New(667 + 32*len(v.Labels) + len(v.Payload)*4/3)
+	w := jsonappend.New(734 + 32*len(v.Labels) + len(v.Payload)*4/3)
 	v.appendJSON(&w)
 	return w.B, w.OK
 }
@@ -666,6 +670,14 @@ func (v *Task) appendJSON(w *jsonappend.Writer) {
 		w.Raw(`,"retry_after":`)
 		w.Str(v.RetryAfter.String())
 	}
+	if !v.RunAt.IsZero() {
+		w.Raw(`,"run_at":`)
+		w.Time(v.RunAt)
+	}
+	if v.Delay != 0 {
+		w.Raw(`,"delay":`)
+		w.Str(v.Delay.String())
+	}
 	w.Raw(`}`)
 }
 
@@ -717,6 +729,12 @@ func (v *Task) scanJSON(s *jsonrec.Scanner, skip jsonrec.Fields) bool {
 		return false
 	}
 	if s.Lit(`,"retry_after":`) && !(skip&taskFieldRetryAfter == 0 && s.Duration(&v.RetryAfter) || skip&taskFieldRetryAfter != 0 && s.SkipDuration()) {
+		return false
+	}
+	if s.Lit(`,"run_at":`) && !(skip&taskFieldRunAt == 0 && s.Time(&v.RunAt) || skip&taskFieldRunAt != 0 && s.SkipTime()) {
+		return false
+	}
+	if s.Lit(`,"delay":`) && !(skip&taskFieldDelay == 0 && s.Duration(&v.Delay) || skip&taskFieldDelay != 0 && s.SkipDuration()) {
 		return false
 	}
 	return s.Lit(`}`)
@@ -1120,6 +1138,12 @@ func (v *indexFields) decodeFast(data []byte) bool {
 	if s.Lit(`,"retry_after":`) && !s.Duration(&v.RetryAfter) {
 		return false
 	}
+	if s.Lit(`,"run_at":`) && !s.Time(&v.RunAt) {
+		return false
+	}
+	if s.Lit(`,"delay":`) && !s.Duration(&v.Delay) {
+		return false
+	}
 	if !s.Lit(`}`) || !s.Done() {
 		return false
 	}
@@ -1143,6 +1167,8 @@ func (v *indexFields) from(t *Task) {
 	v.Result = t.Result
 	v.CancelRequested = t.CancelRequested
 	v.RetryAfter = t.RetryAfter
+	v.RunAt = t.RunAt
+	v.Delay = t.Delay
 }
 
 // decodeFast decodes into v what it keeps of a Task record as the
@@ -1198,6 +1224,12 @@ func (v *statusFields) decodeFast(data []byte) bool {
 	if s.Lit(`,"retry_after":`) && !s.SkipDuration() {
 		return false
 	}
+	if s.Lit(`,"run_at":`) && !s.Time(&v.RunAt) {
+		return false
+	}
+	if s.Lit(`,"delay":`) && !s.Duration(&v.Delay) {
+		return false
+	}
 	if !s.Lit(`}`) || !s.Done() {
 		return false
 	}
@@ -1216,4 +1248,6 @@ func (v *statusFields) from(t *Task) {
 	v.Priority = t.Priority
 	v.State = t.State
 	v.AddedAt = t.AddedAt
+	v.RunAt = t.RunAt
+	v.Delay = t.Delay
 }

@@ -112,7 +112,7 @@ func (l *loop) startTerm(t term) {
 		return
 	}
 	x := newIndex(l.w.q, l.cfg)
-	x.offset = l.offset
+	x.offset, x.early = l.offset, l.early
 	x.myHost, x.myPID, x.myStart = l.w.qs.m.Host(), l.w.qs.proc.PID, l.w.qs.proc.Start
 	wctx, stop := context.WithCancel(t.ctx)
 	qw, err := l.w.qs.bucket.WatchPatterns(wctx, dispatchPatterns(l.w.q))

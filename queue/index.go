@@ -22,8 +22,11 @@ import (
 type index struct {
 	q   string
 	cfg Config
-	// offset is the server's clock minus this host's, for backoff times.
+	// offset is the server's clock minus this host's, for backoff times;
+	// early is how far offset may be ahead of it (half the round trip that
+	// measured it), added to times a task must not start before.
 	offset time.Duration
+	early  time.Duration
 
 	tasks map[string]*itask
 	keys  map[string]*ikey
@@ -239,14 +242,17 @@ type taskVersion struct {
 	endReason  string
 	cancel     bool
 	retryAfter Duration
-	rev        uint64
-	written    time.Time
+	// runAt and delay: when a pending task may start (Task.NotBefore).
+	runAt   time.Time
+	delay   Duration
+	rev     uint64
+	written time.Time
 }
 
 // versionOf is t as the view takes it.
 func versionOf(t *Task) taskVersion {
 	v := taskVersion{id: t.ID, key: t.Key, priority: t.Priority, state: t.State, attempts: t.Attempts, seq: t.Seq,
-		run: t.Run, claimed: t.claimedRev(), cancel: t.CancelRequested, retryAfter: t.RetryAfter, rev: t.Revision, written: t.Written}
+		run: t.Run, claimed: t.claimedRev(), cancel: t.CancelRequested, retryAfter: t.RetryAfter, runAt: t.RunAt, delay: t.Delay, rev: t.Revision, written: t.Written}
 	if t.Result != nil {
 		v.endFence, v.endReason = t.Result.Fence, t.Result.Reason
 	}
@@ -295,21 +301,48 @@ func (x *index) applyRecord(d *taskVersion, value []byte, now time.Time) {
 		x.suspects[t.id] = t
 	case StatePending:
 		x.setBody(t, value)
-		x.enqueue(t)
+		t.due = time.Time{}
+		if !d.runAt.IsZero() {
+			t.due = d.runAt.Add(-x.offset + x.early)
+		}
+		if d.delay > 0 {
+			t.due = later(t.due, x.localDue(d.written, d.delay, now))
+		}
+		x.wait(t, now)
 	case StateFailed:
 		x.setBody(t, value)
-		t.due = d.written.Add(time.Duration(d.retryAfter)).Add(-x.offset)
-		if d.written.IsZero() {
-			t.due = now.Add(time.Duration(d.retryAfter)) // written just now by this worker
-		}
-		if !t.due.After(now) {
-			x.enqueue(t)
-			break
-		}
-		x.dequeue(t)
-		t.gen++ // a due item of an earlier failure is stale now
-		heap.Push(&x.due, dueItem{at: t.due, task: t, gen: t.gen})
+		t.due = x.localDue(d.written, d.retryAfter, now)
+		x.wait(t, now)
 	}
+}
+
+// localDue is when, on this host's clock, the server's clock is surely
+// past after the server time written: now plus after for a record this
+// worker wrote just now (written zero).
+func (x *index) localDue(written time.Time, after Duration, now time.Time) time.Time {
+	if written.IsZero() {
+		return now.Add(time.Duration(after))
+	}
+	return written.Add(time.Duration(after)).Add(-x.offset + x.early)
+}
+
+// wait enqueues t if it is due by now, else keeps it in the due heap until
+// it is.
+func (x *index) wait(t *itask, now time.Time) {
+	if !t.due.After(now) {
+		x.enqueue(t)
+		return
+	}
+	x.dequeue(t)
+	t.gen++ // a due item of an earlier version is stale now
+	heap.Push(&x.due, dueItem{at: t.due, task: t, gen: t.gen})
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // garbage marks the task at rev as a record that does not decode: it is

@@ -22,6 +22,7 @@ type loop struct {
 	id      string // this worker's id: its presence and inbox keys
 	cfg     Config
 	offset  time.Duration // the server's clock minus this host's
+	early   time.Duration // how far offset may be ahead of it
 	results chan func()
 
 	// What this worker runs, and what it was offered.

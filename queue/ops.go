@@ -132,6 +132,7 @@ func (qs *Queues) Retry(ctx context.Context, q, id string) (*Task, error) {
 		}
 		n := t.clone()
 		n.State, n.Attempts, n.RetryAfter, n.CancelRequested = StatePending, 0, 0, false
+		n.RunAt, n.Delay = time.Time{}, 0 // a retry runs now
 		return n, nil
 	})
 }

@@ -145,7 +145,7 @@ func (x *index) release(pk pick, c *claimed, now time.Time) {
 	if pk.token >= 0 && x.tokens[pk.token] == nil && pk.token < x.cfg.MaxActive {
 		x.free.add(pk.token)
 	}
-	if x.tasks[t.id] == t && (t.state == StatePending || t.state == StateFailed && !t.due.After(now)) {
+	if x.tasks[t.id] == t && (t.state == StatePending || t.state == StateFailed) && !t.due.After(now) {
 		x.enqueue(t)
 	}
 	x.refresh(k)
@@ -175,8 +175,8 @@ func (x *index) freed(slot string, srev, stomb uint64, tok int, trev, ttomb uint
 	}
 }
 
-// nextDue is when a failed task waiting its backoff can next run (zero:
-// none).
+// nextDue is when a task waiting for its run-at time or its backoff can
+// next run (zero: none).
 func (x *index) nextDue() time.Time {
 	if x.due.Len() == 0 {
 		return time.Time{}
@@ -188,7 +188,7 @@ func (x *index) nextDue() time.Time {
 func (x *index) advance(now time.Time) {
 	for x.due.Len() > 0 && !x.due[0].at.After(now) {
 		it := heap.Pop(&x.due).(dueItem)
-		if it.task.gen == it.gen && x.tasks[it.task.id] == it.task && it.task.state == StateFailed {
+		if it.task.gen == it.gen && x.tasks[it.task.id] == it.task && (it.task.state == StateFailed || it.task.state == StatePending) {
 			x.enqueue(it.task)
 		}
 	}

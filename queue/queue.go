@@ -267,6 +267,34 @@ type addConfig struct {
 	id       string
 	priority Priority
 	labels   map[string]string
+	runAt    time.Time
+	delay    time.Duration
+}
+
+// WithRunAt makes the task wait until t, by the server's clock (the
+// clock of the leader of the queues bucket; never this host's), then take
+// its fair turn. A time past makes no difference. Default: at once.
+func WithRunAt(t time.Time) AddOption {
+	return func(c *addConfig) error {
+		if t.IsZero() {
+			return fmt.Errorf("%w: run-at time: give a time (zero means none: leave the option out)", ErrInvalid)
+		}
+		c.runAt = t.UTC()
+		return nil
+	}
+}
+
+// WithDelay makes the task wait d after the server wrote it (by the
+// server's clock, never this host's), then take its fair turn. Default: 0,
+// at once.
+func WithDelay(d time.Duration) AddOption {
+	return func(c *addConfig) error {
+		if d < 0 {
+			return fmt.Errorf("%w: delay %s: use 0 or a positive duration", ErrInvalid, d)
+		}
+		c.delay = d
+		return nil
+	}
 }
 
 // WithID gives the task an id (a key name: 1-128 characters of A-Z a-z
@@ -367,7 +395,7 @@ func (qs *Queues) newTask(qcfg Config, key string, payload []byte, opts []AddOpt
 	now := qs.now().UTC()
 	t := &Task{
 		ID: cfg.id, Queue: qcfg.Queue, Key: key, Priority: cfg.priority, Labels: cfg.labels, Payload: payload,
-		State: StatePending, AddedAt: now, UpdatedAt: now,
+		State: StatePending, AddedAt: now, UpdatedAt: now, RunAt: cfg.runAt, Delay: Duration(cfg.delay),
 	}
 	data, err := encodeTask(t)
 	if err != nil {

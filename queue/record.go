@@ -138,6 +138,12 @@ type Task struct {
 	// RetryAfter is, for a failed task, how long after this revision's
 	// server time it may run again.
 	RetryAfter Duration `json:"retry_after,omitempty"`
+	// RunAt is, for a pending task, the server time before which it does
+	// not start (zero: at once); Delay is, for a pending task, how long
+	// after this revision's server time it may start. A claim clears Delay
+	// (RunAt, past then, stays as it was asked for).
+	RunAt time.Time `json:"run_at,omitzero"`
+	Delay Duration  `json:"delay,omitempty"`
 
 	// Revision of this version of the record and its server time (not
 	// stored).
@@ -226,6 +232,24 @@ func (t *Task) unmarshalGeneral(data []byte) error {
 	*t = Task(f)
 	t.unknown = unknown
 	return nil
+}
+
+// NotBefore is the server time before which a pending task does not
+// start: the later of RunAt and its revision's time plus Delay (zero: it
+// may start at once). A task not read from the bucket (Written zero) with
+// a Delay counts it from now, on this host's clock.
+func (t *Task) NotBefore() time.Time {
+	nb := t.RunAt
+	if t.Delay > 0 {
+		from := t.Written
+		if from.IsZero() {
+			from = time.Now()
+		}
+		if d := from.Add(time.Duration(t.Delay)); d.After(nb) {
+			nb = d
+		}
+	}
+	return nb
 }
 
 // clone copies t deeply enough that changing the copy leaves t alone (the

@@ -53,10 +53,16 @@ type PendingView struct {
 	ByPriority map[Priority]int    `json:"by_priority"`
 	ByKey      map[string]KeyCount `json:"by_key"`
 	// Oldest is when the oldest waiting task was added (its adder's clock),
-	// and OldestAge how long ago that was by the server's.
+	// or its run-at time if later, and OldestAge how long ago that was by
+	// the server's; tasks whose time is ahead do not count.
 	Oldest    time.Time     `json:"oldest_added_at,omitzero"`
 	OldestAge time.Duration `json:"-"`
 	OldestID  string        `json:"oldest_id,omitempty"`
+	// Delayed counts the pending tasks (of Total) whose run-at time is
+	// still ahead by the server's clock; NextAt is the soonest of those
+	// times.
+	Delayed int       `json:"delayed"`
+	NextAt  time.Time `json:"next_at,omitzero"`
 }
 
 // KeyCount is what waits for one key, by priority.
@@ -185,6 +191,12 @@ func summarize(qs *Queues, cfg Config, entries []kv.Decoded[statusLine], l *sess
 		case StatePending, StateFailed:
 			snap.Pending.Total++
 			snap.Pending.ByPriority[t.priority]++
+			if nb := t.notBefore; t.state == StatePending && nb.After(l.ServerTime) {
+				snap.Pending.Delayed++
+				if snap.Pending.NextAt.IsZero() || nb.Before(snap.Pending.NextAt) {
+					snap.Pending.NextAt = nb
+				}
+			}
 			kc := waiting[t.key]
 			if kc == nil {
 				kc = &KeyCount{}
@@ -198,8 +210,14 @@ func summarize(qs *Queues, cfg Config, entries []kv.Decoded[statusLine], l *sess
 			default:
 				kc.Normal++
 			}
-			if snap.Pending.OldestID == "" || t.addedAt.Before(snap.Pending.Oldest) {
-				snap.Pending.Oldest, snap.Pending.OldestID = t.addedAt, t.id
+			// A delayed task waits from its time on: one whose time is
+			// ahead is not waiting yet.
+			since := t.addedAt
+			if nb := t.notBefore; t.state == StatePending && nb.After(since) {
+				since = nb
+			}
+			if !since.After(l.ServerTime) && (snap.Pending.OldestID == "" || since.Before(snap.Pending.Oldest)) {
+				snap.Pending.Oldest, snap.Pending.OldestID = since, t.id
 			}
 		case StateActive:
 			snap.Active.ByKey[t.key]++

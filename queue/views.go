@@ -33,6 +33,8 @@ type indexFields struct {
 	Result          *Result
 	CancelRequested bool
 	RetryAfter      Duration
+	RunAt           time.Time
+	Delay           Duration
 }
 
 // indexTask decodes what the index keeps of a task entry, checked as
@@ -53,7 +55,7 @@ func indexTask(q string, e kv.Entry) (taskVersion, error) {
 		return taskVersion{}, err
 	}
 	d := taskVersion{id: v.ID, key: v.Key, priority: v.Priority, state: v.State, attempts: v.Attempts, seq: v.Seq,
-		run: v.Run, cancel: v.CancelRequested, retryAfter: v.RetryAfter, rev: e.Revision, written: e.Created}
+		run: v.Run, cancel: v.CancelRequested, retryAfter: v.RetryAfter, runAt: v.RunAt, delay: v.Delay, rev: e.Revision, written: e.Created}
 	settleRevision(e.Revision, &d.seq, d.run)
 	switch {
 	case d.run != nil:
@@ -77,6 +79,8 @@ type statusFields struct {
 	Priority Priority
 	State    State
 	AddedAt  time.Time
+	RunAt    time.Time
+	Delay    Duration
 }
 
 // statusLine is what a queue's status sums up of a task: the task itself
@@ -88,6 +92,8 @@ type statusLine struct {
 	priority Priority
 	state    State
 	addedAt  time.Time
+	// notBefore is a pending task's Task.NotBefore.
+	notBefore time.Time
 }
 
 // lineOf decodes the task in e, of queue q, for a status: only its
@@ -97,7 +103,8 @@ func lineOf(q string, e kv.Entry, full bool) (statusLine, error) {
 	if !full {
 		var v statusFields
 		if v.decodeFast(e.Value) && v.State != StateActive && checkFields(q, e, v.ID, v.Queue, v.Priority, v.State, false) == nil {
-			return statusLine{id: v.ID, key: v.Key, priority: v.Priority, state: v.State, addedAt: v.AddedAt}, nil
+			t := Task{RunAt: v.RunAt, Delay: v.Delay, Written: e.Created}
+			return statusLine{id: v.ID, key: v.Key, priority: v.Priority, state: v.State, addedAt: v.AddedAt, notBefore: t.NotBefore()}, nil
 		}
 	}
 	decode := viewTask
@@ -108,7 +115,7 @@ func lineOf(q string, e kv.Entry, full bool) (statusLine, error) {
 	if err != nil {
 		return statusLine{}, err
 	}
-	return statusLine{task: t, id: t.ID, key: t.Key, priority: t.Priority, state: t.State, addedAt: t.AddedAt}, nil
+	return statusLine{task: t, id: t.ID, key: t.Key, priority: t.Priority, state: t.State, addedAt: t.AddedAt, notBefore: t.NotBefore()}, nil
 }
 
 // lockView is a key lock's session as the session package reads it; one

@@ -189,8 +189,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	rtt := time.Since(t0)
 	l := &loop{
-		w: w, id: newWorkerID(), cfg: cfg, offset: serverNow.Sub(t0.Add(time.Since(t0) / 2)),
+		w: w, id: newWorkerID(), cfg: cfg, offset: serverNow.Sub(t0.Add(rtt / 2)), early: rtt/2 + time.Millisecond,
 		results: make(chan func(), 64), taken: map[string]uint64{}, running: map[string]*runState{},
 		bySlot: map[string]*runState{}, byToken: map[int]*runState{}, recovering: map[string]bool{},
 		quit: make(chan struct{}), terms: make(chan term), resign: make(chan struct{}),

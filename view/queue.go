@@ -26,6 +26,9 @@ func TaskJSON(t *queue.Task) (map[string]any, error) {
 	if !t.Expires.IsZero() {
 		extra["expires_at"] = t.Expires
 	}
+	if nb := t.NotBefore(); t.State == queue.StatePending && !nb.IsZero() {
+		extra["not_before"] = nb
+	}
 	return RecordJSON(t, extra)
 }
 
@@ -37,7 +40,10 @@ func QueueStatusJSON(s *queue.Snapshot, by string, tasks bool) (map[string]any, 
 	if err != nil {
 		return nil, err
 	}
-	pending := map[string]any{"total": s.Pending.Total, "by_priority": s.Pending.ByPriority, "by_key": keyCounts(s.Pending.ByKey)}
+	pending := map[string]any{"total": s.Pending.Total, "by_priority": s.Pending.ByPriority, "by_key": keyCounts(s.Pending.ByKey), "delayed": s.Pending.Delayed}
+	if !s.Pending.NextAt.IsZero() {
+		pending["next_at"] = s.Pending.NextAt
+	}
 	if s.Pending.OldestID != "" {
 		pending["oldest_id"] = s.Pending.OldestID
 		pending["oldest_added_at"] = s.Pending.Oldest

@@ -44,6 +44,7 @@ var (
 	descQueueActive = desc("baton_queue_active", "Tasks running (capacity used).", "queue")
 	descQueueMax    = desc("baton_queue_max_active", "The queue's max_active (0: no limit).", "queue")
 	descQueueOldest = desc("baton_queue_oldest_pending_age_seconds", "Age of the oldest waiting task (0 when none waits).", "queue")
+	descQueueDelay  = desc("baton_queue_delayed_tasks", "Pending tasks whose run-at time has not come (counted in baton_queue_pending too).", "queue")
 	descSemMax      = desc("baton_sem_max", "A semaphore's max: the units it has (on each host, for a per-host one: host is set).", "sem", "host")
 	descSemHeld     = desc("baton_sem_units_held", "Units of a semaphore held by live permits (weights counted).", "sem", "host")
 	descSemPermits  = desc("baton_sem_permits", "Live permits of a semaphore.", "sem", "host")
@@ -121,6 +122,7 @@ func (cm *clusterMetrics) Collect(ch chan<- prometheus.Metric) {
 			gauge(descQueueActive, float64(snap.Active.Used), q)
 			gauge(descQueueMax, float64(snap.Config.MaxActive), q)
 			gauge(descQueueOldest, snap.Pending.OldestAge.Seconds(), q)
+			gauge(descQueueDelay, float64(snap.Pending.Delayed), q)
 		}
 	}
 	if s.limits != nil {

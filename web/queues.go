@@ -122,6 +122,10 @@ func (t *queues) follow(e kv.Entry, synced bool) {
 			if synced && task.Attempts == 0 {
 				at = e.Created
 			}
+			// A delayed task waits from its time on.
+			if nb := task.NotBefore(); nb.After(at) {
+				at = nb
+			}
 			t.added[e.Key] = at
 		}
 		t.mu.Unlock()

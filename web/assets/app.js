@@ -435,6 +435,7 @@ function toggleTasks(q) {
 }
 
 function lastOf(t) {
+  if (t.state === 'pending' && t.not_before && Date.parse(t.not_before) > Date.now()) return 'runs at ' + new Date(t.not_before).toLocaleString();
   const r = t.result;
   if (!r) return '-';
   if (r.reason === 'exit') return 'exit ' + r.exit_code;
@@ -472,6 +473,7 @@ function viewQueues() {
       h('h3', {}, q.queue),
       h('div', { className: 'cards' },
         card(p.total, 'pending'),
+        card(p.delayed || 0, p.next_at ? 'waiting for their time; next ' + new Date(p.next_at).toLocaleTimeString() : 'waiting for their time'),
         card(a.used + ' / ' + (a.max || '∞'), 'active slots used'),
         card(q.counts.done, 'done'), card(q.counts.failed, 'failed', q.counts.failed ? 'warn' : ''),
         card(q.counts.dead, 'dead', q.counts.dead ? 'bad' : ''), card(q.counts.cancelled, 'cancelled'),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -23,13 +24,15 @@ type AddOptions struct {
 	PayloadFile string
 	Stdin       bool
 	Batch       string
+	At          string
+	In          *cmdutil.DurationFlag
 	payloadSet  bool
 }
 
 func newCmdAdd(f *cmdutil.Factory, runF Verbs) *cobra.Command {
-	o := &AddOptions{F: f}
+	o := &AddOptions{F: f, In: cmdutil.NewDurationFlag("in", 0)}
 	cmd := &cobra.Command{
-		Use:   "add QUEUE --key K [--priority high|normal|low] [--id ID] [--label k=v]... [--payload STR | --payload-file F | -] | add QUEUE --batch FILE|-",
+		Use:   "add QUEUE --key K [--priority high|normal|low] [--id ID] [--label k=v]... [--at TIME | --in DUR] [--payload STR | --payload-file F | -] | add QUEUE --batch FILE|-",
 		Short: "Add a task for a key (or many, --batch); print its id",
 		Long: `Add a task to the queue and print its id. The task runs once no other task of
 its key holds the key's lock (per_key of them may at once), within the
@@ -39,13 +42,20 @@ The payload is opaque bytes handed to the worker's command on stdin: from
 --payload, from --payload-file FILE, or from this command's stdin with - (or
 --payload-file -). It may be as large as the server takes in one record.
 
+--at TIME (RFC 3339, e.g. 2026-12-01T09:00:00Z) or --in DUR (e.g. 90s, 2h)
+makes the task wait until then, by the server's clock, never this host's:
+--in counts from the moment the server writes the task. Then it takes its
+fair turn with the others. A time already past runs it at once. status
+counts the tasks still waiting for their time; get shows when one runs.
+
 Adding is idempotent on --id: adding an id the queue holds already adds
 nothing, says so on stderr, prints the id and exits 0. Without --id a new
 uuid is the id. Labels are reported by status (active by label).
 
 --batch FILE (- for stdin) adds many tasks at once: one JSON object a
 line, with the fields add takes ("key", required; "payload", a string;
-"id", "priority", "labels", an object), blank lines skipped. Every line
+"id", "priority", "labels", an object; "at", an RFC 3339 time, or "in", a
+duration such as "90s"), blank lines skipped. Every line
 is checked before anything is added (a bad one names its line and adds
 nothing); then the writes go out one behind the other, without waiting for
 each answer, and one line is printed per task, in order: its id, or
@@ -54,6 +64,8 @@ others go on; the exit code is then the first failure's.`,
 		Example: `  baton queue add agents --key alice --payload "fix issue 12"
   git diff | baton queue add reviews --key repo-1 --id pr-42 --priority high -
   baton queue add agents --key bob --label project=p1 --payload-file task.json
+  baton queue add reports --key nightly --at 2026-12-01T02:00:00Z --payload "build report"
+  baton queue add agents --key alice --in 10m --payload "check CI again"
   printf '%s\n' '{"key":"alice","payload":"fix 12"}' '{"key":"bob","id":"b-1"}' | baton queue add agents --batch -`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			switch {
@@ -85,7 +97,9 @@ others go on; the exit code is then the first failure's.`,
 	fs.StringArrayVar(&o.Labels, "label", nil, "KEY=VALUE reported by status (repeatable)")
 	fs.StringVar(&o.Payload, "payload", "", "the payload, as text")
 	fs.StringVar(&o.PayloadFile, "payload-file", "", "read the payload from FILE (- for stdin)")
-	fs.StringVar(&o.Batch, "batch", "", "add the tasks of FILE (- for stdin), one JSON object a line: key, payload, id, priority, labels")
+	fs.StringVar(&o.Batch, "batch", "", "add the tasks of FILE (- for stdin), one JSON object a line: key, payload, id, priority, labels, at, in")
+	fs.StringVar(&o.At, "at", "", "run no earlier than TIME, by the server's clock (RFC 3339: 2026-12-01T09:00:00Z)")
+	fs.Var(o.In, "in", "run no earlier than DUR after the server writes the task (90s, 2h)")
 	return cmd
 }
 
@@ -124,6 +138,11 @@ func addRun(ctx context.Context, o *AddOptions) error {
 		return err
 	}
 	opts := []queue.AddOption{queue.WithPriority(pri), queue.WithLabels(labels)}
+	when, err := whenOptions([2]string{"--at", "--in"}, o.At, o.In.D, o.In.IsSet())
+	if err != nil {
+		return err
+	}
+	opts = append(opts, when...)
 	if o.ID != "" {
 		if err := cmdutil.ValidSlot("--id", o.ID); err != nil {
 			return err
@@ -173,6 +192,28 @@ func (o *AddOptions) payload() ([]byte, error) {
 			return nil, cmdutil.Usagef("--payload-file: %v", err)
 		}
 		return b, nil
+	}
+	return nil, nil
+}
+
+// whenOptions are the options of at (RFC 3339) or in (a duration, set
+// when given): at most one of them. names are how the input calls the two
+// (--at and --in, or a batch line's fields).
+func whenOptions(names [2]string, at string, in time.Duration, inSet bool) ([]queue.AddOption, error) {
+	switch {
+	case at != "" && inSet:
+		return nil, cmdutil.Usagef("give %s TIME or %s DUR, not both", names[0], names[1])
+	case at != "":
+		t, err := time.Parse(time.RFC3339Nano, at)
+		if err != nil {
+			return nil, cmdutil.Usagef("%s %q: want an RFC 3339 time such as 2026-12-01T09:00:00Z (or +01:00 for a zone)", names[0], at)
+		}
+		return []queue.AddOption{queue.WithRunAt(t)}, nil
+	case inSet:
+		if in < 0 {
+			return nil, cmdutil.Usagef("%s %s: want 0 or a positive duration", names[1], in)
+		}
+		return []queue.AddOption{queue.WithDelay(in)}, nil
 	}
 	return nil, nil
 }

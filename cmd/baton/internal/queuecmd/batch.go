@@ -11,6 +11,7 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"time"
 
 	"github.com/batonhq/baton/cmd/baton/internal/cmdutil"
 	"github.com/batonhq/baton/queue"
@@ -23,6 +24,10 @@ type BatchLine struct {
 	ID       string            `json:"id,omitempty"`
 	Priority string            `json:"priority,omitempty"`
 	Labels   map[string]string `json:"labels,omitempty"`
+	// At (RFC 3339) or In (a duration: "90s") delay the task, as add's
+	// --at and --in.
+	At string `json:"at,omitempty"`
+	In string `json:"in,omitempty"`
 }
 
 // maxBatch bounds --batch's input, read whole before anything is written.
@@ -187,7 +192,7 @@ func decodeLines(in []byte, first int) ([]BatchLine, []int, error) {
 			if errors.Is(err, io.ErrUnexpectedEOF) && bytes.Contains(in[start:], []byte("\n")) {
 				return nil, nil, cmdutil.Usagef("--batch line %d: a task spans lines, or is cut short; put each on one line; nothing added", n)
 			}
-			return nil, nil, cmdutil.Usagef("--batch line %d: not a task (%v): want {\"key\": K, \"payload\": STR, \"id\": ID, \"priority\": P, \"labels\": {…}}; nothing added", n, err)
+			return nil, nil, cmdutil.Usagef("--batch line %d: not a task (%v): want {\"key\": K, \"payload\": STR, \"id\": ID, \"priority\": P, \"labels\": {…}, \"at\": TIME, \"in\": DUR}; nothing added", n, err)
 		}
 		end := int(dec.InputOffset())
 		rest := in[end:]
@@ -227,6 +232,21 @@ func batchTask(l BatchLine) (queue.NewTask, error) {
 	}
 	if len(l.Labels) > 0 {
 		t.Options = append(t.Options, queue.WithLabels(l.Labels))
+	}
+	if l.At != "" || l.In != "" {
+		var in time.Duration
+		if l.In != "" {
+			d, err := time.ParseDuration(l.In)
+			if err != nil {
+				return queue.NewTask{}, fmt.Errorf("\"in\" %q: want a duration such as \"90s\" or \"2h\"", l.In)
+			}
+			in = d
+		}
+		when, err := whenOptions([2]string{`"at"`, `"in"`}, l.At, in, l.In != "")
+		if err != nil {
+			return queue.NewTask{}, err
+		}
+		t.Options = append(t.Options, when...)
 	}
 	return t, nil
 }

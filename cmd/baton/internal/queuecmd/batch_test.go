@@ -18,6 +18,10 @@ func TestReadBatch(t *testing.T) {
 	if len(tasks) != 2 || lines[0] != 2 || lines[1] != 4 {
 		t.Fatalf("tasks %d on lines %v; want 2, on lines 2 and 4", len(tasks), lines)
 	}
+	timed, _, err := readBatch(strings.NewReader("{\"key\":\"a\",\"at\":\"2026-12-01T09:00:00+01:00\"}\n{\"key\":\"b\",\"in\":\"90s\"}\n"))
+	if err != nil || len(timed) != 2 || len(timed[0].Options) != 1 || len(timed[1].Options) != 1 {
+		t.Fatalf("lines with at and in: %+v, %v", timed, err)
+	}
 	if tasks[0].Key != "a" || string(tasks[0].Payload) != "p" || len(tasks[0].Options) != 3 || tasks[1].Key != "b" || tasks[1].Payload != nil {
 		t.Fatalf("tasks %+v", tasks)
 	}
@@ -31,6 +35,10 @@ func TestReadBatch(t *testing.T) {
 		{"{\"key\":\"a\",\"priority\":\"urgent\"}", "high, normal or low"},
 		{"{\"key\":\"a\",\"id\":\"x\"}\n\n{\"key\":\"b\",\"id\":\"x\"}", "line 3: id x is line 1's too"},
 		{"\n\n", "no tasks"},
+		{"{\"key\":\"a\",\"at\":\"tomorrow\"}", "\"at\" \"tomorrow\": want an RFC 3339 time"},
+		{"{\"key\":\"a\",\"in\":\"soon\"}", "\"in\" \"soon\": want a duration"},
+		{"{\"key\":\"a\",\"in\":\"-1s\"}", "want 0 or a positive duration"},
+		{"{\"key\":\"a\",\"in\":\"1s\",\"at\":\"2026-12-01T09:00:00Z\"}", "not both"},
 	} {
 		_, _, err := readBatch(strings.NewReader(c.in))
 		if !errors.Is(err, cmdutil.ErrUsage) || !strings.Contains(err.Error(), c.want) {

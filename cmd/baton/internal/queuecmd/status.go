@@ -188,6 +188,9 @@ func printStatus(o *StatusOptions, s *queue.Snapshot) error {
 	if p.OldestID != "" {
 		line += fmt.Sprintf("; oldest %s, added %s ago", p.OldestID, cmdutil.Describe(p.OldestAge))
 	}
+	if p.Delayed > 0 {
+		line += fmt.Sprintf("; %d of them wait for their time, the next in %s", p.Delayed, cmdutil.Describe(p.NextAt.Sub(s.ServerTime)))
+	}
 	cmdutil.Fprintf(out, "%s\n", line)
 	if s.Active.Max > 0 {
 		cmdutil.Fprintf(out, "active    %d of %d (%d available)\n", s.Active.Used, s.Active.Max, s.Active.Available)
@@ -229,6 +232,9 @@ func printTaskList(out io.Writer, s *queue.Snapshot) error {
 		}
 		if t.State == queue.StateActive && t.Run != nil {
 			last = fmt.Sprintf("running on host %s pid %d, fence %d", t.Run.Host, t.Run.PID, t.Run.Fence)
+		}
+		if nb := t.NotBefore(); t.State == queue.StatePending && nb.After(s.ServerTime) {
+			last = "runs at " + cmdutil.Since(nb)
 		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\n", t.ID, t.Key, t.Priority, t.State, t.Attempts, last)
 	}

@@ -94,6 +94,10 @@ func printTask(f *cmdutil.Factory, cfg queue.Config, t *queue.Task) error {
 	row("priority", "%s", t.Priority)
 	state := string(t.State)
 	switch t.State {
+	case queue.StatePending:
+		if nb := t.NotBefore(); !nb.IsZero() {
+			state += " (runs at " + cmdutil.Since(nb) + ", by the server's clock)"
+		}
 	case queue.StateFailed:
 		state += fmt.Sprintf(" (runs again %s after %s)", t.RetryAfter, cmdutil.Since(t.Written))
 	case queue.StateActive:

@@ -1,0 +1,125 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Tasks added with --in and --at start at their time by the server's
+// clock, within 50 ms after it and never before, in fair order with the
+// others, although a worker (the queue's dispatcher) and the server leading
+// the queues stream were killed while they waited; a task whose --at is
+// past, like one with no time, runs at once.
+func TestQueue_DelayedTasksStartAtTheirTime(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster")
+	}
+	servers := startUpCluster(t)
+	urls := servers[0].url + "," + servers[1].url + "," + servers[2].url
+	w := &world{t: t, url: urls}
+	a, b := w.host("host-a"), w.host("host-b")
+	a.must("queue", "create", "dq", "--max-active", "4", "--ttl", "2s", "--backoff", "0s")
+	log := filepath.Join(t.TempDir(), "starts")
+	// Each command appends its task and the instant it began (this
+	// machine's clock, which is the servers' too: they run here).
+	record := []string{"--", "sh", "-c", `echo "$BATON_TASK $(date +%s%N)" >> ` + log}
+	first := a.startWorker(t, append([]string{"dq", "--concurrency", "2"}, record...)...)
+	waitFor(t, 10*time.Second, "host-a's worker dispatches", func() bool {
+		r := a.baton("leader", "queue.dq", "--json")
+		return r.code == 0 && strings.Contains(r.stdout, "host-a")
+	})
+	b.startWorker(t, append([]string{"dq", "--concurrency", "2"}, record...)...)
+
+	// The times: 5-6 s from now, past the kills and the failovers.
+	now := time.Now()
+	due := map[string]time.Time{}
+	for i := range 4 {
+		id := fmt.Sprintf("in%d", i)
+		in := 5*time.Second + time.Duration(i)*250*time.Millisecond
+		a.must("queue", "add", "dq", "--key", fmt.Sprintf("k%d", i), "--id", id, "--in", in.String())
+		due[id] = notBefore(t, a, "dq", id)
+		at := now.Add(5500*time.Millisecond + time.Duration(i)*250*time.Millisecond).UTC()
+		id = fmt.Sprintf("at%d", i)
+		a.must("queue", "add", "dq", "--key", fmt.Sprintf("j%d", i), "--id", id, "--at", at.Format(time.RFC3339Nano))
+		if got := notBefore(t, a, "dq", id); !got.Equal(at) {
+			t.Fatalf("task %s: not_before %s, want the --at %s", id, got, at)
+		}
+		due[id] = at
+	}
+	a.must("queue", "add", "dq", "--key", "p", "--id", "past", "--at", now.Add(-time.Hour).UTC().Format(time.RFC3339))
+	a.must("queue", "add", "dq", "--key", "n", "--id", "now")
+	status := jsonOf(t, a.must("queue", "status", "dq", "--json").stdout)
+	if got := status["pending"].(map[string]any)["delayed"]; got != float64(8) {
+		t.Errorf("status says %v tasks wait for their time, want 8", got)
+	}
+	for _, id := range []string{"past", "now"} {
+		a.waitTaskState(t, "dq", id, "done", 10*time.Second)
+	}
+
+	// Kill the dispatcher, then the server leading the queues stream.
+	first.kill()
+	leader := streamLeader(t, urls, "KV_baton-queues")
+	for _, s := range servers {
+		if s.name == leader {
+			_ = s.cmd.Process.Kill()
+		}
+	}
+	if time.Until(now.Add(5*time.Second)) < time.Second {
+		t.Fatalf("the kills took until %s after the adds: no time was left to recover before the tasks were due", time.Since(now))
+	}
+	for id := range due {
+		b.waitTaskState(t, "dq", id, "done", 30*time.Second)
+	}
+	began := map[string]time.Time{}
+	raw, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+		f := strings.Fields(l)
+		ns, err := strconv.ParseInt(f[1], 10, 64)
+		if err != nil {
+			t.Fatalf("log line %q: %v", l, err)
+		}
+		if _, ok := began[f[0]]; ok {
+			t.Errorf("task %s started twice", f[0])
+		}
+		began[f[0]] = time.Unix(0, ns)
+	}
+	for id, at := range due {
+		late := began[id].Sub(at)
+		switch {
+		case late < 0:
+			t.Errorf("task %s started %s before its time", id, -late)
+		case late > 50*time.Millisecond:
+			t.Errorf("task %s started %s after its time, want within 50ms", id, late)
+		default:
+			t.Logf("task %s started %s after its time", id, late.Round(100*time.Microsecond))
+		}
+	}
+	for _, id := range []string{"past", "now"} {
+		if d := began[id].Sub(now); d > 2*time.Second {
+			t.Errorf("task %s started %s after it was added, want at once", id, d)
+		}
+	}
+}
+
+// notBefore is a pending task's not_before, from queue get --json.
+func notBefore(t *testing.T, h *host, q, id string) time.Time {
+	t.Helper()
+	doc := h.taskJSON(t, q, id)
+	s, ok := doc["not_before"].(string)
+	if !ok {
+		t.Fatalf("task %s has no not_before: %v", id, doc)
+	}
+	nb, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nb
+}
