@@ -297,6 +297,7 @@ func checkAlertRules(t *testing.T, path string) {
 		"BatonStaleSessions":       `state="stale"`,
 		"BatonRenewalFailures":     "baton_renewal_failures_total",
 		"BatonQueueOldestPending":  "baton_queue_oldest_pending_age_seconds",
+		"BatonQueuePaused":         "baton_queue_paused",
 		"BatonSemaphoreWaitLong":   "baton_sem_oldest_wait_seconds",
 		"BatonRateLimiterRefusing": "baton_rate_refused_total",
 	} {

@@ -188,7 +188,7 @@ func TestMCP_ToolsAreListedWithSchemasAndBadArgumentsAreErrors(t *testing.T) {
 		got[tool.Name] = tool
 	}
 	for _, name := range []string{"claim_slot", "heartbeat", "release_slot", "who_holds", "list_sessions",
-		"acquire_lease", "release_lease", "leader", "acquire_permit", "release_permit", "sem_status", "take_rate", "rate_status", "doctor", "queue_add", "queue_status", "queue_get"} {
+		"acquire_lease", "release_lease", "leader", "acquire_permit", "release_permit", "sem_status", "take_rate", "rate_status", "doctor", "queue_add", "queue_status", "queue_get", "queue_pause"} {
 		tool := got[name]
 		if tool == nil {
 			t.Errorf("tools/list has no %s", name)
@@ -460,6 +460,18 @@ func TestMCP_LeasesLeadersDoctorAndQueues(t *testing.T) {
 	}
 	if out, text, isErr = a.call("queue_status", map[string]any{"queue": "jobs"}); isErr || out["waiting"] != float64(2) || out["delayed"] != float64(1) {
 		t.Errorf("queue_status: %s %v", text, out)
+	}
+	if _, text, isErr = a.call("queue_pause", map[string]any{"queue": "jobs", "key": "bob"}); isErr || !strings.Contains(text, "paused") {
+		t.Errorf("queue_pause of a key: %s", text)
+	}
+	if out, text, isErr = a.call("queue_status", map[string]any{"queue": "jobs"}); isErr || out["paused"] != false || mustJSON(t, out["paused_keys"]) != `["bob"]` {
+		t.Errorf("queue_status after a key's pause: %s %v", text, out)
+	}
+	if _, text, isErr = a.call("queue_pause", map[string]any{"queue": "jobs", "key": "bob", "resume": true}); isErr || !strings.Contains(text, "resumed") {
+		t.Errorf("queue_pause resume of a key: %s", text)
+	}
+	if _, text, isErr = a.call("queue_pause", map[string]any{"queue": "nosuch"}); !isErr || !strings.Contains(text, "baton queue create") {
+		t.Errorf("queue_pause of a missing queue: %s", text)
 	}
 	if out, text, isErr = a.call("queue_get", map[string]any{"queue": "jobs", "id": "j1"}); isErr || out["task"].(map[string]any)["key"] != "alice" {
 		t.Errorf("queue_get: %s %v", text, out)

@@ -123,3 +123,43 @@ func notBefore(t *testing.T, h *host, q, id string) time.Time {
 	}
 	return nb
 }
+
+// queue pause stops new starts across workers while status shows it;
+// resume starts them again; a key's pause holds only that key.
+func TestQueue_PauseAndResume(t *testing.T) {
+	w := newWorld(t)
+	a, b := w.host("host-a"), w.host("host-b")
+	a.must("queue", "create", "pq", "--backoff", "0s")
+	for _, h := range []*host{a, b} {
+		h.startWorker(t, "pq", "--", "true")
+	}
+	a.must("queue", "pause", "pq")
+	b.must("queue", "pause", "pq", "--key", "bob")
+	for i, key := range []string{"alice", "bob", "carol"} {
+		a.must("queue", "add", "pq", "--key", key, "--id", fmt.Sprintf("t%d", i))
+	}
+	status := a.must("queue", "status", "pq").stdout
+	if !strings.Contains(status, "PAUSED") || !strings.Contains(status, "paused    keys bob") {
+		t.Errorf("status of a paused queue with bob paused:\n%s", status)
+	}
+	time.Sleep(time.Second) // a dispatch is milliseconds: nothing may start meanwhile
+	if c := a.counts(t, "pq"); c["pending"] != 3 {
+		t.Fatalf("counts %v while paused, want 3 pending", c)
+	}
+	a.must("queue", "resume", "pq")
+	a.waitTaskState(t, "pq", "t0", "done", 10*time.Second)
+	a.waitTaskState(t, "pq", "t2", "done", 10*time.Second)
+	if task := a.taskJSON(t, "pq", "t1"); task["state"] != "pending" {
+		t.Fatalf("bob's task is %v while bob is paused, want pending", task["state"])
+	}
+	keys := jsonOf(t, a.must("queue", "key", "ls", "pq", "--json").stdout)
+	if got := mustJSON(t, keys["keys"]); !strings.Contains(got, `"key":"bob","paused":true`) {
+		t.Errorf("key ls: %s", got)
+	}
+	a.must("queue", "resume", "pq", "--key", "bob")
+	a.waitTaskState(t, "pq", "t1", "done", 10*time.Second)
+	if got := a.must("queue", "key", "ls", "pq").stdout; !strings.Contains(got, "no key of queue pq") {
+		t.Errorf("key ls after the resume: %s", got)
+	}
+	a.expect(5, []string{"queue", "pause", "nosuch"}, "nosuch")
+}

@@ -261,6 +261,17 @@ func TestUI_InABrowser(t *testing.T) {
 	if doc := jsonOf(t, h1.must("queue", "get", "agents", "carol-2", "--json").stdout); doc["state"] != "cancelled" {
 		t.Errorf("carol-2 after its Cancel in the page: %v", doc["state"])
 	}
+	// A task for later, and the queue paused from its panel: the page says
+	// both, and the CLI sees the pause.
+	h1.must("queue", "add", "agents", "--key", "dave", "--id", "dave-1", "--in", "1h")
+	b.click(`[data-pause="agents"]`)
+	b.until(10*time.Second, "the queue shown paused",
+		`(document.querySelector('[data-queue="agents"] h3') || {innerText: ''}).innerText.includes('paused')`)
+	if doc := jsonOf(t, h1.must("queue", "status", "agents", "--json").stdout); doc["paused"] != true {
+		t.Errorf("queue status after Pause in the page: paused %v", doc["paused"])
+	}
+	b.until(10*time.Second, "dave-1 shown waiting for its time",
+		`(document.querySelector('tr[data-task="dave-1"]') || {innerText: ''}).innerText.includes('runs at')`)
 	b.screenshot("queue.png")
 
 	// Limits: a test database shared by three, full, with one waiting in

@@ -93,6 +93,8 @@ type QueueStatusOutput struct {
 	Counts     map[string]int `json:"counts" jsonschema:"tasks by state"`
 	Waiting    int            `json:"waiting" jsonschema:"tasks waiting to run"`
 	Delayed    int            `json:"delayed" jsonschema:"of the waiting tasks, those whose run-at time has not come yet"`
+	Paused     bool           `json:"paused" jsonschema:"nothing new starts (an operator paused the queue)"`
+	PausedKeys []string       `json:"paused_keys" jsonschema:"keys whose tasks do not start (paused one by one)"`
 	Running    int            `json:"running" jsonschema:"tasks running"`
 	MaxActive  int            `json:"max_active" jsonschema:"most tasks that run at once across all workers (0: no limit)"`
 	ServerTime time.Time      `json:"server_time"`
@@ -127,7 +129,7 @@ Pass an id to make the call safe to repeat. To run it later, pass at (a time) or
 	mcp.AddTool(s.srv, &mcp.Tool{
 		Name:        "queue_status",
 		Title:       "A queue's status",
-		Description: `Say how many tasks of a queue wait, run, are done, failed or dead.`,
+		Description: `Say how many tasks of a queue wait, run, are done, failed or dead, and whether it (or some of its keys) is paused.`,
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
 	}, tool(s, s.queueStatus))
 	mcp.AddTool(s.srv, &mcp.Tool{
@@ -136,6 +138,58 @@ Pass an id to make the call safe to repeat. To run it later, pass at (a time) or
 		Description: `Show one task of a queue: its state, attempts and how its last attempt ended.`,
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
 	}, tool(s, s.queueGet))
+	mcp.AddTool(s.srv, &mcp.Tool{
+		Name:  "queue_pause",
+		Title: "Pause or resume a queue, or one key of it",
+		Description: `Stop new starts of a queue's tasks (or, with key, of that key's tasks), or with resume let them start again. Running tasks go on and adds go on.
+Pause a key whose tasks keep failing for a reason outside them (a repository's CI down, a user's quota spent), and resume it once that is fixed; a whole queue's pause is for an incident and stops every agent's work.`,
+	}, tool(s, s.queuePause))
+}
+
+// QueuePauseInput names what to pause or resume.
+type QueuePauseInput struct {
+	Queue  string `json:"queue" jsonschema:"the queue"`
+	Key    string `json:"key,omitempty" jsonschema:"only this key's tasks; default: the whole queue"`
+	Resume bool   `json:"resume,omitempty" jsonschema:"true: let them start again"`
+}
+
+// QueuePauseOutput is queue_pause's result.
+type QueuePauseOutput struct {
+	Queue  string `json:"queue"`
+	Key    string `json:"key,omitempty"`
+	Paused bool   `json:"paused"`
+	Lost
+}
+
+func (s *Server) queuePause(ctx context.Context, _ *mcp.CallToolRequest, in QueuePauseInput) (*mcp.CallToolResult, QueuePauseOutput, error) {
+	lost := s.drainLost()
+	out := QueuePauseOutput{Queue: in.Queue, Key: in.Key, Paused: !in.Resume, Lost: lost}
+	qs, err := s.queues(ctx)
+	if err != nil {
+		return withLost(unavailable("queue pause", err), lost), out, nil
+	}
+	what := "queue " + in.Queue
+	if in.Key != "" {
+		what = "key " + in.Key + " of queue " + in.Queue
+		set := qs.PauseKey
+		if in.Resume {
+			set = qs.ResumeKey
+		}
+		_, err = set(ctx, in.Queue, in.Key)
+	} else {
+		set := qs.Pause
+		if in.Resume {
+			set = qs.Resume
+		}
+		_, err = set(ctx, in.Queue)
+	}
+	if err != nil {
+		return withLost(queueRefusal("queue pause", err), lost), out, nil
+	}
+	if in.Resume {
+		return summary(lost, "%s resumed: its tasks start again", what), out, nil
+	}
+	return summary(lost, "%s paused: nothing new starts; running tasks go on", what), out, nil
 }
 
 func (s *Server) doctor(ctx context.Context, _ *mcp.CallToolRequest, _ DoctorInput) (*mcp.CallToolResult, DoctorOutput, error) {
@@ -251,7 +305,7 @@ func (s *Server) queueStatus(ctx context.Context, _ *mcp.CallToolRequest, in Que
 		out.Counts[string(st)] = n
 	}
 	out.Waiting, out.Running, out.MaxActive, out.ServerTime = snap.Pending.Total, snap.Active.Used, snap.Active.Max, snap.ServerTime
-	out.Delayed = snap.Pending.Delayed
+	out.Delayed, out.Paused, out.PausedKeys = snap.Pending.Delayed, snap.Config.Paused, snap.PausedKeys()
 	return summary(lost, "queue %s: %d waiting, %d running, %d done", in.Queue, out.Waiting, out.Running, out.Counts[string(queue.StateDone)]), out, nil
 }
 

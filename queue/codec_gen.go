@@ -36,6 +36,7 @@ const (
 	configFieldSlotPrefix
 	configFieldBackoff
 	configFieldRetention
+	configFieldPaused
 	configFieldCreatedAt
 	configFieldUpdatedAt
 )
@@ -46,6 +47,7 @@ var configKnown = map[string]bool{
 	"created_at":   true,
 	"max_active":   true,
 	"max_attempts": true,
+	"paused":       true,
 	"per_key":      true,
 	"queue":        true,
 	"retention":    true,
@@ -58,7 +60,7 @@ var configKnown = map[string]bool{
 // encodeFast is v as encoding/json writes its fields, and false for what
 // only encoding/json may write (jsonappend).
 func (v *Config) encodeFast() ([]byte, bool) {
-	w := jsonappend.New(321)
+	w := jsonappend.New(339)
 	v.appendJSON(&w)
 	return w.B, w.OK
 }
@@ -93,6 +95,10 @@ func (v *Config) appendJSON(w *jsonappend.Writer) {
 	w.Str(v.Backoff.String())
 	w.Raw(`,"retention":`)
 	w.Str(v.Retention.String())
+	if v.Paused {
+		w.Raw(`,"paused":`)
+		w.Bool(v.Paused)
+	}
 	w.Raw(`,"created_at":`)
 	w.Time(v.CreatedAt)
 	w.Raw(`,"updated_at":`)
@@ -130,6 +136,9 @@ func (v *Config) scanJSON(s *jsonrec.Scanner, skip jsonrec.Fields) bool {
 		return false
 	}
 	if !s.Lit(`,"retention":`) || !(skip&configFieldRetention == 0 && s.Duration(&v.Retention) || skip&configFieldRetention != 0 && s.SkipDuration()) {
+		return false
+	}
+	if s.Lit(`,"paused":`) && !(skip&configFieldPaused == 0 && s.Bool(&v.Paused) || skip&configFieldPaused != 0 && s.SkipBool()) {
 		return false
 	}
 	if !s.Lit(`,"created_at":`) || !(skip&configFieldCreatedAt == 0 && s.Time(&v.CreatedAt) || skip&configFieldCreatedAt != 0 && s.SkipTime()) {
@@ -455,6 +464,73 @@ func scanstopNotePtrs(s *jsonrec.Scanner, dst *[]*stopNote) bool {
 		*dst = out
 	}
 	return true
+}
+
+// The fields of KeyConfig, for the skip of scanJSON.
+const (
+	keyConfigFieldQueue jsonrec.Fields = 1 << iota
+	keyConfigFieldKey
+	keyConfigFieldPaused
+	keyConfigFieldUpdatedAt
+)
+
+// keyConfigKnown are the JSON names of KeyConfig's fields.
+var keyConfigKnown = map[string]bool{
+	"key":        true,
+	"paused":     true,
+	"queue":      true,
+	"updated_at": true,
+}
+
+// encodeFast is v as encoding/json writes its fields, and false for what
+// only encoding/json may write (jsonappend).
+func (v *KeyConfig) encodeFast() ([]byte, bool) {
+	w := jsonappend.New(114)
+	v.appendJSON(&w)
+	return w.B, w.OK
+}
+
+// decodeFast decodes into v a record as encodeFast writes it, keeping no
+// field in skip. It reports false for anything else (another order, an
+// escape, space, a field it does not know), and v is then undefined: the
+// general decoder decides. What it decodes, it decodes as that does.
+func (v *KeyConfig) decodeFast(data []byte, skip jsonrec.Fields) bool {
+	*v = KeyConfig{}
+	s := jsonrec.NewScanner(data)
+	return v.scanJSON(s, skip) && s.Done()
+}
+
+// appendJSON writes v to w as encoding/json writes its fields.
+func (v *KeyConfig) appendJSON(w *jsonappend.Writer) {
+	w.Raw(`{"queue":`)
+	w.Str(v.Queue)
+	w.Raw(`,"key":`)
+	w.Str(v.Key)
+	w.Raw(`,"paused":`)
+	w.Bool(v.Paused)
+	w.Raw(`,"updated_at":`)
+	w.Time(v.UpdatedAt)
+	w.Raw(`}`)
+}
+
+// scanJSON reads v as appendJSON writes it, keeping no field in skip (v
+// may be nil when skip is jsonrec.AllFields). It reads a field it skips
+// as strictly as one it keeps, but for []byte, which it takes as any
+// string without escapes. The strings it keeps are stored by s.Done.
+func (v *KeyConfig) scanJSON(s *jsonrec.Scanner, skip jsonrec.Fields) bool {
+	if !s.Lit(`{"queue":`) || !(skip&keyConfigFieldQueue == 0 && s.Str(&v.Queue) || skip&keyConfigFieldQueue != 0 && s.SkipStr()) {
+		return false
+	}
+	if !s.Lit(`,"key":`) || !(skip&keyConfigFieldKey == 0 && s.Str(&v.Key) || skip&keyConfigFieldKey != 0 && s.SkipStr()) {
+		return false
+	}
+	if !s.Lit(`,"paused":`) || !(skip&keyConfigFieldPaused == 0 && s.Bool(&v.Paused) || skip&keyConfigFieldPaused != 0 && s.SkipBool()) {
+		return false
+	}
+	if !s.Lit(`,"updated_at":`) || !(skip&keyConfigFieldUpdatedAt == 0 && s.Time(&v.UpdatedAt) || skip&keyConfigFieldUpdatedAt != 0 && s.SkipTime()) {
+		return false
+	}
+	return s.Lit(`}`)
 }
 
 // The fields of presence, for the skip of scanJSON.

@@ -74,7 +74,10 @@ type Config struct {
 	Backoff Duration `json:"backoff"`
 	// Retention is how long a finished task stays readable. Whole
 	// seconds, at least 1s. Default: 24h.
-	Retention Duration  `json:"retention"`
+	Retention Duration `json:"retention"`
+	// Paused stops new starts of the queue's tasks; running ones go on,
+	// adds go on (Pause, Resume). Default: false.
+	Paused    bool      `json:"paused,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
 

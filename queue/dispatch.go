@@ -167,6 +167,13 @@ func (d *dispatcher) applyQueue(l *loop, e kv.Entry) {
 		return
 	}
 	d.x.applyQueue(e, time.Now())
+	switch {
+	case isConfigKey(q, e.Key) && d.x.cfg.Paused:
+		d.withdrawWhere(l, func(*outOffer) bool { return true })
+	case isKeyConfigKey(q, e.Key) && d.x.keyCfg[keyOfKeyConfig(q, e.Key)].Paused:
+		name := keyOfKeyConfig(q, e.Key)
+		d.withdrawWhere(l, func(o *outOffer) bool { return o.pk.key.name == name })
+	}
 	if isTaskKey(q, e.Key) {
 		d.followTask(l, taskIDOf(q, e.Key))
 	} else if i := tokenIndexOf(q, e.Key); i >= 0 {
@@ -402,6 +409,18 @@ func (d *dispatcher) withdraw(l *loop, o *outOffer) {
 		delete(w.offers, o.pk.id)
 	}
 	d.x.release(o.pk, nil, time.Now())
+}
+
+// withdrawWhere takes back the offers that match, writing their workers'
+// inboxes again without them: a pause stops what was offered and not yet
+// claimed.
+func (d *dispatcher) withdrawWhere(l *loop, match func(*outOffer) bool) {
+	for _, o := range d.offers {
+		if match(o) {
+			d.withdraw(l, o)
+			d.markDirty(o.worker)
+		}
+	}
 }
 
 // expireOffers withdraws the offers their workers did not take in time.

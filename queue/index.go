@@ -30,8 +30,11 @@ type index struct {
 
 	tasks map[string]*itask
 	keys  map[string]*ikey
-	ready [3]keyHeap
-	due   dueHeap
+	// keyCfg are the keys' own settings (KeyConfig), kept while their
+	// records live, whether or not the key has tasks.
+	keyCfg map[string]KeyConfig
+	ready  [3]keyHeap
+	due    dueHeap
 
 	// active are the active tasks by the slot they ran under (two at once
 	// when an orphan is not settled yet and the next task of the key runs);
@@ -126,6 +129,7 @@ type ikey struct {
 	n      int // tasks of the key in the view
 	fifo   [3]taskHeap
 	served uint64 // revision of the last claim seen
+	paused bool   // its KeyConfig pauses it: in no heap
 	// local counts this worker's claims in flight: the key sorts last
 	// meanwhile, as it will once the claim lands.
 	local    int
@@ -137,7 +141,7 @@ type ikey struct {
 func newIndex(q string, cfg Config) *index {
 	x := &index{
 		q: q, cfg: cfg,
-		tasks: map[string]*itask{}, keys: map[string]*ikey{}, active: map[string][]*itask{}, ahead: map[string]uint64{},
+		tasks: map[string]*itask{}, keys: map[string]*ikey{}, keyCfg: map[string]KeyConfig{}, active: map[string][]*itask{}, ahead: map[string]uint64{},
 		slots: map[string]*session.Session{}, tokens: map[int]*token{}, reserved: map[int]bool{},
 		suspects: map[string]*itask{}, sameHost: map[string]holder{}, undecodable: map[string]uint64{},
 		slotGone: newExpiring[uint64](), tokenGone: map[int]uint64{}, rested: newExpiring[uint64](),
@@ -151,6 +155,23 @@ func newIndex(q string, cfg Config) *index {
 }
 
 // setConfig applies a changed config: capacity, lanes and slot names.
+// applyKeyConfig takes a version of a key's settings. One that does not
+// decode is left for doctor; the last good one stays.
+func (x *index) applyKeyConfig(e kv.Entry) {
+	name := keyOfKeyConfig(x.q, e.Key)
+	if !e.Live() {
+		delete(x.keyCfg, name)
+	} else if kc, err := decodeKeyConfig(x.q, e); err == nil {
+		x.keyCfg[name] = kc
+	} else {
+		return
+	}
+	if k := x.keys[name]; k != nil {
+		k.paused = x.keyCfg[name].Paused
+		x.refresh(k)
+	}
+}
+
 func (x *index) setConfig(cfg Config) {
 	if cfg.Revision != 0 && cfg.Revision < x.cfg.Revision {
 		return
@@ -188,6 +209,8 @@ func (x *index) applyQueue(e kv.Entry, now time.Time) {
 				x.setConfig(c)
 			}
 		}
+	case isKeyConfigKey(x.q, e.Key):
+		x.applyKeyConfig(e)
 	default:
 		if i := tokenIndexOf(x.q, e.Key); i >= 0 {
 			x.applyToken(i, e)
@@ -429,6 +452,7 @@ func (x *index) key(name string) *ikey {
 			k.served = served
 			x.rested.delete(name)
 		}
+		k.paused = x.keyCfg[name].Paused
 		x.keys[name] = k
 	}
 	return k
@@ -495,7 +519,7 @@ func (x *index) runsUnder(slot string) bool {
 // refresh puts k in the ready heap of each level where it has a task
 // waiting and a lane free, and takes it out of the others.
 func (x *index) refresh(k *ikey) {
-	runnable := x.freeLane(k) >= 0
+	runnable := !k.paused && x.freeLane(k) >= 0
 	for p := range k.fifo {
 		head := k.peek(p)
 		in := k.pos[p] >= 0

@@ -253,7 +253,7 @@ func (l *loop) dispatch(now time.Time) {
 	if l.d != nil {
 		defer l.d.offerAll(l, now)
 	}
-	if l.draining || l.fatal != nil || now.Before(l.paused) {
+	if l.draining || l.fatal != nil || now.Before(l.paused) || l.cfg.Paused {
 		return
 	}
 	for len(l.running)+l.claims < l.w.concurrency && (l.w.maxTasks == 0 || l.started < l.w.maxTasks) {

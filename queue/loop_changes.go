@@ -6,6 +6,7 @@ package queue
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/batonhq/baton/kv"
@@ -136,6 +137,9 @@ func (l *loop) onInbox(e *kv.Entry) {
 			delete(l.taken, id) // the dispatcher knows it was taken
 		}
 	}
+	// An offer the inbox no longer holds was taken back (a pause, or it
+	// expired): it is not claimed.
+	l.offers = slices.DeleteFunc(l.offers, func(o offer) bool { return !seen[o.Task] })
 }
 
 func (l *loop) offered(id string) bool {

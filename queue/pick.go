@@ -44,7 +44,7 @@ func (x *index) used() int {
 // returns false when nothing can run: capacity used up, no task waiting
 // whose key has a free lane, or the view not complete yet.
 func (x *index) next() (pick, bool) {
-	if !x.synced {
+	if !x.synced || x.cfg.Paused {
 		return pick{}, false
 	}
 	tok := -1

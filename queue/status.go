@@ -30,8 +30,22 @@ type Snapshot struct {
 	Tasks []*Task `json:"-"`
 	// Undecodable are task records that do not decode: never run.
 	Undecodable []string `json:"undecodable"`
+	// Keys are the keys with settings of their own (KeyConfig), by key.
+	Keys []KeyConfig `json:"-"`
 	// Records counts what the queue keeps in the server.
 	Records RecordCounts `json:"records"`
+}
+
+// PausedKeys are the keys whose starts are paused (PauseKey), sorted.
+func (s *Snapshot) PausedKeys() []string {
+	out := []string{}
+	for _, k := range s.Keys {
+		if k.Paused {
+			out = append(out, k.Key)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // RecordCounts is what a queue keeps in the server: its own live records,
@@ -119,6 +133,10 @@ func (qs *Queues) Snapshot(ctx context.Context, q string, opts ...SnapshotOption
 	// unless it lists them); other records of the queue are counted by
 	// their keys.
 	entries, err := kv.EntriesDecoded(ctx, qs.bucket, queuePattern(q), func(e kv.Entry) (statusLine, error) {
+		if isKeyConfigKey(q, e.Key) {
+			kc, err := decodeKeyConfig(q, e)
+			return statusLine{keyCfg: &kc}, err
+		}
 		if !isTaskKey(q, e.Key) {
 			return statusLine{}, nil
 		}
@@ -175,6 +193,9 @@ func summarize(qs *Queues, cfg Config, entries []kv.Decoded[statusLine], l *sess
 		if !isTaskKey(q, d.Entry.Key) {
 			if tokenIndexOf(q, d.Entry.Key) >= 0 {
 				tokens++
+			}
+			if kc := d.Out.keyCfg; kc != nil && d.Err == nil {
+				snap.Keys = append(snap.Keys, *kc)
 			}
 			continue
 		}

@@ -94,6 +94,8 @@ type statusLine struct {
 	addedAt  time.Time
 	// notBefore is a pending task's Task.NotBefore.
 	notBefore time.Time
+	// keyCfg is, instead of a task, a key's settings.
+	keyCfg *KeyConfig
 }
 
 // lineOf decodes the task in e, of queue q, for a status: only its

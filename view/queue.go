@@ -64,6 +64,8 @@ func QueueStatusJSON(s *queue.Snapshot, by string, tasks bool) (map[string]any, 
 		"queue":       s.Config.Queue,
 		"config":      cfg,
 		"server_time": s.ServerTime,
+		"paused":      s.Config.Paused,
+		"paused_keys": s.PausedKeys(),
 		"counts":      s.Counts,
 		"pending":     pending,
 		"active": map[string]any{

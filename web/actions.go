@@ -152,6 +152,40 @@ func taskDoc(t *queue.Task) (map[string]any, error) {
 	return doc, err
 }
 
+// pauseAction pauses (or resumes) the queue the path names, or its key
+// when the path names one, and answers as `queue pause --json` does.
+func (s *Server) pauseAction(pause bool) func(r *http.Request) (int, any, error) {
+	return func(r *http.Request) (int, any, error) {
+		if err := s.needQueues(); err != nil {
+			return 0, nil, err
+		}
+		q, key := r.PathValue("queue"), r.PathValue("key")
+		doc := map[string]any{"queue": q, "paused": pause}
+		if key != "" {
+			set := s.qs.ResumeKey
+			if pause {
+				set = s.qs.PauseKey
+			}
+			k, err := set(r.Context(), q, key)
+			if err != nil {
+				return 0, nil, err
+			}
+			doc["key"], doc["revision"] = key, k.Revision
+			return http.StatusOK, doc, nil
+		}
+		set := s.qs.Resume
+		if pause {
+			set = s.qs.Pause
+		}
+		c, err := set(r.Context(), q)
+		if err != nil {
+			return 0, nil, err
+		}
+		doc["revision"] = c.Revision
+		return http.StatusOK, doc, nil
+	}
+}
+
 // actRelease frees a key whose holder is dead or stale (?force=1: any).
 func (s *Server) actRelease(r *http.Request) (int, any, error) {
 	if err := s.needQueues(); err != nil {

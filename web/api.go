@@ -57,6 +57,10 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /api/v1/queues/{queue}/tasks/{id}/cancel", s.action("queue cancel", s.actCancel))
 	mux.HandleFunc("POST /api/v1/queues/{queue}/tasks/{id}/retry", s.action("queue retry", s.actRetry))
 	mux.HandleFunc("POST /api/v1/queues/{queue}/keys/{key}/release", s.action("queue release", s.actRelease))
+	mux.HandleFunc("POST /api/v1/queues/{queue}/pause", s.action("queue pause", s.pauseAction(true)))
+	mux.HandleFunc("POST /api/v1/queues/{queue}/resume", s.action("queue resume", s.pauseAction(false)))
+	mux.HandleFunc("POST /api/v1/queues/{queue}/keys/{key}/pause", s.action("queue pause --key", s.pauseAction(true)))
+	mux.HandleFunc("POST /api/v1/queues/{queue}/keys/{key}/resume", s.action("queue resume --key", s.pauseAction(false)))
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		// An action asked with GET (or a view with POST) is 405, naming the
 		// method that works; anything else is not an API.

@@ -247,9 +247,30 @@ func TestQueues_ShownAndActedOn(t *testing.T) {
 		c, _ := doc["counts"].(map[string]any)
 		return c != nil && c["cancelled"] == float64(1)
 	})
+	if code, body := e.post("/api/v1/queues/jobs/pause", "", nil); code != http.StatusOK || body["paused"] != true {
+		t.Fatalf("pause: %d %v", code, body)
+	}
+	if code, body := e.post("/api/v1/queues/jobs/keys/alice/pause", "", nil); code != http.StatusOK || body["key"] != "alice" {
+		t.Fatalf("pause a key: %d %v", code, body)
+	}
+	if code, body := e.post("/api/v1/queues/nope/pause", "", nil); code != http.StatusNotFound {
+		t.Errorf("pause of no queue: %d %v, want 404", code, body)
+	}
+	eventually(t, "the pauses shown", func() bool {
+		doc = nil
+		e.get("/api/v1/queues/jobs", &doc)
+		keys, _ := doc["paused_keys"].([]any)
+		return doc["paused"] == true && len(keys) == 1 && keys[0] == "alice"
+	})
 	fams := scrape(t, e.http.URL+"/metrics", "")
 	if !hasSample(fams["baton_queue_pending"], map[string]string{"queue": "jobs", "priority": "high"}) {
 		t.Errorf("no pending gauge for jobs: %v", fams["baton_queue_pending"])
+	}
+	if f := fams["baton_queue_paused"]; f.value(map[string]string{"queue": "jobs"}) != 1 {
+		t.Errorf("baton_queue_paused: %v, want 1 for jobs", f)
+	}
+	if code, _ := e.post("/api/v1/queues/jobs/resume", "", nil); code != http.StatusOK {
+		t.Errorf("resume: %d", code)
 	}
 	var ov web.Overview
 	e.get("/api/v1/overview", &ov)

@@ -44,6 +44,8 @@ var (
 	descQueueActive = desc("baton_queue_active", "Tasks running (capacity used).", "queue")
 	descQueueMax    = desc("baton_queue_max_active", "The queue's max_active (0: no limit).", "queue")
 	descQueueOldest = desc("baton_queue_oldest_pending_age_seconds", "Age of the oldest waiting task (0 when none waits).", "queue")
+	descQueuePause  = desc("baton_queue_paused", "1 while the queue is paused (nothing new starts), else 0.", "queue")
+	descQueuePKeys  = desc("baton_queue_paused_keys", "Keys of the queue whose starts are paused.", "queue")
 	descQueueDelay  = desc("baton_queue_delayed_tasks", "Pending tasks whose run-at time has not come (counted in baton_queue_pending too).", "queue")
 	descSemMax      = desc("baton_sem_max", "A semaphore's max: the units it has (on each host, for a per-host one: host is set).", "sem", "host")
 	descSemHeld     = desc("baton_sem_units_held", "Units of a semaphore held by live permits (weights counted).", "sem", "host")
@@ -123,6 +125,12 @@ func (cm *clusterMetrics) Collect(ch chan<- prometheus.Metric) {
 			gauge(descQueueMax, float64(snap.Config.MaxActive), q)
 			gauge(descQueueOldest, snap.Pending.OldestAge.Seconds(), q)
 			gauge(descQueueDelay, float64(snap.Pending.Delayed), q)
+			paused := 0.0
+			if snap.Config.Paused {
+				paused = 1
+			}
+			gauge(descQueuePause, paused, q)
+			gauge(descQueuePKeys, float64(len(snap.PausedKeys())), q)
 		}
 	}
 	if s.limits != nil {

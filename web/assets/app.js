@@ -469,8 +469,13 @@ function viewQueues() {
     const pct = a.max ? Math.min(100, Math.round(100 * a.used / a.max)) : 0;
     const keys = Object.entries(p.by_key).map(([k, v]) => [k, v.high + v.normal + v.low, v]).sort((x, y) => y[1] - x[1]).slice(0, 20);
     const qn = encodeURIComponent(q.queue);
+    const pausedKeys = q.paused_keys || [];
+    const pauseBtn = ro ? null : q.paused
+      ? h('button', { 'data-pause': q.queue, onclick: () => queueAct('queues/' + qn + '/resume', 'resume ' + q.queue) }, 'Resume')
+      : h('button', { 'data-pause': q.queue, onclick: () => queueAct('queues/' + qn + '/pause', 'pause ' + q.queue) }, 'Pause');
     el.append(h('section', { className: 'panel', 'data-queue': q.queue },
-      h('h3', {}, q.queue),
+      h('h3', {}, q.queue, ' ', q.paused ? h('span', { className: 'state paused', title: 'nothing new starts; running tasks go on' }, 'paused') : null, ' ', pauseBtn),
+      pausedKeys.length ? h('p', { 'data-paused-keys': q.queue }, 'paused keys: ', pausedKeys.map(k => h('span', { className: 'chip' }, k, ro ? null : h('button', { className: 'toggle', onclick: () => queueAct('queues/' + qn + '/keys/' + encodeURIComponent(k) + '/resume', 'resume ' + k) }, 'resume')))) : null,
       h('div', { className: 'cards' },
         card(p.total, 'pending'),
         card(p.delayed || 0, p.next_at ? 'waiting for their time; next ' + new Date(p.next_at).toLocaleTimeString() : 'waiting for their time'),
@@ -480,9 +485,12 @@ function viewQueues() {
         card(p.oldest_age_ms !== undefined ? dur(p.oldest_age_ms + elapsed()) : '-', 'oldest pending')),
       a.max ? h('div', { className: 'bar', title: a.used + ' of ' + a.max }, h('span', { style: 'width:' + pct + '%' })) : null,
       h('p', {}, 'pending by priority: ', ['high', 'normal', 'low'].map(pr => h('span', { className: 'chip' }, pr + ' ' + (p.by_priority[pr] || 0)))),
-      keys.length ? table(['key', 'pending', 'high', 'normal', 'low', 'active'], keys.map(([k, n, v]) => h('tr', {},
-        h('td', { className: 'mono' }, k), h('td', { className: 'num' }, n), h('td', { className: 'num' }, v.high),
-        h('td', { className: 'num' }, v.normal), h('td', { className: 'num' }, v.low), h('td', { className: 'num' }, a.by_key[k] || 0)))) : null,
+      keys.length ? table(['key', 'pending', 'high', 'normal', 'low', 'active', ro ? '' : 'action'].filter(Boolean), keys.map(([k, n, v]) => h('tr', {},
+        h('td', { className: 'mono' }, k, pausedKeys.includes(k) ? h('span', { className: 'state paused' }, 'paused') : null), h('td', { className: 'num' }, n), h('td', { className: 'num' }, v.high),
+        h('td', { className: 'num' }, v.normal), h('td', { className: 'num' }, v.low), h('td', { className: 'num' }, a.by_key[k] || 0),
+        ro ? null : h('td', {}, pausedKeys.includes(k)
+          ? h('button', { onclick: () => queueAct('queues/' + qn + '/keys/' + encodeURIComponent(k) + '/resume', 'resume ' + k) }, 'Resume')
+          : h('button', { onclick: () => queueAct('queues/' + qn + '/keys/' + encodeURIComponent(k) + '/pause', 'pause ' + k) }, 'Pause'))))) : null,
       h('h3', { style: 'margin-top:12px' }, 'Key locks'),
       table(['key', 'lane', 'task', 'host', 'pid', 'fence', 'left', ro ? '' : 'action'].filter(Boolean), q.locks.map(l => h('tr', {},
         h('td', { className: 'mono' }, l.key), h('td', { className: 'num' }, l.lane), h('td', { className: 'mono' }, l.task || '-'),

@@ -183,6 +183,12 @@ func printStatus(o *StatusOptions, s *queue.Snapshot) error {
 	c := s.Config
 	cmdutil.Fprintf(out, "queue %s: max_active %s, per_key %d, max_attempts %d, timeout %s, ttl %s\n",
 		c.Queue, maxText(c.MaxActive), c.PerKey, c.MaxAttempts, c.Timeout, c.TTL)
+	if c.Paused {
+		cmdutil.Fprintf(out, "PAUSED    nothing new starts; running tasks go on (baton queue resume %s)\n", c.Queue)
+	}
+	if keys := s.PausedKeys(); len(keys) > 0 {
+		cmdutil.Fprintf(out, "paused    keys %s (baton queue resume %s --key K)\n", strings.Join(keys, ", "), c.Queue)
+	}
 	p := s.Pending
 	line := fmt.Sprintf("pending   %d (high %d, normal %d, low %d)", p.Total, p.ByPriority[queue.High], p.ByPriority[queue.Normal], p.ByPriority[queue.Low])
 	if p.OldestID != "" {

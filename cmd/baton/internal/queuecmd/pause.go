@@ -1,0 +1,194 @@
+package queuecmd
+
+import (
+	"context"
+	"fmt"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/batonhq/baton/cmd/baton/internal/cmdutil"
+)
+
+// PauseOptions are the inputs of pause and resume.
+type PauseOptions struct {
+	F     *cmdutil.Factory
+	Queue string
+	Key   string
+	Pause bool
+}
+
+func newCmdPause(f *cmdutil.Factory, runF Verbs, pause bool) *cobra.Command {
+	o := &PauseOptions{F: f, Pause: pause}
+	verb := "resume"
+	short := "Let a paused queue's tasks (or one key's) start again"
+	long := `Undo baton queue pause: the queue's tasks (with --key, that key's) start
+again at the next dispatch, in their fair turn.`
+	example := `  baton queue resume agents
+  baton queue resume agents --key alice`
+	if pause {
+		verb = "pause"
+		short = "Stop new starts of a queue's tasks (or of one key's); running ones go on"
+		long = `Stop new starts of the queue's tasks, on every worker and host, at the next
+dispatch (with --key K, of that key's tasks only; the other keys go on).
+Tasks that run go on to their end, adds go on, and tasks keep their place:
+baton queue resume lets them start again. status, the dashboard and the
+metrics show the pause.
+
+A queue's pause is in its config record: workers stop claiming at once. A
+key's is a record of its own (<queue>.key.<key>), which the dispatcher
+reads: a start it offered a moment before it saw the pause may still
+happen, none after.`
+		example = `  baton queue pause agents            # an incident: nothing new starts
+  baton queue pause agents --key bob  # bob's tasks wait; the others run`
+	}
+	cmd := &cobra.Command{
+		Use:     verb + " QUEUE [--key K]",
+		Short:   short,
+		Long:    long,
+		Example: example,
+		Args:    queueArgs("QUEUE: baton queue "+verb+" QUEUE [--key K]", 0),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Queue = args[0]
+			if runF != nil {
+				return runF(verb, o)
+			}
+			return pauseRun(cmd.Context(), o)
+		},
+	}
+	cmd.Flags().StringVar(&o.Key, "key", "", "pause or resume only this key's tasks")
+	return cmd
+}
+
+// PauseOutput is pause's and resume's --json document.
+type PauseOutput struct {
+	Queue    string `json:"queue"`
+	Key      string `json:"key,omitempty"`
+	Paused   bool   `json:"paused"`
+	Revision uint64 `json:"revision"`
+}
+
+func pauseRun(ctx context.Context, o *PauseOptions) error {
+	if o.Key != "" {
+		if err := cmdutil.ValidSlot("--key", o.Key); err != nil {
+			return err
+		}
+	}
+	qs, err := o.F.Queues(ctx)
+	if err != nil {
+		return err
+	}
+	out := PauseOutput{Queue: o.Queue, Key: o.Key, Paused: o.Pause}
+	what := "queue " + o.Queue
+	switch {
+	case o.Key != "":
+		set := qs.ResumeKey
+		if o.Pause {
+			set = qs.PauseKey
+		}
+		k, err := set(ctx, o.Queue, o.Key)
+		if err != nil {
+			return err
+		}
+		out.Revision = k.Revision
+		what = fmt.Sprintf("key %s of queue %s", o.Key, o.Queue)
+	default:
+		set := qs.Resume
+		if o.Pause {
+			set = qs.Pause
+		}
+		c, err := set(ctx, o.Queue)
+		if err != nil {
+			return err
+		}
+		out.Revision = c.Revision
+	}
+	if o.F.Config.JSON {
+		return cmdutil.PrintJSON(o.F.IO.Out, out)
+	}
+	if o.Pause {
+		cmdutil.Fprintf(o.F.IO.Out, "%s paused: nothing new starts; running tasks go on (baton queue resume undoes it)\n", what)
+	} else {
+		cmdutil.Fprintf(o.F.IO.Out, "%s resumed: its tasks start again\n", what)
+	}
+	return nil
+}
+
+// KeyOptions are the inputs of key ls.
+type KeyOptions struct {
+	F     *cmdutil.Factory
+	Queue string
+}
+
+func newCmdKey(f *cmdutil.Factory, runF Verbs) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "key <ls>",
+		Short: "The keys of a queue that have settings of their own",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return cmdutil.Usagef("unknown verb %q for baton queue key: use ls", args[0])
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error { return cmd.Help() },
+	}
+	o := &KeyOptions{F: f}
+	ls := &cobra.Command{
+		Use:   "ls QUEUE",
+		Short: "List the keys of a queue with settings of their own (paused)",
+		Long: `List the keys of the queue that have settings of their own: today, a
+pause (baton queue pause QUEUE --key K). A key not listed has the queue's
+settings.`,
+		Example: `  baton queue key ls agents
+  baton queue key ls agents --json`,
+		Args: queueArgs("QUEUE: baton queue key ls QUEUE", 0),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Queue = args[0]
+			if runF != nil {
+				return runF("key ls", o)
+			}
+			return keyLsRun(cmd.Context(), o)
+		},
+	}
+	cmd.AddCommand(ls)
+	return cmd
+}
+
+// KeyRow is one line of key ls --json.
+type KeyRow struct {
+	Key       string `json:"key"`
+	Paused    bool   `json:"paused"`
+	UpdatedAt string `json:"updated_at"`
+	Revision  uint64 `json:"revision"`
+}
+
+func keyLsRun(ctx context.Context, o *KeyOptions) error {
+	qs, err := o.F.Queues(ctx)
+	if err != nil {
+		return err
+	}
+	keys, bad, err := qs.Keys(ctx, o.Queue)
+	if err != nil {
+		return err
+	}
+	for _, e := range bad {
+		cmdutil.Fprintf(o.F.IO.ErrOut, "baton: queue key ls: %s (see baton doctor)\n", cmdutil.Text(e))
+	}
+	if o.F.Config.JSON {
+		rows := make([]KeyRow, 0, len(keys))
+		for _, k := range keys {
+			rows = append(rows, KeyRow{Key: k.Key, Paused: k.Paused, UpdatedAt: cmdutil.Since(k.UpdatedAt), Revision: k.Revision})
+		}
+		return cmdutil.PrintJSON(o.F.IO.Out, map[string]any{"queue": o.Queue, "keys": rows})
+	}
+	if len(keys) == 0 {
+		cmdutil.Fprintf(o.F.IO.Out, "no key of queue %s has settings of its own\n", o.Queue)
+		return nil
+	}
+	w := tabwriter.NewWriter(o.F.IO.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "KEY\tPAUSED\tUPDATED")
+	for _, k := range keys {
+		fmt.Fprintf(w, "%s\t%v\t%s\n", k.Key, k.Paused, cmdutil.Since(k.UpdatedAt))
+	}
+	return w.Flush()
+}
