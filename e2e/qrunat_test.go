@@ -33,17 +33,26 @@ func TestQueue_DelayedTasksStartAtTheirTime(t *testing.T) {
 		r := a.baton("leader", "queue.dq", "--json")
 		return r.code == 0 && strings.Contains(r.stdout, "host-a")
 	})
-	b.startWorker(t, append([]string{"dq", "--concurrency", "2"}, record...)...)
+	second := b.startWorker(t, append([]string{"dq", "--concurrency", "2"}, record...)...)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("host-b's worker said:\n%s", second.errs)
+			t.Logf("queue status:\n%s", b.baton("queue", "status", "dq", "--tasks"))
+			t.Logf("leader:\n%s", b.baton("leader", "queue.dq"))
+		}
+	})
 
-	// The times: 5-6 s from now, past the kills and the failovers.
+	// The times: 14-16 s from now, past the kills and the failovers (a
+	// stream's new leader is elected 4-9 s after its server dies, by
+	// nats-server's election timeouts).
 	now := time.Now()
 	due := map[string]time.Time{}
 	for i := range 4 {
 		id := fmt.Sprintf("in%d", i)
-		in := 5*time.Second + time.Duration(i)*250*time.Millisecond
+		in := 14*time.Second + time.Duration(i)*250*time.Millisecond
 		a.must("queue", "add", "dq", "--key", fmt.Sprintf("k%d", i), "--id", id, "--in", in.String())
 		due[id] = notBefore(t, a, "dq", id)
-		at := now.Add(5500*time.Millisecond + time.Duration(i)*250*time.Millisecond).UTC()
+		at := now.Add(14500*time.Millisecond + time.Duration(i)*250*time.Millisecond).UTC()
 		id = fmt.Sprintf("at%d", i)
 		a.must("queue", "add", "dq", "--key", fmt.Sprintf("j%d", i), "--id", id, "--at", at.Format(time.RFC3339Nano))
 		if got := notBefore(t, a, "dq", id); !got.Equal(at) {
@@ -69,11 +78,27 @@ func TestQueue_DelayedTasksStartAtTheirTime(t *testing.T) {
 			_ = s.cmd.Process.Kill()
 		}
 	}
-	if time.Until(now.Add(5*time.Second)) < time.Second {
-		t.Fatalf("the kills took until %s after the adds: no time was left to recover before the tasks were due", time.Since(now))
+	// host-b's worker dispatches once the servers left have elected the
+	// streams' leaders and the dispatcher's term has expired.
+	waitFor(t, 13*time.Second, "host-b's worker dispatches after the kills", func() bool {
+		r := b.baton("leader", "queue.dq", "--json")
+		return r.code == 0 && strings.Contains(r.stdout, "host-b")
+	})
+	if left := time.Until(now.Add(14 * time.Second)); left < 0 {
+		t.Fatalf("the cluster recovered %s after the first task was due: the test's times leave too little room", -left)
 	}
+	// Reads wait for the two servers left to elect the stream's leader.
 	for id := range due {
-		b.waitTaskState(t, "dq", id, "done", 30*time.Second)
+		waitFor(t, 30*time.Second, "task "+id+" done", func() bool {
+			r := b.baton("queue", "get", "dq", id, "--json")
+			if r.code == 6 {
+				return false
+			}
+			if r.code != 0 {
+				t.Fatalf("queue get %s: %s", id, r)
+			}
+			return jsonOf(t, r.stdout)["state"] == "done"
+		})
 	}
 	began := map[string]time.Time{}
 	raw, err := os.ReadFile(log)

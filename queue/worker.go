@@ -232,10 +232,40 @@ func (w *Worker) Run(ctx context.Context) error {
 	elected := make(chan struct{})
 	go func() {
 		defer close(elected)
-		_ = el.Lead(ectx, func(ctx context.Context, _ *lease.Term) error { return l.lead(ctx) },
-			lease.OnCampaignRetry(func(err error, _ time.Duration) {
-				w.emit(Event{Kind: EventError, Err: fmt.Errorf("campaign to dispatch queue %s: %w", w.q, err)})
-			}))
+		// Lead returns when a term's work ended for a reason of its own:
+		// the worker stopped taking tasks (then it campaigns no more), or
+		// it could not start dispatching (the server away just after the
+		// term was won): then it stands again, or the queue would be left
+		// without a candidate on this worker for good.
+		wait := 100 * time.Millisecond
+		for {
+			began := time.Now()
+			err := el.Lead(ectx, func(ctx context.Context, _ *lease.Term) error { return l.lead(ctx) },
+				lease.OnCampaignRetry(func(err error, _ time.Duration) {
+					w.emit(Event{Kind: EventError, Err: fmt.Errorf("campaign to dispatch queue %s: %w", w.q, err)})
+				}))
+			select {
+			case <-ectx.Done():
+				return
+			case <-l.resign:
+				return
+			default:
+			}
+			if err != nil {
+				w.emit(Event{Kind: EventError, Err: fmt.Errorf("campaign to dispatch queue %s: %w; standing again", w.q, err)})
+			}
+			if time.Since(began) > 10*time.Second {
+				wait = 100 * time.Millisecond // a term that lasted: no failure in a row
+			}
+			select {
+			case <-ectx.Done():
+				return
+			case <-l.resign:
+				return
+			case <-time.After(wait):
+			}
+			wait = min(2*wait, 2*time.Second)
+		}
 	}()
 	defer func() {
 		stopElection()
