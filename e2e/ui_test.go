@@ -270,6 +270,9 @@ func TestUI_InABrowser(t *testing.T) {
 	if doc := jsonOf(t, h1.must("queue", "status", "agents", "--json").stdout); doc["paused"] != true {
 		t.Errorf("queue status after Pause in the page: paused %v", doc["paused"])
 	}
+	h1.must("queue", "schedule", "add", "agents", "nightly", "--cron", "0 2 * * *", "--timezone", "Europe/Berlin", "--key", "reports")
+	b.until(10*time.Second, "the schedule shown with its next tick",
+		`(document.querySelector('tr[data-schedule="nightly"]') || {innerText: ''}).innerText.includes('0 2 * * * (Europe/Berlin)')`)
 	b.until(10*time.Second, "dave-1 shown waiting for its time",
 		`(document.querySelector('tr[data-task="dave-1"]') || {innerText: ''}).innerText.includes('runs at')`)
 	b.screenshot("queue.png")

@@ -95,10 +95,21 @@ type QueueStatusOutput struct {
 	Delayed    int            `json:"delayed" jsonschema:"of the waiting tasks, those whose run-at time has not come yet"`
 	Paused     bool           `json:"paused" jsonschema:"nothing new starts (an operator paused the queue)"`
 	PausedKeys []string       `json:"paused_keys" jsonschema:"keys whose tasks do not start (paused one by one)"`
+	Schedules  []ScheduleInfo `json:"schedules" jsonschema:"the queue's schedules: each adds a task at its ticks"`
 	Running    int            `json:"running" jsonschema:"tasks running"`
 	MaxActive  int            `json:"max_active" jsonschema:"most tasks that run at once across all workers (0: no limit)"`
 	ServerTime time.Time      `json:"server_time"`
 	Lost
+}
+
+// ScheduleInfo is a schedule as queue_status shows it.
+type ScheduleInfo struct {
+	Name     string     `json:"name"`
+	Key      string     `json:"key"`
+	Cron     string     `json:"cron,omitempty"`
+	Every    string     `json:"every,omitempty"`
+	Paused   bool       `json:"paused"`
+	NextTick *time.Time `json:"next_tick,omitempty"`
 }
 
 // QueueGetInput names a task.
@@ -306,6 +317,17 @@ func (s *Server) queueStatus(ctx context.Context, _ *mcp.CallToolRequest, in Que
 	}
 	out.Waiting, out.Running, out.MaxActive, out.ServerTime = snap.Pending.Total, snap.Active.Used, snap.Active.Max, snap.ServerTime
 	out.Delayed, out.Paused, out.PausedKeys = snap.Pending.Delayed, snap.Config.Paused, snap.PausedKeys()
+	out.Schedules = []ScheduleInfo{}
+	for _, sc := range snap.Schedules {
+		info := ScheduleInfo{Name: sc.Name, Key: sc.Key, Cron: sc.Cron, Paused: sc.Paused}
+		if sc.Every > 0 {
+			info.Every = time.Duration(sc.Every).String()
+		}
+		if next := sc.NextTick(snap.ServerTime); !next.IsZero() {
+			info.NextTick = &next
+		}
+		out.Schedules = append(out.Schedules, info)
+	}
 	return summary(lost, "queue %s: %d waiting, %d running, %d done", in.Queue, out.Waiting, out.Running, out.Counts[string(queue.StateDone)]), out, nil
 }
 

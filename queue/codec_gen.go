@@ -665,6 +665,7 @@ const (
 	taskFieldRetryAfter
 	taskFieldRunAt
 	taskFieldDelay
+	taskFieldSchedule
 )
 
 // taskKnown are the JSON names of Task's fields.
@@ -683,6 +684,7 @@ var taskKnown = map[string]bool{
 	"retry_after":      true,
 	"run":              true,
 	"run_at":           true,
+	"schedule":         true,
 	"seq":              true,
 	"state":            true,
 	"updated_at":       true,
@@ -691,7 +693,7 @@ var taskKnown = map[string]bool{
 // encodeFast is v as encoding/json writes its fields, and false for what
 // only encoding/json may write (jsonappend).
 func (v *Task) encodeFast() ([]byte, bool) {
-	w := jsonappend.New(734 + 32*len(v.Labels) + len(v.Payload)*4/3)
+	w := jsonappend.New(762 + 32*len(v.Labels) + len(v.Payload)*4/3)
 	v.appendJSON(&w)
 	return w.B, w.OK
 }
@@ -754,6 +756,10 @@ func (v *Task) appendJSON(w *jsonappend.Writer) {
 		w.Raw(`,"delay":`)
 		w.Str(v.Delay.String())
 	}
+	if v.Schedule != "" {
+		w.Raw(`,"schedule":`)
+		w.Str(v.Schedule)
+	}
 	w.Raw(`}`)
 }
 
@@ -811,6 +817,9 @@ func (v *Task) scanJSON(s *jsonrec.Scanner, skip jsonrec.Fields) bool {
 		return false
 	}
 	if s.Lit(`,"delay":`) && !(skip&taskFieldDelay == 0 && s.Duration(&v.Delay) || skip&taskFieldDelay != 0 && s.SkipDuration()) {
+		return false
+	}
+	if s.Lit(`,"schedule":`) && !(skip&taskFieldSchedule == 0 && s.Str(&v.Schedule) || skip&taskFieldSchedule != 0 && s.SkipStr()) {
 		return false
 	}
 	return s.Lit(`}`)
@@ -1161,6 +1170,153 @@ func (v *token) scanJSON(s *jsonrec.Scanner, skip jsonrec.Fields) bool {
 	return s.Lit(`}`)
 }
 
+// The fields of Schedule, for the skip of scanJSON.
+const (
+	scheduleFieldQueue jsonrec.Fields = 1 << iota
+	scheduleFieldName
+	scheduleFieldCron
+	scheduleFieldEvery
+	scheduleFieldTimezone
+	scheduleFieldKey
+	scheduleFieldPayload
+	scheduleFieldPriority
+	scheduleFieldLabels
+	scheduleFieldCatchUp
+	scheduleFieldPaused
+	scheduleFieldLastTick
+	scheduleFieldCreatedAt
+	scheduleFieldUpdatedAt
+)
+
+// scheduleKnown are the JSON names of Schedule's fields.
+var scheduleKnown = map[string]bool{
+	"catch_up":   true,
+	"created_at": true,
+	"cron":       true,
+	"every":      true,
+	"key":        true,
+	"labels":     true,
+	"last_tick":  true,
+	"name":       true,
+	"paused":     true,
+	"payload":    true,
+	"priority":   true,
+	"queue":      true,
+	"timezone":   true,
+	"updated_at": true,
+}
+
+// encodeFast is v as encoding/json writes its fields, and false for what
+// only encoding/json may write (jsonappend).
+func (v *Schedule) encodeFast() ([]byte, bool) {
+	w := jsonappend.New(383 + len(v.Payload)*4/3 + 32*len(v.Labels))
+	v.appendJSON(&w)
+	return w.B, w.OK
+}
+
+// decodeFast decodes into v a record as encodeFast writes it, keeping no
+// field in skip. It reports false for anything else (another order, an
+// escape, space, a field it does not know), and v is then undefined: the
+// general decoder decides. What it decodes, it decodes as that does.
+func (v *Schedule) decodeFast(data []byte, skip jsonrec.Fields) bool {
+	*v = Schedule{}
+	s := jsonrec.NewScanner(data)
+	return v.scanJSON(s, skip) && s.Done()
+}
+
+// appendJSON writes v to w as encoding/json writes its fields.
+func (v *Schedule) appendJSON(w *jsonappend.Writer) {
+	w.Raw(`{"queue":`)
+	w.Str(v.Queue)
+	w.Raw(`,"name":`)
+	w.Str(v.Name)
+	if v.Cron != "" {
+		w.Raw(`,"cron":`)
+		w.Str(v.Cron)
+	}
+	if v.Every != 0 {
+		w.Raw(`,"every":`)
+		w.Str(v.Every.String())
+	}
+	if v.Timezone != "" {
+		w.Raw(`,"timezone":`)
+		w.Str(v.Timezone)
+	}
+	w.Raw(`,"key":`)
+	w.Str(v.Key)
+	w.Raw(`,"payload":`)
+	w.Bytes(v.Payload)
+	w.Raw(`,"priority":`)
+	w.Str(string(v.Priority))
+	w.Raw(`,"labels":`)
+	w.StringMap(v.Labels)
+	w.Raw(`,"catch_up":`)
+	w.Str(v.CatchUp)
+	if v.Paused {
+		w.Raw(`,"paused":`)
+		w.Bool(v.Paused)
+	}
+	if !v.LastTick.IsZero() {
+		w.Raw(`,"last_tick":`)
+		w.Time(v.LastTick)
+	}
+	w.Raw(`,"created_at":`)
+	w.Time(v.CreatedAt)
+	w.Raw(`,"updated_at":`)
+	w.Time(v.UpdatedAt)
+	w.Raw(`}`)
+}
+
+// scanJSON reads v as appendJSON writes it, keeping no field in skip (v
+// may be nil when skip is jsonrec.AllFields). It reads a field it skips
+// as strictly as one it keeps, but for []byte, which it takes as any
+// string without escapes. The strings it keeps are stored by s.Done.
+func (v *Schedule) scanJSON(s *jsonrec.Scanner, skip jsonrec.Fields) bool {
+	if !s.Lit(`{"queue":`) || !(skip&scheduleFieldQueue == 0 && s.Str(&v.Queue) || skip&scheduleFieldQueue != 0 && s.SkipStr()) {
+		return false
+	}
+	if !s.Lit(`,"name":`) || !(skip&scheduleFieldName == 0 && s.Str(&v.Name) || skip&scheduleFieldName != 0 && s.SkipStr()) {
+		return false
+	}
+	if s.Lit(`,"cron":`) && !(skip&scheduleFieldCron == 0 && s.Str(&v.Cron) || skip&scheduleFieldCron != 0 && s.SkipStr()) {
+		return false
+	}
+	if s.Lit(`,"every":`) && !(skip&scheduleFieldEvery == 0 && s.Duration(&v.Every) || skip&scheduleFieldEvery != 0 && s.SkipDuration()) {
+		return false
+	}
+	if s.Lit(`,"timezone":`) && !(skip&scheduleFieldTimezone == 0 && s.Str(&v.Timezone) || skip&scheduleFieldTimezone != 0 && s.SkipStr()) {
+		return false
+	}
+	if !s.Lit(`,"key":`) || !(skip&scheduleFieldKey == 0 && s.Str(&v.Key) || skip&scheduleFieldKey != 0 && s.SkipStr()) {
+		return false
+	}
+	if !s.Lit(`,"payload":`) || !(skip&scheduleFieldPayload == 0 && s.Bytes(&v.Payload) || skip&scheduleFieldPayload != 0 && s.SkipBytes()) {
+		return false
+	}
+	if !s.Lit(`,"priority":`) || !(skip&scheduleFieldPriority == 0 && s.Enum((*string)(&v.Priority), priorityValues) || skip&scheduleFieldPriority != 0 && s.SkipStr()) {
+		return false
+	}
+	if !s.Lit(`,"labels":`) || !(skip&scheduleFieldLabels == 0 && s.StringMap(&v.Labels, true) || skip&scheduleFieldLabels != 0 && s.SkipStringMap(true)) {
+		return false
+	}
+	if !s.Lit(`,"catch_up":`) || !(skip&scheduleFieldCatchUp == 0 && s.Str(&v.CatchUp) || skip&scheduleFieldCatchUp != 0 && s.SkipStr()) {
+		return false
+	}
+	if s.Lit(`,"paused":`) && !(skip&scheduleFieldPaused == 0 && s.Bool(&v.Paused) || skip&scheduleFieldPaused != 0 && s.SkipBool()) {
+		return false
+	}
+	if s.Lit(`,"last_tick":`) && !(skip&scheduleFieldLastTick == 0 && s.Time(&v.LastTick) || skip&scheduleFieldLastTick != 0 && s.SkipTime()) {
+		return false
+	}
+	if !s.Lit(`,"created_at":`) || !(skip&scheduleFieldCreatedAt == 0 && s.Time(&v.CreatedAt) || skip&scheduleFieldCreatedAt != 0 && s.SkipTime()) {
+		return false
+	}
+	if !s.Lit(`,"updated_at":`) || !(skip&scheduleFieldUpdatedAt == 0 && s.Time(&v.UpdatedAt) || skip&scheduleFieldUpdatedAt != 0 && s.SkipTime()) {
+		return false
+	}
+	return s.Lit(`}`)
+}
+
 // decodeFast decodes into v what it keeps of a Task record as the
 // record's encodeFast writes it, reading the other fields as strictly
 // without keeping them. It reports false for anything else (v is then
@@ -1218,6 +1374,9 @@ func (v *indexFields) decodeFast(data []byte) bool {
 		return false
 	}
 	if s.Lit(`,"delay":`) && !s.Duration(&v.Delay) {
+		return false
+	}
+	if s.Lit(`,"schedule":`) && !s.SkipStr() {
 		return false
 	}
 	if !s.Lit(`}`) || !s.Done() {
@@ -1304,6 +1463,9 @@ func (v *statusFields) decodeFast(data []byte) bool {
 		return false
 	}
 	if s.Lit(`,"delay":`) && !s.Duration(&v.Delay) {
+		return false
+	}
+	if s.Lit(`,"schedule":`) && !s.SkipStr() {
 		return false
 	}
 	if !s.Lit(`}`) || !s.Done() {

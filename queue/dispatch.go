@@ -34,6 +34,8 @@ type dispatcher struct {
 	// runs are the attempts other workers run, by task id: what a stop
 	// note names.
 	runs map[string]remoteRun
+	// scheds are the queue's schedules, by name (schedule_fire.go).
+	scheds map[string]*schedState
 }
 
 // remote is another worker of the queue, as the dispatcher knows it.
@@ -128,7 +130,7 @@ func (l *loop) startTerm(t term) {
 		return
 	}
 	l.d = &dispatcher{term: t, x: x, qw: qw, sw: sw, stop: stop, head: head,
-		workers: map[string]*remote{}, dirty: map[string]struct{}{}, offers: map[string]*outOffer{}, runs: map[string]remoteRun{}}
+		workers: map[string]*remote{}, dirty: map[string]struct{}{}, offers: map[string]*outOffer{}, runs: map[string]remoteRun{}, scheds: map[string]*schedState{}}
 }
 
 // endTerm stops dispatching, if this worker does.
@@ -164,6 +166,9 @@ func (d *dispatcher) applyQueue(l *loop, e kv.Entry) {
 	switch {
 	case isPresenceKey(q, e.Key):
 		d.applyPresence(l, e)
+		return
+	case isScheduleKey(q, e.Key):
+		d.applySchedule(l, e)
 		return
 	}
 	d.x.applyQueue(e, time.Now())

@@ -18,6 +18,13 @@ var (
 	// another config.
 	ErrQueueExists = errors.New("queue: queue exists")
 
+	// ErrScheduleNotFound means the queue has no schedule of that name.
+	ErrScheduleNotFound = errors.New("queue: no such schedule")
+
+	// ErrScheduleExists means AddSchedule found a schedule of that name
+	// with other settings.
+	ErrScheduleExists = errors.New("queue: schedule exists")
+
 	// ErrTaskNotFound means the queue has no task with that id (never added,
 	// or finished longer ago than the queue's retention).
 	ErrTaskNotFound = errors.New("queue: no such task")

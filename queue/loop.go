@@ -95,6 +95,7 @@ func (l *loop) run(ctx context.Context) error {
 			l.d.x.prune(now)
 			l.recover()
 			l.d.expireOffers(l, now)
+			l.d.fireSchedules(l, now)
 		}
 		l.dispatch(now)
 		if l.d != nil {
@@ -203,6 +204,9 @@ func (l *loop) wake(now time.Time) time.Duration {
 			d = min(d, at.Sub(now))
 		}
 		if at := l.d.nextExpiry(); !at.IsZero() {
+			d = min(d, at.Sub(now))
+		}
+		if at := l.d.nextSchedule(); !at.IsZero() {
 			d = min(d, at.Sub(now))
 		}
 	}

@@ -24,8 +24,8 @@ const (
 	ProblemDeadTask = "queue_dead_task"
 	// ProblemOrphanToken: a capacity token whose lock is gone.
 	ProblemOrphanToken = "queue_orphan_token"
-	// ProblemUndecodable: a task, token, presence, inbox or key settings
-	// record that does not decode.
+	// ProblemUndecodable: a task, token, presence, inbox, key settings or
+	// schedule record that does not decode.
 	ProblemUndecodable = "queue_undecodable"
 	// ProblemNoTTL: a worker's presence or inbox with no TTL, which baton
 	// never writes: it never expires.
@@ -114,6 +114,12 @@ func (qs *Queues) Problems(ctx context.Context, q string, l *session.Listing, st
 			}
 		case isPresenceKey(q, e.Key), isInboxKey(q, e.Key):
 			qs.workerRecordProblems(q, e, add)
+		case isScheduleKey(q, e.Key):
+			if _, err := decodeSchedule(q, e); err != nil {
+				add(Problem{Kind: ProblemUndecodable,
+					Detail: fmt.Sprintf("%v (revision %d); it adds no task (a dispatcher that read it before keeps its last good version)", err, e.Revision),
+					Action: fmt.Sprintf("inspect it (`nats kv get %s %s`), remove it (`baton queue schedule rm %s %s`) and add it again", qs.bucket.Name(), e.Key, q, scheduleNameOf(q, e.Key))})
+			}
 		case isKeyConfigKey(q, e.Key):
 			if _, err := decodeKeyConfig(q, e); err != nil {
 				add(Problem{Kind: ProblemUndecodable, Key: keyOfKeyConfig(q, e.Key),

@@ -144,6 +144,8 @@ type Task struct {
 	// (RunAt, past then, stays as it was asked for).
 	RunAt time.Time `json:"run_at,omitzero"`
 	Delay Duration  `json:"delay,omitempty"`
+	// Schedule names the schedule that added the task at its tick (RunAt).
+	Schedule string `json:"schedule,omitempty"`
 
 	// Revision of this version of the record and its server time (not
 	// stored).
@@ -327,7 +329,7 @@ func tokenIndexOf(q, key string) int {
 // but the inboxes, which only it writes (and a host's watcher removes);
 // their revisions come back with its own writes, or with a conflict.
 func dispatchPatterns(q string) []string {
-	return []string{configKey(q), taskKey(q, ">"), q + ".cap.>", presenceKey(q, ">"), keyConfigPattern(q)}
+	return []string{configKey(q), taskKey(q, ">"), q + ".cap.>", presenceKey(q, ">"), keyConfigPattern(q), schedulePattern(q)}
 }
 
 // decodeTask turns a live entry into a task, failing on garbage or a

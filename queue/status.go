@@ -32,6 +32,8 @@ type Snapshot struct {
 	Undecodable []string `json:"undecodable"`
 	// Keys are the keys with settings of their own (KeyConfig), by key.
 	Keys []KeyConfig `json:"-"`
+	// Schedules are the queue's schedules that decode, by name.
+	Schedules []*Schedule `json:"-"`
 	// Records counts what the queue keeps in the server.
 	Records RecordCounts `json:"records"`
 }
@@ -137,6 +139,10 @@ func (qs *Queues) Snapshot(ctx context.Context, q string, opts ...SnapshotOption
 			kc, err := decodeKeyConfig(q, e)
 			return statusLine{keyCfg: &kc}, err
 		}
+		if isScheduleKey(q, e.Key) {
+			s, err := decodeSchedule(q, e)
+			return statusLine{sched: s}, err
+		}
 		if !isTaskKey(q, e.Key) {
 			return statusLine{}, nil
 		}
@@ -196,6 +202,9 @@ func summarize(qs *Queues, cfg Config, entries []kv.Decoded[statusLine], l *sess
 			}
 			if kc := d.Out.keyCfg; kc != nil && d.Err == nil {
 				snap.Keys = append(snap.Keys, *kc)
+			}
+			if s := d.Out.sched; s != nil && d.Err == nil {
+				snap.Schedules = append(snap.Schedules, s)
 			}
 			continue
 		}
@@ -280,6 +289,7 @@ func summarize(qs *Queues, cfg Config, entries []kv.Decoded[statusLine], l *sess
 		return a.Key < b.Key || a.Key == b.Key && a.Lane < b.Lane
 	})
 	sort.Strings(snap.Undecodable)
+	sort.Slice(snap.Schedules, func(i, j int) bool { return snap.Schedules[i].Name < snap.Schedules[j].Name })
 	if sc.tasks {
 		sort.Slice(snap.Tasks, func(i, j int) bool { return snap.Tasks[i].ID < snap.Tasks[j].ID })
 	}

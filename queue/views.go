@@ -94,8 +94,9 @@ type statusLine struct {
 	addedAt  time.Time
 	// notBefore is a pending task's Task.NotBefore.
 	notBefore time.Time
-	// keyCfg is, instead of a task, a key's settings.
+	// keyCfg is, instead of a task, a key's settings; sched a schedule.
 	keyCfg *KeyConfig
+	sched  *Schedule
 }
 
 // lineOf decodes the task in e, of queue q, for a status: only its

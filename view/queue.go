@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/batonhq/baton/internal/jsonappend"
 	"github.com/batonhq/baton/queue"
@@ -66,6 +67,7 @@ func QueueStatusJSON(s *queue.Snapshot, by string, tasks bool) (map[string]any, 
 		"server_time": s.ServerTime,
 		"paused":      s.Config.Paused,
 		"paused_keys": s.PausedKeys(),
+		"schedules":   scheduleRows(s),
 		"counts":      s.Counts,
 		"pending":     pending,
 		"active": map[string]any{
@@ -175,4 +177,26 @@ func (k keyCounts) MarshalJSON() ([]byte, error) {
 	}
 	w.Raw("}")
 	return w.B, nil
+}
+
+// scheduleRows are a queue's schedules as status --json lists them: what
+// each adds, when, and its last and next tick.
+func scheduleRows(s *queue.Snapshot) []map[string]any {
+	out := []map[string]any{}
+	for _, sc := range s.Schedules {
+		row := map[string]any{"name": sc.Name, "key": sc.Key, "priority": sc.Priority, "catch_up": sc.CatchUp, "paused": sc.Paused}
+		if sc.Every > 0 {
+			row["every"] = time.Duration(sc.Every).String()
+		} else {
+			row["cron"], row["timezone"] = sc.Cron, sc.Timezone
+		}
+		if !sc.LastTick.IsZero() {
+			row["last_tick"] = sc.LastTick
+		}
+		if next := sc.NextTick(s.ServerTime); !next.IsZero() {
+			row["next_tick"] = next
+		}
+		out = append(out, row)
+	}
+	return out
 }

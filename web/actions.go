@@ -186,6 +186,24 @@ func (s *Server) pauseAction(pause bool) func(r *http.Request) (int, any, error)
 	}
 }
 
+// scheduleAction pauses (or resumes) the schedule the path names.
+func (s *Server) scheduleAction(pause bool) func(r *http.Request) (int, any, error) {
+	return func(r *http.Request) (int, any, error) {
+		if err := s.needQueues(); err != nil {
+			return 0, nil, err
+		}
+		set := s.qs.ResumeSchedule
+		if pause {
+			set = s.qs.PauseSchedule
+		}
+		sc, err := set(r.Context(), r.PathValue("queue"), r.PathValue("name"))
+		if err != nil {
+			return 0, nil, err
+		}
+		return http.StatusOK, map[string]any{"queue": sc.Queue, "name": sc.Name, "paused": sc.Paused, "revision": sc.Revision}, nil
+	}
+}
+
 // actRelease frees a key whose holder is dead or stale (?force=1: any).
 func (s *Server) actRelease(r *http.Request) (int, any, error) {
 	if err := s.needQueues(); err != nil {

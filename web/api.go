@@ -61,6 +61,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /api/v1/queues/{queue}/resume", s.action("queue resume", s.pauseAction(false)))
 	mux.HandleFunc("POST /api/v1/queues/{queue}/keys/{key}/pause", s.action("queue pause --key", s.pauseAction(true)))
 	mux.HandleFunc("POST /api/v1/queues/{queue}/keys/{key}/resume", s.action("queue resume --key", s.pauseAction(false)))
+	mux.HandleFunc("POST /api/v1/queues/{queue}/schedules/{name}/pause", s.action("queue schedule pause", s.scheduleAction(true)))
+	mux.HandleFunc("POST /api/v1/queues/{queue}/schedules/{name}/resume", s.action("queue schedule resume", s.scheduleAction(false)))
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		// An action asked with GET (or a view with POST) is 405, naming the
 		// method that works; anything else is not an API.

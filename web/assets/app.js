@@ -491,6 +491,13 @@ function viewQueues() {
         ro ? null : h('td', {}, pausedKeys.includes(k)
           ? h('button', { onclick: () => queueAct('queues/' + qn + '/keys/' + encodeURIComponent(k) + '/resume', 'resume ' + k) }, 'Resume')
           : h('button', { onclick: () => queueAct('queues/' + qn + '/keys/' + encodeURIComponent(k) + '/pause', 'pause ' + k) }, 'Pause'))))) : null,
+      (q.schedules || []).length ? h('div', {}, h('h3', { style: 'margin-top:12px' }, 'Schedules'),
+        table(['schedule', 'when', 'key', 'catch-up', 'last tick', 'next tick', ro ? '' : 'action'].filter(Boolean), q.schedules.map(sc => h('tr', { 'data-schedule': sc.name },
+          h('td', { className: 'mono' }, sc.name), h('td', {}, sc.every ? 'every ' + sc.every : sc.cron + ' (' + (sc.timezone || 'UTC') + ')'),
+          h('td', { className: 'mono' }, sc.key), h('td', {}, sc.catch_up),
+          h('td', {}, sc.last_tick ? new Date(sc.last_tick).toLocaleString() : '-'),
+          h('td', {}, sc.paused ? h('span', { className: 'state paused' }, 'paused') : sc.next_tick ? new Date(sc.next_tick).toLocaleString() : '-'),
+          ro ? null : h('td', {}, h('button', { onclick: () => queueAct('queues/' + qn + '/schedules/' + encodeURIComponent(sc.name) + '/' + (sc.paused ? 'resume' : 'pause'), (sc.paused ? 'resume ' : 'pause ') + sc.name) }, sc.paused ? 'Resume' : 'Pause')))))) : null,
       h('h3', { style: 'margin-top:12px' }, 'Key locks'),
       table(['key', 'lane', 'task', 'host', 'pid', 'fence', 'left', ro ? '' : 'action'].filter(Boolean), q.locks.map(l => h('tr', {},
         h('td', { className: 'mono' }, l.key), h('td', { className: 'num' }, l.lane), h('td', { className: 'mono' }, l.task || '-'),

@@ -96,13 +96,13 @@ func Code(err error) ExitCode {
 	case errors.Is(err, session.ErrHeld), errors.Is(err, session.ErrUndecodable), errors.Is(err, session.ErrGateBusy),
 		errors.Is(err, session.ErrLost), errors.Is(err, kv.ErrConflict), errors.Is(err, hostlocal.ErrLocked),
 		errors.Is(err, lease.ErrHeld), errors.Is(err, lease.ErrUndecodable), errors.Is(err, lease.ErrLost),
-		errors.Is(err, lease.ErrNotEligible), errors.Is(err, queue.ErrQueueExists), errors.Is(err, queue.ErrState),
+		errors.Is(err, lease.ErrNotEligible), errors.Is(err, queue.ErrQueueExists), errors.Is(err, queue.ErrState), errors.Is(err, queue.ErrScheduleExists),
 		errors.Is(err, queue.ErrHeld), errors.Is(err, queue.ErrUndecodable),
 		errors.Is(err, sem.ErrExists), errors.Is(err, sem.ErrFull), errors.Is(err, sem.ErrLost), errors.Is(err, sem.ErrUndecodable),
 		errors.Is(err, rate.ErrExists), errors.Is(err, rate.ErrLimited), errors.Is(err, rate.ErrUndecodable):
 		return ExitConflict
 	case errors.Is(err, session.ErrNotFound), errors.Is(err, lease.ErrNotFound), errors.Is(err, lease.ErrNoLeader),
-		errors.Is(err, lease.ErrNoCandidate), errors.Is(err, queue.ErrQueueNotFound), errors.Is(err, queue.ErrTaskNotFound),
+		errors.Is(err, lease.ErrNoCandidate), errors.Is(err, queue.ErrQueueNotFound), errors.Is(err, queue.ErrTaskNotFound), errors.Is(err, queue.ErrScheduleNotFound),
 		errors.Is(err, queue.ErrNoTask), errors.Is(err, sem.ErrNotFound), errors.Is(err, sem.ErrNoPermit),
 		errors.Is(err, rate.ErrNotFound), errors.Is(err, rate.ErrNoTake):
 		return ExitNotFound
@@ -143,6 +143,10 @@ func Hint(err error) string {
 		return "create it with `baton queue create QUEUE`; `baton queue ls` lists the queues"
 	case errors.Is(err, queue.ErrQueueExists):
 		return "change its settings with `baton queue config QUEUE --max-active N ...`"
+	case errors.Is(err, queue.ErrScheduleExists):
+		return "remove it first (`baton queue schedule rm QUEUE NAME`), or add it under another name"
+	case errors.Is(err, queue.ErrScheduleNotFound):
+		return "`baton queue schedule ls QUEUE` lists the queue's schedules"
 	case errors.Is(err, queue.ErrTaskNotFound):
 		return "`baton queue status QUEUE` shows what the queue holds; finished tasks go after the queue's retention"
 	case errors.Is(err, queue.ErrHeld):

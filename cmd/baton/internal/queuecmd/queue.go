@@ -22,7 +22,7 @@ type Verbs func(verb string, opts any) error
 // for tests.
 func NewCmdQueue(f *cmdutil.Factory, runF Verbs) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "queue <create|config|add|work|status|get|cancel|retry|release|pause|resume|key|ls>",
+		Use:   "queue <create|config|add|work|status|get|cancel|retry|release|pause|resume|key|schedule|ls>",
 		Short: "Per-key work queues: one task per key at a time, fair across keys, capacity-bounded",
 		Long: `A queue holds tasks, each for a key (a user, a project). Workers on any host run
 them: at most per_key tasks of one key at a time (each under the key's lock:
@@ -46,7 +46,7 @@ attempts) or cancelled.`,
   baton queue status agents`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {
-				return cmdutil.Usagef("unknown verb %q for baton queue: use create, config, add, work, status, get, cancel, retry, release, pause, resume, key or ls", args[0])
+				return cmdutil.Usagef("unknown verb %q for baton queue: use create, config, add, work, status, get, cancel, retry, release, pause, resume, key, schedule or ls", args[0])
 			}
 			return nil
 		},
@@ -55,7 +55,7 @@ attempts) or cancelled.`,
 	cmd.AddCommand(
 		newCmdCreate(f, runF), newCmdConfig(f, runF), newCmdAdd(f, runF), newCmdWork(f, runF),
 		newCmdStatus(f, runF), newCmdGet(f, runF), newCmdCancel(f, runF), newCmdRetry(f, runF),
-		newCmdRelease(f, runF), newCmdPause(f, runF, true), newCmdPause(f, runF, false), newCmdKey(f, runF), newCmdLs(f, runF),
+		newCmdRelease(f, runF), newCmdPause(f, runF, true), newCmdPause(f, runF, false), newCmdKey(f, runF), newCmdSchedule(f, runF), newCmdLs(f, runF),
 	)
 	return cmd
 }

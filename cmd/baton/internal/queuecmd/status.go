@@ -186,6 +186,13 @@ func printStatus(o *StatusOptions, s *queue.Snapshot) error {
 	if c.Paused {
 		cmdutil.Fprintf(out, "PAUSED    nothing new starts; running tasks go on (baton queue resume %s)\n", c.Queue)
 	}
+	for _, sc := range s.Schedules {
+		next := "paused"
+		if t := sc.NextTick(s.ServerTime); !t.IsZero() {
+			next = "next " + cmdutil.Since(t)
+		}
+		cmdutil.Fprintf(out, "schedule  %s: key %s %s; %s\n", sc.Name, sc.Key, when(sc), next)
+	}
 	if keys := s.PausedKeys(); len(keys) > 0 {
 		cmdutil.Fprintf(out, "paused    keys %s (baton queue resume %s --key K)\n", strings.Join(keys, ", "), c.Queue)
 	}
