@@ -461,6 +461,14 @@ func TestMCP_LeasesLeadersDoctorAndQueues(t *testing.T) {
 	if out, text, isErr = a.call("queue_status", map[string]any{"queue": "jobs"}); isErr || out["waiting"] != float64(2) || out["delayed"] != float64(1) {
 		t.Errorf("queue_status: %s %v", text, out)
 	}
+	// With wait_seconds, the call returns once the task ended: here it
+	// does not, no worker runs.
+	if out, text, isErr = a.call("queue_add", map[string]any{"queue": "jobs", "key": "carol", "id": "w1", "wait_seconds": 1}); isErr || out["ended"] == true || !strings.Contains(text, "did not end within 1s") {
+		t.Errorf("queue_add with a wait and no worker: %s %v", text, out)
+	}
+	if _, text, isErr = a.call("queue_add", map[string]any{"queue": "jobs", "key": "carol", "wait_seconds": 7200}); !isErr || !strings.Contains(text, "0 to 3600") {
+		t.Errorf("queue_add with a wait too long: %s", text)
+	}
 	if _, text, isErr = a.call("queue_pause", map[string]any{"queue": "jobs", "key": "bob"}); isErr || !strings.Contains(text, "paused") {
 		t.Errorf("queue_pause of a key: %s", text)
 	}

@@ -188,3 +188,35 @@ func TestQueue_PauseAndResume(t *testing.T) {
 	}
 	a.expect(5, []string{"queue", "pause", "nosuch"}, "nosuch")
 }
+
+// add --wait returns the result and exit code of a task run by a worker
+// on another host id; get --result prints it again; --timeout bounds the
+// wait.
+func TestQueue_AddWaitReturnsTheResult(t *testing.T) {
+	w := newWorld(t)
+	a, b := w.host("host-a"), w.host("host-b")
+	a.must("queue", "create", "rq", "--max-attempts", "1")
+	// Nothing runs yet: the wait runs out, the task goes on.
+	r := a.baton("queue", "add", "rq", "--key", "k", "--id", "early", "--payload", "x", "--wait", "--timeout", "300ms")
+	if r.code != 3 || !strings.Contains(r.stderr, "did not end within 300ms") {
+		t.Fatalf("add --wait with no worker: %s", r)
+	}
+	b.startWorker(t, "rq", "--", "sh", "-c", `read p; echo "summary of $p"; [ "$p" != fail ] || exit 7`)
+	r = a.baton("queue", "add", "rq", "--key", "k", "--id", "ok", "--payload", "pr-42", "--wait", "--timeout", "20s")
+	if r.code != 0 || r.stdout != "summary of pr-42\n" {
+		t.Fatalf("add --wait of a task that succeeds: %s", r)
+	}
+	r = a.baton("queue", "add", "rq", "--key", "k", "--id", "bad", "--payload", "fail", "--wait")
+	if r.code != 7 || r.stdout != "summary of fail\n" {
+		t.Fatalf("add --wait of a task that exits 7: %s; want its output and exit 7", r)
+	}
+	if got := a.must("queue", "get", "rq", "ok", "--result").stdout; got != "summary of pr-42\n" {
+		t.Errorf("get --result: %q", got)
+	}
+	doc := jsonOf(t, a.must("queue", "get", "rq", "ok", "--json").stdout)
+	if res, _ := doc["result"].(map[string]any); res == nil || res["output"] != "c3VtbWFyeSBvZiBwci00Mgo=" {
+		t.Errorf("get --json's result: %v; want the output, base64 as the payload is", doc["result"])
+	}
+	a.waitTaskState(t, "rq", "early", "done", 10*time.Second)
+	a.expect(2, []string{"queue", "add", "rq", "--key", "k", "--timeout", "1s"}, "--timeout bounds --wait")
+}

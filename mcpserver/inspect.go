@@ -2,8 +2,10 @@ package mcpserver
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"time"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -31,14 +33,15 @@ type DoctorOutput struct {
 
 // QueueAddInput is queue_add's arguments.
 type QueueAddInput struct {
-	Queue    string            `json:"queue" jsonschema:"the queue (created with baton queue create)"`
-	Key      string            `json:"key" jsonschema:"the key tasks are serialised by (a user, a repository): one task per key runs at a time"`
-	Payload  string            `json:"payload,omitempty" jsonschema:"the task's input, given to its command on stdin"`
-	ID       string            `json:"id,omitempty" jsonschema:"the task's id; adding an id that exists adds nothing (idempotent); default: a fresh one"`
-	Priority string            `json:"priority,omitempty" jsonschema:"high, normal or low; default normal"`
-	Labels   map[string]string `json:"labels,omitempty" jsonschema:"key-value pairs to record with the task"`
-	At       string            `json:"at,omitempty" jsonschema:"run no earlier than this time, RFC 3339 (2026-12-01T09:00:00Z), by the server's clock; a past time runs it at once"`
-	InMS     int64             `json:"in_ms,omitempty" jsonschema:"run no earlier than this many milliseconds after the server writes the task"`
+	Queue       string            `json:"queue" jsonschema:"the queue (created with baton queue create)"`
+	Key         string            `json:"key" jsonschema:"the key tasks are serialised by (a user, a repository): one task per key runs at a time"`
+	Payload     string            `json:"payload,omitempty" jsonschema:"the task's input, given to its command on stdin"`
+	ID          string            `json:"id,omitempty" jsonschema:"the task's id; adding an id that exists adds nothing (idempotent); default: a fresh one"`
+	Priority    string            `json:"priority,omitempty" jsonschema:"high, normal or low; default normal"`
+	Labels      map[string]string `json:"labels,omitempty" jsonschema:"key-value pairs to record with the task"`
+	At          string            `json:"at,omitempty" jsonschema:"run no earlier than this time, RFC 3339 (2026-12-01T09:00:00Z), by the server's clock; a past time runs it at once"`
+	InMS        int64             `json:"in_ms,omitempty" jsonschema:"run no earlier than this many milliseconds after the server writes the task"`
+	WaitSeconds int               `json:"wait_seconds,omitempty" jsonschema:"wait up to this many seconds (0 to 3600) for the task to end, and return its result and exit code"`
 }
 
 // TaskInfo is a task as the tools show it.
@@ -79,6 +82,12 @@ func taskInfoOf(t *queue.Task) *TaskInfo {
 type QueueAddOutput struct {
 	Task  *TaskInfo `json:"task,omitempty"`
 	Added bool      `json:"added" jsonschema:"false when a task with that id already existed"`
+	// With wait_seconds: whether it ended in time, its exit code and result.
+	Ended           bool   `json:"ended,omitempty" jsonschema:"with wait_seconds: the task ended (done, dead or cancelled) within the wait"`
+	ExitCode        *int   `json:"exit_code,omitempty" jsonschema:"with wait_seconds, once ended: 0 done, the command's code, 124 timed out, 130 cancelled"`
+	Result          string `json:"result,omitempty" jsonschema:"with wait_seconds, once ended: what the task's command wrote on stdout (up to 64 KiB; base64 when not text)"`
+	ResultBase64    bool   `json:"result_base64,omitempty" jsonschema:"the result is base64: it was not UTF-8 text"`
+	ResultTruncated bool   `json:"result_truncated,omitempty" jsonschema:"the result was longer and was cut"`
 	Lost
 }
 
@@ -135,7 +144,7 @@ func (s *Server) addInspectTools() {
 		Name:  "queue_add",
 		Title: "Add a task to a queue",
 		Description: `Add a task to a work queue; the queue's workers (baton queue work) run it, one task per key at a time, fairly across keys.
-Pass an id to make the call safe to repeat. To run it later, pass at (a time) or in_ms (a delay): it waits, then takes its turn. An error "not found" means the queue does not exist: an operator creates it with baton queue create.`,
+Pass an id to make the call safe to repeat. To run it later, pass at (a time) or in_ms (a delay): it waits, then takes its turn. To get its result, pass wait_seconds: the call returns once the task ended, with its exit code and what its command printed. An error "not found" means the queue does not exist: an operator creates it with baton queue create.`,
 	}, tool(s, s.queueAdd))
 	mcp.AddTool(s.srv, &mcp.Tool{
 		Name:        "queue_status",
@@ -290,11 +299,36 @@ func (s *Server) queueAdd(ctx context.Context, _ *mcp.CallToolRequest, in QueueA
 	case in.InMS != 0:
 		opts = append(opts, queue.WithDelay(time.Duration(in.InMS)*time.Millisecond))
 	}
+	if in.WaitSeconds < 0 || in.WaitSeconds > 3600 {
+		return withLost(refusal("invalid arguments: wait_seconds %d: use 0 to 3600", in.WaitSeconds), lost), out, nil
+	}
 	t, added, err := qs.Add(ctx, in.Queue, in.Key, []byte(in.Payload), opts...)
 	if err != nil {
 		return withLost(queueRefusal("queue add", err), lost), out, nil
 	}
 	out.Task, out.Added = taskInfoOf(t), added
+	if in.WaitSeconds > 0 {
+		wctx, cancel := context.WithTimeout(ctx, time.Duration(in.WaitSeconds)*time.Second)
+		ended, werr := qs.WaitTask(wctx, in.Queue, t.ID, func(t *queue.Task) bool { return t.State.Final() })
+		cancel()
+		if werr != nil && ctx.Err() == nil && wctx.Err() != nil {
+			return summary(lost, "task %s of queue %s did not end within %ds; it goes on: call queue_get later", t.ID, in.Queue, in.WaitSeconds), out, nil
+		}
+		if werr != nil {
+			return withLost(queueRefusal("queue add", werr), lost), out, nil
+		}
+		code := ended.ExitCode()
+		out.Task, out.Ended, out.ExitCode = taskInfoOf(ended), true, &code
+		if r := ended.Result; r != nil {
+			out.ResultTruncated = r.OutputTruncated
+			if utf8.Valid(r.Output) {
+				out.Result = string(r.Output)
+			} else {
+				out.Result, out.ResultBase64 = base64.StdEncoding.EncodeToString(r.Output), true
+			}
+		}
+		return summary(lost, "task %s of queue %s ended %s (exit %d)", t.ID, in.Queue, ended.State, code), out, nil
+	}
 	if !added {
 		return summary(lost, "task %s was already in queue %s (%s)", t.ID, in.Queue, t.State), out, nil
 	}

@@ -2,6 +2,7 @@ package mcpserver_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/batonhq/baton/kv/kvtest"
 	"github.com/batonhq/baton/lease"
 	"github.com/batonhq/baton/mcpserver"
+	"github.com/batonhq/baton/queue"
 	"github.com/batonhq/baton/rate"
 	"github.com/batonhq/baton/sem"
 	"github.com/batonhq/baton/session"
@@ -237,3 +239,57 @@ func TestClaim_WaitsInLineForAHeldSlot(t *testing.T) {
 		t.Fatalf("claim_slot waiting in line: %s", text)
 	}
 }
+
+// queue_add with wait_seconds returns once the task ended, with its exit
+// code and its result.
+func TestQueueAdd_WaitsForTheResult(t *testing.T) {
+	s := kvtest.StartServer(t)
+	e := newEnv(t, s)
+	qs, err := queue.New(e.conn.Sessions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := qs.Ensure(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	cfg := queue.DefaultConfig("jobs")
+	cfg.MaxAttempts = 1
+	if _, _, err := qs.Create(context.Background(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	e.conn.Queues = qs
+	w, err := qs.NewWorker("jobs", queue.ResultFunc(func(ctx context.Context, task *queue.Task) ([]byte, error) {
+		if string(task.Payload) == "fail" {
+			return []byte("went wrong"), &exit7{}
+		}
+		return []byte("summary of " + string(task.Payload)), nil
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	t.Cleanup(func() { stop(); <-done })
+	res, err := e.cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "queue_add", Arguments: map[string]any{"queue": "jobs", "key": "k", "payload": "pr-42", "wait_seconds": 20}})
+	if err != nil || res.IsError {
+		t.Fatalf("queue_add: %v %+v", err, res)
+	}
+	out, _ := json.Marshal(res.StructuredContent)
+	var got mcpserver.QueueAddOutput
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatal(err)
+	}
+	if !got.Ended || got.ExitCode == nil || *got.ExitCode != 0 || got.Result != "summary of pr-42" {
+		t.Errorf("queue_add with a wait: %s; want ended, exit 0, the result", out)
+	}
+	text, isErr := e.call(t, "queue_add", map[string]any{"queue": "jobs", "key": "k", "payload": "fail", "wait_seconds": 20})
+	if isErr || !strings.Contains(text, "ended dead (exit 7)") {
+		t.Errorf("queue_add of a task that fails, with a wait: %q", text)
+	}
+}
+
+type exit7 struct{}
+
+func (exit7) Error() string { return "exit status 7" }
+func (exit7) ExitCode() int { return 7 }

@@ -942,6 +942,8 @@ const (
 	resultFieldClaimed
 	resultFieldStartedAt
 	resultFieldEndedAt
+	resultFieldOutput
+	resultFieldOutputTruncated
 )
 
 // appendJSON writes v to w as encoding/json writes its fields.
@@ -988,6 +990,14 @@ func (v *Result) appendJSON(w *jsonappend.Writer) {
 	}
 	w.Raw(`,"ended_at":`)
 	w.Time(v.EndedAt)
+	if len(v.Output) != 0 {
+		w.Raw(`,"output":`)
+		w.Bytes(v.Output)
+	}
+	if v.OutputTruncated {
+		w.Raw(`,"output_truncated":`)
+		w.Bool(v.OutputTruncated)
+	}
 	w.Raw(`}`)
 }
 
@@ -1030,6 +1040,12 @@ func (v *Result) scanJSON(s *jsonrec.Scanner, skip jsonrec.Fields) bool {
 		return false
 	}
 	if !s.Lit(`,"ended_at":`) || !(skip&resultFieldEndedAt == 0 && s.Time(&v.EndedAt) || skip&resultFieldEndedAt != 0 && s.SkipTime()) {
+		return false
+	}
+	if s.Lit(`,"output":`) && !(skip&resultFieldOutput == 0 && s.Bytes(&v.Output) || skip&resultFieldOutput != 0 && s.SkipBytes()) {
+		return false
+	}
+	if s.Lit(`,"output_truncated":`) && !(skip&resultFieldOutputTruncated == 0 && s.Bool(&v.OutputTruncated) || skip&resultFieldOutputTruncated != 0 && s.SkipBool()) {
 		return false
 	}
 	return s.Lit(`}`)

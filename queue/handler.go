@@ -32,11 +32,55 @@ type HandlerFunc func(ctx context.Context, t *Task) error
 // Work calls f(ctx, t).
 func (f HandlerFunc) Work(ctx context.Context, t *Task) error { return f(ctx, t) }
 
+// MaxResult bounds a task's result (SetResult): what is past it is cut
+// off, and the result says so (Result.OutputTruncated).
+const MaxResult = 64 << 10
+
 // runCtx is what a worker hands its handler besides the context.
 type runCtx struct {
 	mu     sync.Mutex
 	within time.Duration
 	child  func(hostlocal.Process) error
+	// output is the result the work set (SetResult), cut to MaxResult;
+	// cut says it was longer.
+	output []byte
+	cut    bool
+}
+
+// SetResult records out as the result of the task the handler works on:
+// written with the attempt's end (Result.Output), whatever the outcome,
+// for Queues.Get, WaitTask and `queue add --wait` to hand back. At most
+// MaxResult bytes are kept; a later call replaces an earlier one. Outside
+// a handler it does nothing.
+func SetResult(ctx context.Context, out []byte) {
+	rc, _ := ctx.Value(runCtxKey{}).(*runCtx)
+	if rc == nil {
+		return
+	}
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	rc.cut = len(out) > MaxResult
+	rc.output = append([]byte(nil), out[:min(len(out), MaxResult)]...)
+}
+
+// result is what SetResult recorded.
+func (rc *runCtx) result() ([]byte, bool) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return rc.output, rc.cut
+}
+
+// ResultFunc is a Handler that returns its task's result with its error
+// (recorded as SetResult does).
+type ResultFunc func(ctx context.Context, t *Task) ([]byte, error)
+
+// Work calls f and records its result.
+func (f ResultFunc) Work(ctx context.Context, t *Task) error {
+	out, err := f(ctx, t)
+	if out != nil {
+		SetResult(ctx, out)
+	}
+	return err
 }
 
 type runCtxKey struct{}

@@ -19,6 +19,9 @@ type outcome struct {
 	err      string
 	// giveBack: the attempt does not count (a drain, a start failure).
 	giveBack bool
+	// output is the work's result (SetResult); cut says it was longer.
+	output []byte
+	cut    bool
 }
 
 func exitOutcome(code int) outcome { return outcome{reason: ReasonExit, exitCode: &code} }
@@ -38,6 +41,7 @@ func settle(cfg Config, t *Task, o outcome, ended time.Time) *Task {
 		Attempt: run.Attempt, Reason: o.reason, ExitCode: o.exitCode, Error: o.err,
 		Slot: run.Slot, Fence: run.Fence, Host: run.Host, PID: run.PID, Instance: run.Instance,
 		Claimed: run.Claimed, StartedAt: run.StartedAt, EndedAt: ended,
+		Output: o.output, OutputTruncated: o.cut,
 	}
 	n.Run, n.RetryAfter = nil, 0
 	exit0 := o.reason == ReasonExit && o.exitCode != nil && *o.exitCode == 0

@@ -198,6 +198,11 @@ type Result struct {
 	Claimed   uint64    `json:"claimed,omitempty"`
 	StartedAt time.Time `json:"started_at,omitzero"`
 	EndedAt   time.Time `json:"ended_at"`
+	// Output is what the work returned (SetResult; the command's stdout
+	// for `queue work`), at most MaxResult bytes; OutputTruncated says
+	// there was more.
+	Output          []byte `json:"output,omitempty"`
+	OutputTruncated bool   `json:"output_truncated,omitempty"`
 }
 
 // taskFields is Task without its methods, for encoding/json.
@@ -234,6 +239,29 @@ func (t *Task) unmarshalGeneral(data []byte) error {
 	*t = Task(f)
 	t.unknown = unknown
 	return nil
+}
+
+// ExitCode is the exit code of a task that ended, as `baton queue add
+// --wait` exits with it: 0 done, its last attempt's exit code, 124 when it
+// timed out, 3 when its lock was lost or released, 130 cancelled, 1
+// otherwise (and for a task that has not ended).
+func (t *Task) ExitCode() int {
+	r := t.Result
+	switch {
+	case t.State == StateDone:
+		return 0
+	case t.State == StateCancelled:
+		return 130
+	case r == nil:
+		return 1
+	case r.ExitCode != nil && *r.ExitCode != 0:
+		return *r.ExitCode
+	case r.Reason == ReasonTimeout:
+		return 124
+	case r.Reason == ReasonLost || r.Reason == ReasonReleased:
+		return 3
+	}
+	return 1
 }
 
 // NotBefore is the server time before which a pending task does not

@@ -304,6 +304,7 @@ func (l *loop) finish(r *runState, err error, took time.Duration) {
 	r.mu.Unlock()
 	r.stopKeep()
 	o := r.outcomeOf(err)
+	o.output, o.cut = r.rc.result()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*l.w.qs.bucket.Client().Timeout())
 	defer cancel()
 	r.mu.Lock()

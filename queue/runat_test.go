@@ -191,3 +191,49 @@ func TestRunAt_StatusCountsTheDelayed(t *testing.T) {
 		t.Fatalf("pending %d, delayed %d, oldest %q; want 3, 2 and the undelayed task", p.Total, p.Delayed, p.OldestID)
 	}
 }
+
+// A handler's result is written with its attempt's end, whatever the
+// outcome, cut at MaxResult; WaitTask hands it back.
+func TestResult_IsRecordedWithTheEnd(t *testing.T) {
+	e := newEnv(t)
+	qs := e.queues("h1")
+	e.create(qs, "q", func(c *queue.Config) { c.MaxAttempts = 1 })
+	ctx := ctxT(t, 30*time.Second)
+	big := make([]byte, queue.MaxResult+10)
+	for i := range big {
+		big[i] = 'x'
+	}
+	h := queue.ResultFunc(func(ctx context.Context, task *queue.Task) ([]byte, error) {
+		switch task.ID {
+		case "ok":
+			return []byte("summary of " + string(task.Payload)), nil
+		case "big":
+			return big, nil
+		default:
+			return []byte("half done"), &exitErr{7}
+		}
+	})
+	w, _ := qs.NewWorker("q", h)
+	start(t, w)
+	for _, id := range []string{"ok", "big", "fails"} {
+		add(t, qs, "q", "k-"+id, id)
+	}
+	for _, c := range []struct {
+		id, want string
+		state    queue.State
+		code     int
+		cut      bool
+	}{
+		{"ok", "summary of payload of ok", queue.StateDone, 0, false},
+		{"big", string(big[:queue.MaxResult]), queue.StateDone, 0, true},
+		{"fails", "half done", queue.StateDead, 7, false},
+	} {
+		got, err := qs.WaitTask(ctx, "q", c.id, func(t *queue.Task) bool { return t.State.Final() })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.State != c.state || got.Result == nil || string(got.Result.Output) != c.want || got.Result.OutputTruncated != c.cut || got.ExitCode() != c.code {
+			t.Errorf("task %s: %s, exit %d, result %.40q (cut %v); want %s, %d, %.40q (cut %v)", c.id, got.State, got.ExitCode(), got.Result.Output, got.Result.OutputTruncated, c.state, c.code, c.want, c.cut)
+		}
+	}
+}

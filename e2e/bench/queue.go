@@ -407,6 +407,35 @@ func (b *bench) queueDispatchRows(ctx context.Context, e *queueEnv) ([]row, erro
 		}
 		delayed = append(delayed, at.Sub(runAt))
 	}
+	// add --wait: Add, then a watch of the task until it ended, beside the
+	// sum of what it is made of, measured apart: the dispatch (add →
+	// handler starts, the busy median above) and a raw write of the task's
+	// record (its end).
+	var waited, writes samples
+	for i := range b.dispatches {
+		seq++
+		id := fmt.Sprintf("d-%s-%d", run, seq)
+		t0 := time.Now()
+		if _, _, err := e.qs.Add(ctx, "lat", fmt.Sprintf("k%d", seq%50), payload, queue.WithID(id)); err != nil {
+			return nil, fmt.Errorf("add --wait %d: %w", i, err)
+		}
+		wctx, cancel := context.WithTimeout(ctx, opTimeout)
+		_, err := e.qs.WaitTask(wctx, "lat", id, func(t *queue.Task) bool { return t.State.Final() })
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("add --wait %d: %w", i, err)
+		}
+		waited = append(waited, time.Since(t0))
+		if _, err := d.await(ctx); err != nil { // the handler's start and end, seen
+			return nil, fmt.Errorf("add --wait %d: %w", i, err)
+		}
+		rec := taskRecord("lat", id, "k", payload)
+		w0 := time.Now()
+		if _, err := e.floor.Put(ctx, "wait."+id, rec); err != nil {
+			return nil, fmt.Errorf("add --wait %d, the floor's write: %w", i, err)
+		}
+		writes = append(writes, time.Since(w0))
+	}
 	return []row{
 		{metric: "queue dispatch (add → handler starts) median", unit: unitDuration,
 			baton: dur(busy[0].median()), floor: dur(busy[1].median()), etcd: missing("—"),
@@ -421,6 +450,9 @@ func (b *bench) queueDispatchRows(ctx context.Context, e *queueEnv) ([]row, erro
 		{metric: "delayed dispatch (run-at time → handler starts) median", unit: unitDuration,
 			baton: dur(delayed.median()), floor: missing("—"), etcd: missing("—"), noRatios: true,
 			goal: []cond{batonAtMost(float64(5*time.Millisecond), unitDuration)}, broken: early},
+		{metric: "queue add --wait of a no-op task (library: Add, then a watch until it ended; floor: the dispatch median above plus a raw write of its record) median", unit: unitDuration,
+			baton: dur(waited.median()), floor: dur(busy[0].median() + writes.median()), etcd: missing("—"),
+			goal: []cond{toFloorAtMost(1.2)}},
 	}, nil
 }
 

@@ -2,6 +2,7 @@ package cmdutil
 
 import (
 	"context"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -59,6 +60,12 @@ func (c *Command) Start(env ...string) (*hostlocal.Group, error) {
 // StartOn: for work that must start fast, such as a queue's tasks.
 func (c *Command) Standby() (*hostlocal.Standby, error) {
 	return hostlocal.StartStandby(os.Stdout, os.Stderr, c.exe, SuperviseVerb)
+}
+
+// StandbyTo is Standby with the command's standard output going to
+// stdout (a pipe the caller reads, say).
+func (c *Command) StandbyTo(stdout io.Writer) (*hostlocal.Standby, error) {
+	return hostlocal.StartStandby(stdout, os.Stderr, c.exe, SuperviseVerb)
 }
 
 // StartOn runs the command under the standby supervisor s, with stdin as

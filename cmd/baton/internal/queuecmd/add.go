@@ -2,6 +2,7 @@ package queuecmd
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"time"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/batonhq/baton/cmd/baton/internal/cmdutil"
 	"github.com/batonhq/baton/queue"
+	"github.com/batonhq/baton/view"
 )
 
 // AddOptions are add's inputs.
@@ -26,13 +28,15 @@ type AddOptions struct {
 	Batch       string
 	At          string
 	In          *cmdutil.DurationFlag
+	Wait        bool
+	Timeout     *cmdutil.DurationFlag
 	payloadSet  bool
 }
 
 func newCmdAdd(f *cmdutil.Factory, runF Verbs) *cobra.Command {
-	o := &AddOptions{F: f, In: cmdutil.NewDurationFlag("in", 0)}
+	o := &AddOptions{F: f, In: cmdutil.NewDurationFlag("in", 0), Timeout: cmdutil.NewDurationFlag("timeout", 0)}
 	cmd := &cobra.Command{
-		Use:   "add QUEUE --key K [--priority high|normal|low] [--id ID] [--label k=v]... [--at TIME | --in DUR] [--payload STR | --payload-file F | -] | add QUEUE --batch FILE|-",
+		Use:   "add QUEUE --key K [--priority high|normal|low] [--id ID] [--label k=v]... [--at TIME | --in DUR] [--wait [--timeout DUR]] [--payload STR | --payload-file F | -] | add QUEUE --batch FILE|-",
 		Short: "Add a task for a key (or many, --batch); print its id",
 		Long: `Add a task to the queue and print its id. The task runs once no other task of
 its key holds the key's lock (per_key of them may at once), within the
@@ -47,6 +51,14 @@ makes the task wait until then, by the server's clock, never this host's:
 --in counts from the moment the server writes the task. Then it takes its
 fair turn with the others. A time already past runs it at once. status
 counts the tasks still waiting for their time; get shows when one runs.
+
+--wait waits for the task to end (done, dead or cancelled: a failed task
+that runs again is waited for too), by a watch of its record, then prints
+its result (what its command wrote on stdout, up to 64 KiB; with --json,
+the task as queue get --json prints it) and exits with its exit code: 0
+done, the command's own code, 124 for a timeout, 3 for a lost lock, 130
+for a cancel. --timeout DUR bounds the wait (exit 3 when it runs out; the
+task goes on).
 
 Adding is idempotent on --id: adding an id the queue holds already adds
 nothing, says so on stderr, prints the id and exits 0. Without --id a new
@@ -66,6 +78,7 @@ others go on; the exit code is then the first failure's.`,
   baton queue add agents --key bob --label project=p1 --payload-file task.json
   baton queue add reports --key nightly --at 2026-12-01T02:00:00Z --payload "build report"
   baton queue add agents --key alice --in 10m --payload "check CI again"
+  summary=$(baton queue add agents --key alice --payload "summarise PR 42" --wait --timeout 30m)
   printf '%s\n' '{"key":"alice","payload":"fix 12"}' '{"key":"bob","id":"b-1"}' | baton queue add agents --batch -`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			switch {
@@ -100,6 +113,8 @@ others go on; the exit code is then the first failure's.`,
 	fs.StringVar(&o.Batch, "batch", "", "add the tasks of FILE (- for stdin), one JSON object a line: key, payload, id, priority, labels, at, in")
 	fs.StringVar(&o.At, "at", "", "run no earlier than TIME, by the server's clock (RFC 3339: 2026-12-01T09:00:00Z)")
 	fs.Var(o.In, "in", "run no earlier than DUR after the server writes the task (90s, 2h)")
+	fs.BoolVar(&o.Wait, "wait", false, "wait for the task to end; print its result and exit with its exit code")
+	fs.Var(o.Timeout, "timeout", "with --wait, wait at most DUR (exit 3 when it runs out; the task goes on)")
 	return cmd
 }
 
@@ -125,6 +140,9 @@ func addRun(ctx context.Context, o *AddOptions) error {
 	}
 	if o.Key == "" {
 		return cmdutil.Usagef("--key is required: the key that serializes the task")
+	}
+	if o.Timeout.IsSet() && !o.Wait {
+		return cmdutil.Usagef("--timeout bounds --wait: give --wait with it")
 	}
 	if err := cmdutil.ValidSlot("--key", o.Key); err != nil {
 		return err
@@ -163,6 +181,9 @@ func addRun(ctx context.Context, o *AddOptions) error {
 	}
 	if !added {
 		cmdutil.Fprintf(o.F.IO.ErrOut, "baton: queue add: task %s is in queue %s already (key %s, %s); nothing added\n", t.ID, o.Queue, t.Key, t.State)
+	}
+	if o.Wait {
+		return waitEnd(ctx, o.F, qs, o.Queue, t.ID, o.Timeout.D)
 	}
 	if o.F.Config.JSON {
 		return cmdutil.PrintJSON(o.F.IO.Out, addOutput(o.Queue, t, added))
@@ -216,4 +237,47 @@ func whenOptions(names [2]string, at string, in time.Duration, inSet bool) ([]qu
 		return []queue.AddOption{queue.WithDelay(in)}, nil
 	}
 	return nil, nil
+}
+
+// waitEnd waits for task id of q to end (done, dead or cancelled), up to
+// timeout (0: no bound), then prints its result (or, with --json, the
+// task) and returns its exit code as the command's.
+func waitEnd(ctx context.Context, f *cmdutil.Factory, qs *queue.Queues, q, id string, timeout time.Duration) error {
+	wctx := ctx
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	t, err := qs.WaitTask(wctx, q, id, func(t *queue.Task) bool { return t.State.Final() })
+	if err != nil && wctx.Err() != nil && ctx.Err() == nil {
+		state := "not seen"
+		if t != nil {
+			state = string(t.State)
+		}
+		return cmdutil.Exit(cmdutil.ExitConflict, fmt.Errorf("task %s of queue %s did not end within %s (it is %s and goes on); wait again with baton queue get, or a longer --timeout", id, q, timeout, state))
+	}
+	if err != nil {
+		return err
+	}
+	if f.Config.JSON {
+		m, err := view.TaskJSON(t)
+		if err != nil {
+			return err
+		}
+		if err := cmdutil.PrintJSON(f.IO.Out, m); err != nil {
+			return err
+		}
+	} else if r := t.Result; r != nil {
+		if _, err := f.IO.Out.Write(r.Output); err != nil {
+			return err
+		}
+		if r.OutputTruncated {
+			cmdutil.Fprintf(f.IO.ErrOut, "baton: queue add: task %s's result was cut at %d bytes\n", id, queue.MaxResult)
+		}
+	}
+	if code := t.ExitCode(); code != 0 {
+		return cmdutil.Exit(cmdutil.ExitCode(code), nil)
+	}
+	return nil
 }

@@ -23,6 +23,7 @@ type TaskOptions struct {
 	Queue   string
 	ID      string
 	Payload bool
+	Result  bool
 	Wait    *cmdutil.DurationFlag
 }
 
@@ -38,10 +39,12 @@ func taskArgs(verb string) cobra.PositionalArgs {
 func newCmdGet(f *cmdutil.Factory, runF Verbs) *cobra.Command {
 	o := &TaskOptions{F: f}
 	cmd := &cobra.Command{
-		Use:   "get QUEUE ID [--payload]",
+		Use:   "get QUEUE ID [--payload | --result]",
 		Short: "Show a task: key, priority, state, attempts, its last result",
 		Long: `Show a task. A missing task is exit 5 (finished tasks go after the queue's
-retention). With --payload, print only the payload, as it was added.`,
+retention). With --payload, print only the payload, as it was added; with
+--result, only its last attempt's result (what its command wrote on
+stdout, up to 64 KiB), nothing if it has none yet.`,
 		Example: `  baton queue get agents pr-42
   baton queue get agents pr-42 --payload > task.txt
   baton queue get agents pr-42 --json | jq .result`,
@@ -55,6 +58,7 @@ retention). With --payload, print only the payload, as it was added.`,
 		},
 	}
 	cmd.Flags().BoolVar(&o.Payload, "payload", false, "print only the payload")
+	cmd.Flags().BoolVar(&o.Result, "result", false, "print only the last attempt's result")
 	return cmd
 }
 
@@ -67,8 +71,18 @@ func getRun(ctx context.Context, o *TaskOptions) error {
 	if err != nil {
 		return err
 	}
+	if o.Payload && o.Result {
+		return cmdutil.Usagef("give --payload or --result, not both")
+	}
 	if o.Payload {
 		_, err := o.F.IO.Out.Write(t.Payload)
+		return err
+	}
+	if o.Result {
+		if t.Result == nil {
+			return nil
+		}
+		_, err := o.F.IO.Out.Write(t.Result.Output)
 		return err
 	}
 	cfg, err := qs.Config(ctx, o.Queue)
@@ -129,6 +143,13 @@ func printTask(f *cmdutil.Factory, cfg queue.Config, t *queue.Task) error {
 	}
 	if t.Result != nil {
 		row("last run", "attempt %d: %s", t.Result.Attempt, describeEnd(t.Result))
+		if out := t.Result.Output; len(out) > 0 {
+			cut := ""
+			if t.Result.OutputTruncated {
+				cut = ", cut there"
+			}
+			row("result", "%d bytes%s (--result prints it)", len(out), cut)
+		}
 	}
 	if !t.Expires.IsZero() {
 		row("expires", "%s", cmdutil.Since(t.Expires))

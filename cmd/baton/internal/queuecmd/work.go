@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"strconv"
@@ -60,7 +61,9 @@ count); baton exits 0. A second signal stops them at once.
 With --once it runs one task and exits with that task's exit code (3 if its
 lock was lost, 124 if it timed out), or 5 if no task could start within
 --wait (default: none, do not wait). Lines about each task go to stderr;
-stdout is the commands'. --metrics serves this worker's task outcomes,
+stdout is the commands': what a command writes there (its first 64 KiB)
+is also recorded as the task's result, which queue get --result and queue
+add --wait print. --metrics serves this worker's task outcomes,
 running tasks and renewal latency for Prometheus.
 
 The worker's own Go code runs on one thread (GOMAXPROCS=1: it mostly waits,
@@ -131,7 +134,7 @@ func workRun(ctx context.Context, o *WorkOptions) error {
 	if o.Once {
 		opts = append(opts, queue.WithMaxTasks(1), queue.WithIdleTimeout(o.Wait.D))
 	}
-	handler := &execHandler{cmd: command, q: o.Queue}
+	handler := &execHandler{cmd: command, q: o.Queue, stdout: o.F.IO.Out}
 	handler.refill()
 	defer handler.close()
 	w, err := qs.NewWorker(o.Queue, handler, opts...)
@@ -187,9 +190,12 @@ type execHandler struct {
 	// started records the process doing a task's work in its key lock
 	// (queue.Started; a test's recorder when set).
 	started func(context.Context, hostlocal.Process) error
+	// stdout gets what the commands write on their standard output (each
+	// task's first queue.MaxResult bytes are also its result).
+	stdout io.Writer
 
 	mu      sync.Mutex
-	ready   *hostlocal.Standby
+	ready   *standby
 	filling bool // a standby is being started
 	bg      sync.WaitGroup
 	done    bool
@@ -199,8 +205,30 @@ type execHandler struct {
 // supervisor the next standby starts, if the command has not ended first.
 const refillAfter = 50 * time.Millisecond
 
-// standby takes the supervisor started ahead, or starts one now.
-func (h *execHandler) standby() (*hostlocal.Standby, error) {
+// standby is a supervisor started ahead, and what its command writes on
+// its standard output.
+type standby struct {
+	*hostlocal.Standby
+	out *capture
+}
+
+// newStandby starts a supervisor whose command's output is captured.
+func (h *execHandler) newStandby() (*standby, error) {
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	s, err := h.cmd.StandbyTo(pw)
+	pw.Close() // the supervisor has its copy
+	if err != nil {
+		pr.Close()
+		return nil, err
+	}
+	return &standby{Standby: s, out: newCapture(pr, h.stdout)}, nil
+}
+
+// take takes the supervisor started ahead, or starts one now.
+func (h *execHandler) take() (*standby, error) {
 	h.mu.Lock()
 	s := h.ready
 	h.ready = nil
@@ -208,7 +236,7 @@ func (h *execHandler) standby() (*hostlocal.Standby, error) {
 	if s != nil {
 		return s, nil
 	}
-	return h.cmd.Standby()
+	return h.newStandby()
 }
 
 // refill starts a standby in the background unless one is ready or being
@@ -223,7 +251,7 @@ func (h *execHandler) refill() {
 	h.bg.Add(1)
 	go func() {
 		defer h.bg.Done()
-		s, err := h.cmd.Standby()
+		s, err := h.newStandby()
 		h.mu.Lock()
 		h.filling = false
 		if err == nil && h.ready == nil && !h.done {
@@ -256,7 +284,7 @@ func (h *execHandler) close() {
 // worker killed between the two leaves a lock naming a process group that
 // lives as long as the command does, so no worker of this host frees the
 // lock while the command still runs. s is closed on failure.
-func (h *execHandler) startOn(ctx context.Context, s *hostlocal.Standby, t *queue.Task, env []string) (*hostlocal.Group, error) {
+func (h *execHandler) startOn(ctx context.Context, s *standby, t *queue.Task, env []string) (*hostlocal.Group, error) {
 	p, err := hostlocal.LookupProcess(s.PID())
 	if err == nil {
 		record := h.started
@@ -271,7 +299,7 @@ func (h *execHandler) startOn(ctx context.Context, s *hostlocal.Standby, t *queu
 		_ = s.Close()
 		return nil, err
 	}
-	g, err := h.cmd.StartOn(s, t.Payload, env...)
+	g, err := h.cmd.StartOn(s.Standby, t.Payload, env...)
 	if err != nil {
 		_ = s.Close()
 	}
@@ -293,12 +321,12 @@ func (h *execHandler) Work(ctx context.Context, t *queue.Task) error {
 		"BATON_ATTEMPT=" + strconv.Itoa(t.Run.Attempt),
 		"BATON_SLOT=" + t.Run.Slot,
 	}
-	s, err := h.standby()
+	s, err := h.take()
 	var g *hostlocal.Group
 	if err == nil {
 		if g, err = h.startOn(ctx, s, t, env); err != nil && !errors.Is(err, errNotRecorded) {
 			// The standby died while it waited: start one now.
-			if s, err = h.cmd.Standby(); err == nil {
+			if s, err = h.newStandby(); err == nil {
 				g, err = h.startOn(ctx, s, t, env)
 			}
 		}
@@ -321,10 +349,60 @@ func (h *execHandler) Work(ctx context.Context, t *queue.Task) error {
 	case <-ctx.Done():
 		code, _ = g.Stop(queue.StopWithin(ctx))
 	}
+	// The command's stdout, once its group is gone (a second at most for
+	// the last of it to be read), is the task's result.
+	queue.SetResult(ctx, s.out.result(time.Second))
 	if code != 0 {
 		return &exitError{code}
 	}
 	return nil
+}
+
+// capture copies what a command writes to out (the worker's stdout) and
+// keeps its first queue.MaxResult bytes and one more (so that a longer
+// output is known to be cut).
+type capture struct {
+	done chan struct{}
+	mu   sync.Mutex
+	buf  []byte
+}
+
+func newCapture(r *os.File, out io.Writer) *capture {
+	c := &capture{done: make(chan struct{})}
+	go func() {
+		defer close(c.done)
+		defer r.Close()
+		b := make([]byte, 32<<10)
+		for {
+			n, err := r.Read(b)
+			if n > 0 {
+				if out != nil {
+					_, _ = out.Write(b[:n])
+				}
+				c.mu.Lock()
+				if room := queue.MaxResult + 1 - len(c.buf); room > 0 {
+					c.buf = append(c.buf, b[:min(n, room)]...)
+				}
+				c.mu.Unlock()
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return c
+}
+
+// result is what was captured once the writers closed the pipe, or within
+// wait.
+func (c *capture) result(wait time.Duration) []byte {
+	select {
+	case <-c.done:
+	case <-time.After(wait):
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]byte(nil), c.buf...)
 }
 
 // printer writes a line on stderr for each task that starts and ends.
