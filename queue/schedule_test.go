@@ -2,6 +2,7 @@ package queue_test
 
 import (
 	"errors"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -101,8 +102,20 @@ func TestSchedule_CatchUp(t *testing.T) {
 	started := time.Now()
 	w, _ := qs.NewWorker("q", newRecorder(false))
 	start(t, w)
-	time.Sleep(500 * time.Millisecond)
-	one, none := scheduled(t, qs, "q", queue.CatchUpOne), scheduled(t, qs, "q", queue.CatchUpNone)
+	// Read in the middle of a second, at least 600 ms after the start:
+	// every tick up to that second's start is written by then (a tick is
+	// written a few milliseconds after it), none after it counts.
+	at := time.Now().Add(600 * time.Millisecond)
+	if mid := at.Truncate(time.Second).Add(500 * time.Millisecond); mid.After(at) {
+		at = mid
+	} else {
+		at = mid.Add(time.Second)
+	}
+	time.Sleep(time.Until(at))
+	upTo := func(ticks []time.Time) []time.Time {
+		return slices.DeleteFunc(ticks, func(tick time.Time) bool { return tick.After(at.Truncate(time.Second)) })
+	}
+	one, none := upTo(scheduled(t, qs, "q", queue.CatchUpOne)), upTo(scheduled(t, qs, "q", queue.CatchUpNone))
 	// Both schedules tick on the same seconds and were looked at in the
 	// same pass: none has the late ticks, one has the same and, just
 	// before them, the latest missed one; the missed ticks before it are
