@@ -220,3 +220,38 @@ func TestQueue_AddWaitReturnsTheResult(t *testing.T) {
 	a.waitTaskState(t, "rq", "early", "done", 10*time.Second)
 	a.expect(2, []string{"queue", "add", "rq", "--key", "k", "--timeout", "1s"}, "--timeout bounds --wait")
 }
+
+// retry and cancel take many tasks by state (and key); a task's own
+// timeout and attempts replace the queue's.
+func TestQueue_BulkRetryAndCancel(t *testing.T) {
+	w := newWorld(t)
+	a := w.host("host-a")
+	a.must("queue", "create", "bq", "--max-attempts", "3", "--backoff", "0s")
+	for i, key := range []string{"a", "a", "a", "b", "b"} {
+		a.must("queue", "add", "bq", "--key", key, "--id", fmt.Sprintf("%s%d", key, i), "--max-attempts", "1")
+	}
+	worker := a.startWorker(t, "bq", "--", "false")
+	for _, id := range []string{"a0", "a1", "a2", "b3", "b4"} {
+		a.waitTaskState(t, "bq", id, "dead", 10*time.Second)
+	}
+	worker.kill()
+	r := a.must("queue", "retry", "bq", "--state", "dead", "--key", "a")
+	if got := strings.Count(r.stdout, " is pending\n"); got != 3 {
+		t.Fatalf("retry --state dead --key a: %q; want three tasks pending", r.stdout)
+	}
+	if task := a.taskJSON(t, "bq", "b3"); task["state"] != "dead" || task["attempts"] != float64(1) {
+		t.Errorf("b3 is %v after %v attempts and a retry of key a's, want dead after its own one attempt", task["state"], task["attempts"])
+	}
+	doc := jsonOf(t, a.must("queue", "cancel", "bq", "--state", "pending", "--json").stdout)
+	if tasks, _ := doc["tasks"].([]any); len(tasks) != 3 {
+		t.Fatalf("cancel --state pending: %v; want the three", doc)
+	}
+	if c := a.counts(t, "bq"); c["cancelled"] != 3 || c["dead"] != 2 {
+		t.Errorf("counts %v, want 3 cancelled and 2 dead", c)
+	}
+	a.expect(2, []string{"queue", "retry", "bq", "--state", "done"}, "retry takes")
+	a.expect(2, []string{"queue", "retry", "bq", "a0", "--state", "dead"}, "give a task's ID, or --state")
+	if r := a.baton("queue", "retry", "bq", "--state", "dead", "--key", "zz"); r.code != 0 || !strings.Contains(r.stderr, "no task of queue bq matches") {
+		t.Errorf("a retry that matches nothing: %s", r)
+	}
+}

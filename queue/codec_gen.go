@@ -666,6 +666,8 @@ const (
 	taskFieldRunAt
 	taskFieldDelay
 	taskFieldSchedule
+	taskFieldTimeout
+	taskFieldMaxAttempts
 )
 
 // taskKnown are the JSON names of Task's fields.
@@ -677,6 +679,7 @@ var taskKnown = map[string]bool{
 	"id":               true,
 	"key":              true,
 	"labels":           true,
+	"max_attempts":     true,
 	"payload":          true,
 	"priority":         true,
 	"queue":            true,
@@ -687,13 +690,14 @@ var taskKnown = map[string]bool{
 	"schedule":         true,
 	"seq":              true,
 	"state":            true,
+	"timeout":          true,
 	"updated_at":       true,
 }
 
 // encodeFast is v as encoding/json writes its fields, and false for what
 // only encoding/json may write (jsonappend).
 func (v *Task) encodeFast() ([]byte, bool) {
-	w := jsonappend.New(762 + 32*len(v.Labels) + len(v.Payload)*4/3)
+	w := jsonappend.New(813 + 32*len(v.Labels) + len(v.Payload)*4/3)
 	v.appendJSON(&w)
 	return w.B, w.OK
 }
@@ -760,6 +764,14 @@ func (v *Task) appendJSON(w *jsonappend.Writer) {
 		w.Raw(`,"schedule":`)
 		w.Str(v.Schedule)
 	}
+	if v.Timeout != 0 {
+		w.Raw(`,"timeout":`)
+		w.Str(v.Timeout.String())
+	}
+	if v.MaxAttempts != 0 {
+		w.Raw(`,"max_attempts":`)
+		w.Int(int64(v.MaxAttempts))
+	}
 	w.Raw(`}`)
 }
 
@@ -820,6 +832,12 @@ func (v *Task) scanJSON(s *jsonrec.Scanner, skip jsonrec.Fields) bool {
 		return false
 	}
 	if s.Lit(`,"schedule":`) && !(skip&taskFieldSchedule == 0 && s.Str(&v.Schedule) || skip&taskFieldSchedule != 0 && s.SkipStr()) {
+		return false
+	}
+	if s.Lit(`,"timeout":`) && !(skip&taskFieldTimeout == 0 && s.Duration(&v.Timeout) || skip&taskFieldTimeout != 0 && s.SkipDuration()) {
+		return false
+	}
+	if s.Lit(`,"max_attempts":`) && !(skip&taskFieldMaxAttempts == 0 && s.Int(&v.MaxAttempts) || skip&taskFieldMaxAttempts != 0 && s.SkipInt()) {
 		return false
 	}
 	return s.Lit(`}`)
@@ -1395,6 +1413,12 @@ func (v *indexFields) decodeFast(data []byte) bool {
 	if s.Lit(`,"schedule":`) && !s.SkipStr() {
 		return false
 	}
+	if s.Lit(`,"timeout":`) && !s.SkipDuration() {
+		return false
+	}
+	if s.Lit(`,"max_attempts":`) && !s.SkipInt() {
+		return false
+	}
 	if !s.Lit(`}`) || !s.Done() {
 		return false
 	}
@@ -1482,6 +1506,12 @@ func (v *statusFields) decodeFast(data []byte) bool {
 		return false
 	}
 	if s.Lit(`,"schedule":`) && !s.SkipStr() {
+		return false
+	}
+	if s.Lit(`,"timeout":`) && !s.SkipDuration() {
+		return false
+	}
+	if s.Lit(`,"max_attempts":`) && !s.SkipInt() {
 		return false
 	}
 	if !s.Lit(`}`) || !s.Done() {

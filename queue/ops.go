@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sort"
 	"strconv"
 	"time"
 
@@ -53,7 +55,7 @@ func settle(cfg Config, t *Task, o outcome, ended time.Time) *Task {
 	case o.giveBack:
 		n.Attempts = max(n.Attempts-1, 0)
 		n.State = StatePending
-	case n.Attempts >= cfg.MaxAttempts:
+	case n.Attempts >= n.AttemptsIn(cfg):
 		n.State = StateDead
 	case o.reason == ReasonLost || o.reason == ReasonReleased:
 		n.State = StatePending
@@ -165,6 +167,24 @@ func (qs *Queues) change(ctx context.Context, q, id string, fn func(Config, *Tas
 			return nil, err
 		}
 	}
+}
+
+// Matching lists the tasks of queue q in one of states (any state when
+// none is given) and of key (any key when empty), in the order they were
+// added. It reads every task of the queue, as Snapshot does.
+func (qs *Queues) Matching(ctx context.Context, q string, states []State, key string) ([]*Task, error) {
+	snap, err := qs.Snapshot(ctx, q, WithTasks())
+	if err != nil {
+		return nil, err
+	}
+	var out []*Task
+	for _, t := range snap.Tasks {
+		if (len(states) == 0 || slices.Contains(states, t.State)) && (key == "" || t.Key == key) {
+			out = append(out, t)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
+	return out, nil
 }
 
 // WaitTask watches the task until done(t) holds, ctx ends (its error,

@@ -223,7 +223,7 @@ func (qs *Queues) taskProblems(cfg Config, t *Task, now time.Time, lockGone func
 				}})
 			return
 		}
-		if !r.StartedAt.IsZero() && now.Sub(r.StartedAt) > time.Duration(cfg.Timeout)+time.Duration(cfg.TTL) {
+		if !r.StartedAt.IsZero() && now.Sub(r.StartedAt) > t.TimeoutIn(cfg)+time.Duration(cfg.TTL) {
 			add(Problem{Kind: ProblemTimeout, Key: t.Key, Task: t.ID,
 				Detail: fmt.Sprintf("task %s (key %s) has run for %s, past the queue's timeout of %s, on host %s pid %d; its worker should have stopped it",
 					t.ID, t.Key, now.Sub(r.StartedAt).Round(time.Second), cfg.Timeout, r.Host, r.PID),

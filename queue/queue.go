@@ -269,6 +269,33 @@ type addConfig struct {
 	labels   map[string]string
 	runAt    time.Time
 	delay    time.Duration
+	timeout  time.Duration
+	attempts int
+}
+
+// WithTimeout gives the task a timeout of its own, in place of the
+// queue's: an attempt that runs longer is stopped and failed. Default:
+// the queue's.
+func WithTimeout(d time.Duration) AddOption {
+	return func(c *addConfig) error {
+		if d < time.Second {
+			return fmt.Errorf("%w: timeout %s: use 1s or more (or leave it out for the queue's)", ErrInvalid, d)
+		}
+		c.timeout = d
+		return nil
+	}
+}
+
+// WithMaxAttempts gives the task a number of attempts of its own, in
+// place of the queue's. Default: the queue's.
+func WithMaxAttempts(n int) AddOption {
+	return func(c *addConfig) error {
+		if n < 1 {
+			return fmt.Errorf("%w: max attempts %d: use 1 or more", ErrInvalid, n)
+		}
+		c.attempts = n
+		return nil
+	}
 }
 
 // WithRunAt makes the task wait until t, by the server's clock (the
@@ -396,6 +423,7 @@ func (qs *Queues) newTask(qcfg Config, key string, payload []byte, opts []AddOpt
 	t := &Task{
 		ID: cfg.id, Queue: qcfg.Queue, Key: key, Priority: cfg.priority, Labels: cfg.labels, Payload: payload,
 		State: StatePending, AddedAt: now, UpdatedAt: now, RunAt: cfg.runAt, Delay: Duration(cfg.delay),
+		Timeout: Duration(cfg.timeout), MaxAttempts: cfg.attempts,
 	}
 	data, err := encodeTask(t)
 	if err != nil {

@@ -146,6 +146,10 @@ type Task struct {
 	Delay Duration  `json:"delay,omitempty"`
 	// Schedule names the schedule that added the task at its tick (RunAt).
 	Schedule string `json:"schedule,omitempty"`
+	// Timeout and MaxAttempts, when set, replace the queue's for this
+	// task (Task.TimeoutIn, Task.AttemptsIn).
+	Timeout     Duration `json:"timeout,omitempty"`
+	MaxAttempts int      `json:"max_attempts,omitempty"`
 
 	// Revision of this version of the record and its server time (not
 	// stored).
@@ -239,6 +243,24 @@ func (t *Task) unmarshalGeneral(data []byte) error {
 	*t = Task(f)
 	t.unknown = unknown
 	return nil
+}
+
+// TimeoutIn is how long the task may run in queue config cfg: its own
+// timeout, else the queue's.
+func (t *Task) TimeoutIn(cfg Config) time.Duration {
+	if t.Timeout > 0 {
+		return time.Duration(t.Timeout)
+	}
+	return time.Duration(cfg.Timeout)
+}
+
+// AttemptsIn is how many attempts the task has in queue config cfg: its
+// own max_attempts, else the queue's.
+func (t *Task) AttemptsIn(cfg Config) int {
+	if t.MaxAttempts > 0 {
+		return t.MaxAttempts
+	}
+	return cfg.MaxAttempts
 }
 
 // ExitCode is the exit code of a task that ended, as `baton queue add

@@ -256,7 +256,7 @@ func (l *loop) work(r *runState) {
 	r.mu.Lock()
 	t := r.task.clone()
 	r.mu.Unlock()
-	timeout := time.AfterFunc(time.Duration(r.cfg.Timeout), func() { r.stop(ErrTimeout, l.w.grace) })
+	timeout := time.AfterFunc(t.TimeoutIn(r.cfg), func() { r.stop(ErrTimeout, l.w.grace) })
 	l.w.emit(Event{Kind: EventStarted, Task: t, Attempt: r.attempt, Fence: r.fence, Slot: r.slot})
 	began := time.Now()
 	err := l.w.h.Work(r.ctx, t)
@@ -267,7 +267,7 @@ func (l *loop) work(r *runState) {
 // outcomeOf turns how the handler returned into how the attempt ended.
 func (r *runState) outcomeOf(err error) outcome {
 	r.mu.Lock()
-	cause := r.stopped
+	cause, timeout := r.stopped, r.task.TimeoutIn(r.cfg)
 	r.mu.Unlock()
 	switch {
 	case err == nil:
@@ -277,7 +277,7 @@ func (r *runState) outcomeOf(err error) outcome {
 	case errors.Is(cause, ErrLockLost):
 		return outcome{reason: ReasonLost, err: err.Error()}
 	case errors.Is(cause, ErrTimeout):
-		return outcome{reason: ReasonTimeout, err: "ran longer than the queue's timeout " + r.cfg.Timeout.String()}
+		return outcome{reason: ReasonTimeout, err: "ran longer than its timeout " + timeout.String()}
 	case errors.Is(cause, ErrCancelled):
 		return outcome{reason: ReasonCancelled, err: err.Error()}
 	case errors.Is(cause, ErrDraining):

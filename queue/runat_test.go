@@ -3,6 +3,7 @@ package queue_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -234,6 +235,31 @@ func TestResult_IsRecordedWithTheEnd(t *testing.T) {
 		}
 		if got.State != c.state || got.Result == nil || string(got.Result.Output) != c.want || got.Result.OutputTruncated != c.cut || got.ExitCode() != c.code {
 			t.Errorf("task %s: %s, exit %d, result %.40q (cut %v); want %s, %d, %.40q (cut %v)", c.id, got.State, got.ExitCode(), got.Result.Output, got.Result.OutputTruncated, c.state, c.code, c.want, c.cut)
+		}
+	}
+}
+
+// A task's own timeout and attempts replace the queue's.
+func TestTask_OwnTimeoutAndAttempts(t *testing.T) {
+	e := newEnv(t)
+	qs := e.queues("h1")
+	e.create(qs, "q", func(c *queue.Config) { c.MaxAttempts = 5; c.Timeout = queue.Duration(time.Hour) })
+	var runs atomic.Int32
+	h := queue.HandlerFunc(func(ctx context.Context, task *queue.Task) error {
+		runs.Add(1)
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	w, _ := qs.NewWorker("q", h, queue.WithGrace(100*time.Millisecond))
+	start(t, w)
+	add(t, qs, "q", "k", "short", queue.WithTimeout(time.Second), queue.WithMaxAttempts(2))
+	dead := waitState(t, qs, "q", "short", queue.StateDead, 20*time.Second)
+	if runs.Load() != 2 || dead.Attempts != 2 || dead.Result.Reason != queue.ReasonTimeout || dead.ExitCode() != 124 {
+		t.Fatalf("runs %d, task %+v, result %+v: want two attempts timed out after 1s each, then dead (exit 124)", runs.Load(), dead, dead.Result)
+	}
+	for _, o := range []queue.AddOption{queue.WithTimeout(time.Millisecond), queue.WithMaxAttempts(0)} {
+		if _, _, err := qs.Add(ctxT(t, 5*time.Second), "q", "k", nil, o); !errors.Is(err, queue.ErrInvalid) {
+			t.Errorf("add with a bad option: %v, want ErrInvalid", err)
 		}
 	}
 }

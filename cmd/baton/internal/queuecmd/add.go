@@ -30,13 +30,15 @@ type AddOptions struct {
 	In          *cmdutil.DurationFlag
 	Wait        bool
 	Timeout     *cmdutil.DurationFlag
+	TaskTimeout *cmdutil.DurationFlag
+	MaxAttempts int
 	payloadSet  bool
 }
 
 func newCmdAdd(f *cmdutil.Factory, runF Verbs) *cobra.Command {
-	o := &AddOptions{F: f, In: cmdutil.NewDurationFlag("in", 0), Timeout: cmdutil.NewDurationFlag("timeout", 0)}
+	o := &AddOptions{F: f, In: cmdutil.NewDurationFlag("in", 0), Timeout: cmdutil.NewDurationFlag("timeout", 0), TaskTimeout: cmdutil.NewDurationFlag("task-timeout", 0)}
 	cmd := &cobra.Command{
-		Use:   "add QUEUE --key K [--priority high|normal|low] [--id ID] [--label k=v]... [--at TIME | --in DUR] [--wait [--timeout DUR]] [--payload STR | --payload-file F | -] | add QUEUE --batch FILE|-",
+		Use:   "add QUEUE --key K [--priority high|normal|low] [--id ID] [--label k=v]... [--at TIME | --in DUR] [--task-timeout DUR] [--max-attempts N] [--wait [--timeout DUR]] [--payload STR | --payload-file F | -] | add QUEUE --batch FILE|-",
 		Short: "Add a task for a key (or many, --batch); print its id",
 		Long: `Add a task to the queue and print its id. The task runs once no other task of
 its key holds the key's lock (per_key of them may at once), within the
@@ -60,6 +62,9 @@ done, the command's own code, 124 for a timeout, 3 for a lost lock, 130
 for a cancel. --timeout DUR bounds the wait (exit 3 when it runs out; the
 task goes on).
 
+--task-timeout DUR and --max-attempts N give this task its own timeout and
+number of attempts in place of the queue's.
+
 Adding is idempotent on --id: adding an id the queue holds already adds
 nothing, says so on stderr, prints the id and exits 0. Without --id a new
 uuid is the id. Labels are reported by status (active by label).
@@ -67,7 +72,8 @@ uuid is the id. Labels are reported by status (active by label).
 --batch FILE (- for stdin) adds many tasks at once: one JSON object a
 line, with the fields add takes ("key", required; "payload", a string;
 "id", "priority", "labels", an object; "at", an RFC 3339 time, or "in", a
-duration such as "90s"), blank lines skipped. Every line
+duration such as "90s"; "timeout", a duration, and "max_attempts", as
+--task-timeout and --max-attempts), blank lines skipped. Every line
 is checked before anything is added (a bad one names its line and adds
 nothing); then the writes go out one behind the other, without waiting for
 each answer, and one line is printed per task, in order: its id, or
@@ -110,9 +116,11 @@ others go on; the exit code is then the first failure's.`,
 	fs.StringArrayVar(&o.Labels, "label", nil, "KEY=VALUE reported by status (repeatable)")
 	fs.StringVar(&o.Payload, "payload", "", "the payload, as text")
 	fs.StringVar(&o.PayloadFile, "payload-file", "", "read the payload from FILE (- for stdin)")
-	fs.StringVar(&o.Batch, "batch", "", "add the tasks of FILE (- for stdin), one JSON object a line: key, payload, id, priority, labels, at, in")
+	fs.StringVar(&o.Batch, "batch", "", "add the tasks of FILE (- for stdin), one JSON object a line: key, payload, id, priority, labels, at, in, timeout, max_attempts")
 	fs.StringVar(&o.At, "at", "", "run no earlier than TIME, by the server's clock (RFC 3339: 2026-12-01T09:00:00Z)")
 	fs.Var(o.In, "in", "run no earlier than DUR after the server writes the task (90s, 2h)")
+	fs.Var(o.TaskTimeout, "task-timeout", "this task's own timeout, in place of the queue's")
+	fs.IntVar(&o.MaxAttempts, "max-attempts", 0, "this task's own number of attempts, in place of the queue's")
 	fs.BoolVar(&o.Wait, "wait", false, "wait for the task to end; print its result and exit with its exit code")
 	fs.Var(o.Timeout, "timeout", "with --wait, wait at most DUR (exit 3 when it runs out; the task goes on)")
 	return cmd
@@ -161,6 +169,12 @@ func addRun(ctx context.Context, o *AddOptions) error {
 		return err
 	}
 	opts = append(opts, when...)
+	if o.TaskTimeout.IsSet() {
+		opts = append(opts, queue.WithTimeout(o.TaskTimeout.D))
+	}
+	if o.MaxAttempts != 0 {
+		opts = append(opts, queue.WithMaxAttempts(o.MaxAttempts))
+	}
 	if o.ID != "" {
 		if err := cmdutil.ValidSlot("--id", o.ID); err != nil {
 			return err

@@ -28,6 +28,10 @@ type BatchLine struct {
 	// --at and --in.
 	At string `json:"at,omitempty"`
 	In string `json:"in,omitempty"`
+	// Timeout (a duration) and MaxAttempts replace the queue's for the
+	// task, as add's --task-timeout and --max-attempts.
+	Timeout     string `json:"timeout,omitempty"`
+	MaxAttempts int    `json:"max_attempts,omitempty"`
 }
 
 // maxBatch bounds --batch's input, read whole before anything is written.
@@ -247,6 +251,16 @@ func batchTask(l BatchLine) (queue.NewTask, error) {
 			return queue.NewTask{}, err
 		}
 		t.Options = append(t.Options, when...)
+	}
+	if l.Timeout != "" {
+		d, err := time.ParseDuration(l.Timeout)
+		if err != nil {
+			return queue.NewTask{}, fmt.Errorf("\"timeout\" %q: want a duration such as \"10m\"", l.Timeout)
+		}
+		t.Options = append(t.Options, queue.WithTimeout(d))
+	}
+	if l.MaxAttempts != 0 {
+		t.Options = append(t.Options, queue.WithMaxAttempts(l.MaxAttempts))
 	}
 	return t, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -25,6 +26,9 @@ type TaskOptions struct {
 	Payload bool
 	Result  bool
 	Wait    *cmdutil.DurationFlag
+	// States and Key choose the tasks of a bulk cancel or retry.
+	States []string
+	Key    string
 }
 
 func taskArgs(verb string) cobra.PositionalArgs {
@@ -120,7 +124,10 @@ func printTask(f *cmdutil.Factory, cfg queue.Config, t *queue.Task) error {
 		}
 	}
 	row("state", "%s", state)
-	row("attempts", "%d of %d", t.Attempts, cfg.MaxAttempts)
+	row("attempts", "%d of %d", t.Attempts, t.AttemptsIn(cfg))
+	if t.Timeout > 0 {
+		row("timeout", "%s (its own)", time.Duration(t.Timeout))
+	}
 	if len(t.Labels) > 0 {
 		var ls []string
 		for k, v := range t.Labels {
@@ -157,28 +164,120 @@ func printTask(f *cmdutil.Factory, cfg queue.Config, t *queue.Task) error {
 	return w.Flush()
 }
 
+// bulkArgs takes QUEUE and ID, or QUEUE alone with --state.
+func bulkArgs(verb string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) == 1 && cmd.Flags().Changed("state") {
+			return queueArgs("QUEUE: baton queue "+verb+" QUEUE --state S", 0)(cmd, args)
+		}
+		if cmd.Flags().Changed("state") || cmd.Flags().Changed("key") {
+			return cmdutil.Usagef("give a task's ID, or --state (and --key) to choose many: baton queue %s QUEUE ID | QUEUE --state S [--key K]", verb)
+		}
+		return taskArgs(verb)(cmd, args)
+	}
+}
+
+// bulk applies fn (Cancel or Retry) to every task of o.Queue in one of
+// o.States (and of o.Key, when given), allowed being the states the verb
+// takes; one line per task, or a JSON list.
+func bulk(ctx context.Context, o *TaskOptions, verb string, allowed []queue.State, fn func(ctx context.Context, q, id string) (*queue.Task, error)) error {
+	var states []queue.State
+	for _, s := range o.States {
+		st := queue.State(s)
+		if !slices.Contains(allowed, st) {
+			return cmdutil.Usagef("--state %s: %s takes %v", s, verb, allowed)
+		}
+		states = append(states, st)
+	}
+	if o.Key != "" {
+		if err := cmdutil.ValidSlot("--key", o.Key); err != nil {
+			return err
+		}
+	}
+	qs, err := o.F.Queues(ctx)
+	if err != nil {
+		return err
+	}
+	tasks, err := qs.Matching(ctx, o.Queue, states, o.Key)
+	if err != nil {
+		return err
+	}
+	var docs []map[string]any
+	var first error
+	failed := 0
+	for _, t := range tasks {
+		got, err := fn(ctx, o.Queue, t.ID)
+		if err != nil {
+			failed++
+			if first == nil {
+				first = err
+			}
+			cmdutil.Fprintf(o.F.IO.ErrOut, "baton: queue %s: task %s: %s\n", verb, t.ID, cmdutil.Text(err))
+			continue
+		}
+		if o.F.Config.JSON {
+			m, err := view.TaskJSON(got)
+			if err != nil {
+				return err
+			}
+			delete(m, "payload")
+			docs = append(docs, m)
+			continue
+		}
+		cmdutil.Fprintf(o.F.IO.Out, "task %s is %s\n", got.ID, got.State)
+	}
+	if o.F.Config.JSON {
+		if docs == nil {
+			docs = []map[string]any{}
+		}
+		if err := cmdutil.PrintJSON(o.F.IO.Out, map[string]any{"queue": o.Queue, "tasks": docs}); err != nil {
+			return err
+		}
+	} else if len(tasks) == 0 {
+		cmdutil.Fprintf(o.F.IO.ErrOut, "baton: queue %s: no task of queue %s matches; nothing done\n", verb, o.Queue)
+	}
+	if first != nil {
+		return fmt.Errorf("%d of %d tasks not done (said above); the first: %w", failed, len(tasks), first)
+	}
+	return nil
+}
+
 func newCmdCancel(f *cmdutil.Factory, runF Verbs) *cobra.Command {
 	o := &TaskOptions{F: f, Wait: cmdutil.NewDurationFlag("wait", 30*time.Second)}
 	cmd := &cobra.Command{
-		Use:   "cancel QUEUE ID [--wait DUR]",
+		Use:   "cancel QUEUE ID [--wait DUR] | cancel QUEUE --state pending|failed|active... [--key K]",
 		Short: "Cancel a task; an active one's command is stopped",
 		Long: `Cancel a task. A pending or failed task is cancelled at once and never runs.
 An active one is asked to stop: its worker stops the command (SIGTERM, then
 SIGKILL after its grace) and records it cancelled; cancel waits up to --wait
 for that (exit 3 if it has not happened by then; the worker still does it
 when it sees the request). Cancelling a cancelled task is a no-op; a done or
-dead one is exit 3.`,
-		Example: `  baton queue cancel agents pr-42`,
-		Args:    taskArgs("cancel"),
+dead one is exit 3.
+
+With --state (repeatable) instead of an ID, every task of the queue in one
+of those states (pending, failed, active) is cancelled, of --key K only
+when given; active ones are asked to stop and not waited for. One line per
+task (with --json, a list).`,
+		Example: `  baton queue cancel agents pr-42
+  baton queue cancel agents --state pending --state failed --key bob`,
+		Args: bulkArgs("cancel"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			o.Queue, o.ID = args[0], args[1]
+			o.Queue = args[0]
+			if len(args) == 2 {
+				o.ID = args[1]
+			}
 			if runF != nil {
 				return runF("cancel", o)
+			}
+			if o.ID == "" {
+				return bulk(cmd.Context(), o, "cancel", []queue.State{queue.StatePending, queue.StateFailed, queue.StateActive}, o.cancelOne)
 			}
 			return cancelRun(cmd.Context(), o)
 		},
 	}
 	cmd.Flags().Var(o.Wait, "wait", "how long to wait for an active task's worker to stop it")
+	cmd.Flags().StringArrayVar(&o.States, "state", nil, "cancel every task in this state (pending, failed, active; repeatable) instead of one ID")
+	cmd.Flags().StringVar(&o.Key, "key", "", "with --state, only the tasks of this key")
 	return cmd
 }
 
@@ -227,23 +326,34 @@ func reportState(f *cmdutil.Factory, verb string, t *queue.Task) error {
 
 func newCmdRetry(f *cmdutil.Factory, runF Verbs) *cobra.Command {
 	o := &TaskOptions{F: f}
-	return &cobra.Command{
-		Use:   "retry QUEUE ID",
+	cmd := &cobra.Command{
+		Use:   "retry QUEUE ID | retry QUEUE --state dead|failed|cancelled... [--key K]",
 		Short: "Put a failed, dead or cancelled task back to pending, with fresh attempts",
 		Long: `Make a failed (waiting for its retry), dead or cancelled task pending again,
 at once, with its count of attempts started afresh; its last result stays
 until it runs. A pending task is left as it is (exit 0); an active or done
-one is exit 3.`,
-		Example: `  baton queue retry agents pr-42`,
-		Args:    taskArgs("retry"),
+one is exit 3.
+
+With --state (repeatable) instead of an ID, every task of the queue in one
+of those states (dead, failed, cancelled) is retried, of --key K only when
+given. One line per task (with --json, a list).`,
+		Example: `  baton queue retry agents pr-42
+  baton queue retry agents --state dead --key alice`,
+		Args: bulkArgs("retry"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			o.Queue, o.ID = args[0], args[1]
+			o.Queue = args[0]
+			if len(args) == 2 {
+				o.ID = args[1]
+			}
 			if runF != nil {
 				return runF("retry", o)
 			}
 			qs, err := o.F.Queues(cmd.Context())
 			if err != nil {
 				return err
+			}
+			if o.ID == "" {
+				return bulk(cmd.Context(), o, "retry", []queue.State{queue.StateDead, queue.StateFailed, queue.StateCancelled}, qs.Retry)
 			}
 			t, err := qs.Retry(cmd.Context(), o.Queue, o.ID)
 			if err != nil {
@@ -252,6 +362,18 @@ one is exit 3.`,
 			return reportState(o.F, "retry", t)
 		},
 	}
+	cmd.Flags().StringArrayVar(&o.States, "state", nil, "retry every task in this state (dead, failed, cancelled; repeatable) instead of one ID")
+	cmd.Flags().StringVar(&o.Key, "key", "", "with --state, only the tasks of this key")
+	return cmd
+}
+
+// cancelOne cancels a task of a bulk cancel, without waiting.
+func (o *TaskOptions) cancelOne(ctx context.Context, q, id string) (*queue.Task, error) {
+	qs, err := o.F.Queues(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return qs.Cancel(ctx, q, id)
 }
 
 // ReleaseOptions are release's inputs.
