@@ -37,6 +37,7 @@ const (
 	configFieldBackoff
 	configFieldRetention
 	configFieldPaused
+	configFieldRate
 	configFieldCreatedAt
 	configFieldUpdatedAt
 )
@@ -50,6 +51,7 @@ var configKnown = map[string]bool{
 	"paused":       true,
 	"per_key":      true,
 	"queue":        true,
+	"rate":         true,
 	"retention":    true,
 	"slot_prefix":  true,
 	"timeout":      true,
@@ -60,7 +62,7 @@ var configKnown = map[string]bool{
 // encodeFast is v as encoding/json writes its fields, and false for what
 // only encoding/json may write (jsonappend).
 func (v *Config) encodeFast() ([]byte, bool) {
-	w := jsonappend.New(339)
+	w := jsonappend.New(507)
 	v.appendJSON(&w)
 	return w.B, w.OK
 }
@@ -98,6 +100,10 @@ func (v *Config) appendJSON(w *jsonappend.Writer) {
 	if v.Paused {
 		w.Raw(`,"paused":`)
 		w.Bool(v.Paused)
+	}
+	if v.Rate != nil {
+		w.Raw(`,"rate":`)
+		v.Rate.appendJSON(w)
 	}
 	w.Raw(`,"created_at":`)
 	w.Time(v.CreatedAt)
@@ -141,6 +147,9 @@ func (v *Config) scanJSON(s *jsonrec.Scanner, skip jsonrec.Fields) bool {
 	if s.Lit(`,"paused":`) && !(skip&configFieldPaused == 0 && s.Bool(&v.Paused) || skip&configFieldPaused != 0 && s.SkipBool()) {
 		return false
 	}
+	if s.Lit(`,"rate":`) && !(skip&configFieldRate == 0 && scanRateLimitPtr(s, &v.Rate) || skip&configFieldRate != 0 && (s.Lit(`null`) || (*RateLimit)(nil).scanJSON(s, jsonrec.AllFields))) {
+		return false
+	}
 	if !s.Lit(`,"created_at":`) || !(skip&configFieldCreatedAt == 0 && s.Time(&v.CreatedAt) || skip&configFieldCreatedAt != 0 && s.SkipTime()) {
 		return false
 	}
@@ -148,6 +157,45 @@ func (v *Config) scanJSON(s *jsonrec.Scanner, skip jsonrec.Fields) bool {
 		return false
 	}
 	return s.Lit(`}`)
+}
+
+// The fields of RateLimit, for the skip of scanJSON.
+const (
+	rateLimitFieldMax jsonrec.Fields = 1 << iota
+	rateLimitFieldPeriod
+)
+
+// appendJSON writes v to w as encoding/json writes its fields.
+func (v *RateLimit) appendJSON(w *jsonappend.Writer) {
+	w.Raw(`{"max":`)
+	w.Int(int64(v.Max))
+	w.Raw(`,"period":`)
+	w.Str(v.Period.String())
+	w.Raw(`}`)
+}
+
+// scanJSON reads v as appendJSON writes it, keeping no field in skip (v
+// may be nil when skip is jsonrec.AllFields). It reads a field it skips
+// as strictly as one it keeps, but for []byte, which it takes as any
+// string without escapes. The strings it keeps are stored by s.Done.
+func (v *RateLimit) scanJSON(s *jsonrec.Scanner, skip jsonrec.Fields) bool {
+	if !s.Lit(`{"max":`) || !(skip&rateLimitFieldMax == 0 && s.Int(&v.Max) || skip&rateLimitFieldMax != 0 && s.SkipInt()) {
+		return false
+	}
+	if !s.Lit(`,"period":`) || !(skip&rateLimitFieldPeriod == 0 && s.Duration(&v.Period) || skip&rateLimitFieldPeriod != 0 && s.SkipDuration()) {
+		return false
+	}
+	return s.Lit(`}`)
+}
+
+// scanRateLimitPtr reads a RateLimit or null into dst.
+func scanRateLimitPtr(s *jsonrec.Scanner, dst **RateLimit) bool {
+	if s.Lit(`null`) {
+		*dst = nil
+		return true
+	}
+	*dst = new(RateLimit)
+	return (*dst).scanJSON(s, 0)
 }
 
 // The fields of inbox, for the skip of scanJSON.
@@ -644,6 +692,159 @@ func (v *presence) scanJSON(s *jsonrec.Scanner, skip jsonrec.Fields) bool {
 		return false
 	}
 	return s.Lit(`}`)
+}
+
+// The fields of rateLog, for the skip of scanJSON.
+const (
+	rateLogFieldQueue jsonrec.Fields = 1 << iota
+	rateLogFieldLog
+	rateLogFieldLast
+)
+
+// rateLogKnown are the JSON names of rateLog's fields.
+var rateLogKnown = map[string]bool{
+	"last":  true,
+	"log":   true,
+	"queue": true,
+}
+
+// encodeFast is v as encoding/json writes its fields, and false for what
+// only encoding/json may write (jsonappend).
+func (v *rateLog) encodeFast() ([]byte, bool) {
+	w := jsonappend.New(50 + 160*len(v.Log))
+	v.appendJSON(&w)
+	return w.B, w.OK
+}
+
+// decodeFast decodes into v a record as encodeFast writes it, keeping no
+// field in skip. It reports false for anything else (another order, an
+// escape, space, a field it does not know), and v is then undefined: the
+// general decoder decides. What it decodes, it decodes as that does.
+func (v *rateLog) decodeFast(data []byte, skip jsonrec.Fields) bool {
+	*v = rateLog{}
+	s := jsonrec.NewScanner(data)
+	return v.scanJSON(s, skip) && s.Done()
+}
+
+// appendJSON writes v to w as encoding/json writes its fields.
+func (v *rateLog) appendJSON(w *jsonappend.Writer) {
+	w.Raw(`{"queue":`)
+	w.Str(v.Queue)
+	w.Raw(`,"log":`)
+	if v.Log == nil {
+		w.Raw("null")
+	} else {
+		w.Raw(`[`)
+		for i := range v.Log {
+			if i > 0 {
+				w.Raw(`,`)
+			}
+			v.Log[i].appendJSON(w)
+		}
+		w.Raw(`]`)
+	}
+	w.Raw(`,"last":`)
+	w.Int(int64(v.Last))
+	w.Raw(`}`)
+}
+
+// scanJSON reads v as appendJSON writes it, keeping no field in skip (v
+// may be nil when skip is jsonrec.AllFields). It reads a field it skips
+// as strictly as one it keeps, but for []byte, which it takes as any
+// string without escapes. The strings it keeps are stored by s.Done.
+func (v *rateLog) scanJSON(s *jsonrec.Scanner, skip jsonrec.Fields) bool {
+	if !s.Lit(`{"queue":`) || !(skip&rateLogFieldQueue == 0 && s.Str(&v.Queue) || skip&rateLogFieldQueue != 0 && s.SkipStr()) {
+		return false
+	}
+	if !s.Lit(`,"log":`) || !(skip&rateLogFieldLog == 0 && scanrateWindows(s, &v.Log) || skip&rateLogFieldLog != 0 && scanrateWindows(s, nil)) {
+		return false
+	}
+	if !s.Lit(`,"last":`) || !(skip&rateLogFieldLast == 0 && s.Int(&v.Last) || skip&rateLogFieldLast != 0 && s.SkipInt()) {
+		return false
+	}
+	return s.Lit(`}`)
+}
+
+// The fields of rateWindow, for the skip of scanJSON.
+const (
+	rateWindowFieldAt jsonrec.Fields = 1 << iota
+	rateWindowFieldN
+)
+
+// appendJSON writes v to w as encoding/json writes its fields.
+func (v *rateWindow) appendJSON(w *jsonappend.Writer) {
+	w.Raw(`{"at":`)
+	w.Time(v.At)
+	w.Raw(`,"n":`)
+	w.Int(int64(v.N))
+	w.Raw(`}`)
+}
+
+// scanJSON reads v as appendJSON writes it, keeping no field in skip (v
+// may be nil when skip is jsonrec.AllFields). It reads a field it skips
+// as strictly as one it keeps, but for []byte, which it takes as any
+// string without escapes. The strings it keeps are stored by s.Done.
+func (v *rateWindow) scanJSON(s *jsonrec.Scanner, skip jsonrec.Fields) bool {
+	if !s.Lit(`{"at":`) || !(skip&rateWindowFieldAt == 0 && s.Time(&v.At) || skip&rateWindowFieldAt != 0 && s.SkipTime()) {
+		return false
+	}
+	if !s.Lit(`,"n":`) || !(skip&rateWindowFieldN == 0 && s.Int(&v.N) || skip&rateWindowFieldN != 0 && s.SkipInt()) {
+		return false
+	}
+	return s.Lit(`}`)
+}
+
+// scanrateWindows reads a list of rateWindow (or null) into dst, or drops it if dst is
+// nil. It counts the elements first, so that each has its place before
+// the scanner keeps pointers to its strings.
+func scanrateWindows(s *jsonrec.Scanner, dst *[]rateWindow) bool {
+	if s.Lit(`null`) {
+		if dst != nil {
+			*dst = nil
+		}
+		return true
+	}
+	if !s.Lit(`[`) {
+		return false
+	}
+	if s.Lit(`]`) {
+		if dst != nil {
+			*dst = []rateWindow{}
+		}
+		return true
+	}
+	var out []rateWindow
+	if dst != nil {
+		probe, n := *s, 1
+		for {
+			if !(*rateWindow)(nil).scanJSON(&probe, jsonrec.AllFields) {
+				return false
+			}
+			if probe.Lit(`]`) {
+				break
+			}
+			if !probe.Lit(`,`) {
+				return false
+			}
+			n++
+		}
+		out = make([]rateWindow, n)
+	}
+	for i := 0; ; i++ {
+		if dst != nil && !out[i].scanJSON(s, 0) || dst == nil && !(*rateWindow)(nil).scanJSON(s, jsonrec.AllFields) {
+			return false
+		}
+		if s.Lit(`]`) {
+			break
+		}
+		if !s.Lit(`,`) {
+			return false
+		}
+	}
+	if dst != nil {
+		*dst = out
+	}
+	return true
 }
 
 // The fields of Task, for the skip of scanJSON.

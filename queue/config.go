@@ -3,6 +3,7 @@ package queue
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/batonhq/baton/internal/jsonrec"
@@ -77,9 +78,12 @@ type Config struct {
 	Retention Duration `json:"retention"`
 	// Paused stops new starts of the queue's tasks; running ones go on,
 	// adds go on (Pause, Resume). Default: false.
-	Paused    bool      `json:"paused,omitempty"`
-	CreatedAt time.Time `json:"created_at"`
-	UpdatedAt time.Time `json:"updated_at"`
+	Paused bool `json:"paused,omitempty"`
+	// Rate bounds the starts of the queue's tasks: at most Max in any
+	// window of Period, by the server's clock (adr/0052). Default: none.
+	Rate      *RateLimit `json:"rate,omitempty"`
+	CreatedAt time.Time  `json:"created_at"`
+	UpdatedAt time.Time  `json:"updated_at"`
 
 	// Revision is the config record's revision (not stored).
 	Revision uint64 `json:"-"`
@@ -152,6 +156,11 @@ func (c Config) Validate() error {
 	if err := kv.ValidateTTL(time.Duration(c.Retention)); err != nil {
 		return fmt.Errorf("%w: retention: %w", ErrInvalid, err)
 	}
+	if r := c.Rate; r != nil {
+		if r.Max < 1 || r.Max > MaxRate || time.Duration(r.Period) < time.Millisecond || time.Duration(r.Period) > 24*time.Hour {
+			return fmt.Errorf("%w: rate %s: use 1 to %d starts per period, the period 1ms to 24h", ErrInvalid, r, MaxRate)
+		}
+	}
 	if c.SlotPrefix != "" {
 		if err := kv.ValidateKey(c.SlotPrefix + "x"); err != nil || len(c.SlotPrefix) > 64 {
 			return fmt.Errorf("%w: slot_prefix %q: use up to 64 characters of A-Z a-z 0-9 - _ = . not starting with '.' and without '..'", ErrInvalid, c.SlotPrefix)
@@ -181,6 +190,48 @@ func (c Config) backoff(n int) time.Duration {
 // Duration is a time.Duration written as "10s" (it reads a number of
 // nanoseconds too).
 type Duration = jsonrec.Duration
+
+// RateLimit is at most Max starts in any window of Period.
+type RateLimit struct {
+	Max    int      `json:"max"`
+	Period Duration `json:"period"`
+}
+
+// MaxRate bounds RateLimit.Max: the starts of a window are a log in one
+// record.
+const MaxRate = 10000
+
+func (r *RateLimit) String() string {
+	if r == nil {
+		return "none"
+	}
+	return fmt.Sprintf("%d/%s", r.Max, time.Duration(r.Period))
+}
+
+// ParseRate reads "N/PERIOD": a count and a duration ("20/1s", "50/1m";
+// "20/s", "50/m" and "1000/h" for one of the unit), or "none".
+func ParseRate(s string) (*RateLimit, error) {
+	if s == "none" || s == "0" {
+		return nil, nil
+	}
+	n, per, ok := strings.Cut(s, "/")
+	max, err := strconv.Atoi(n)
+	if !ok || err != nil {
+		return nil, fmt.Errorf("%w: rate %q: want N/PERIOD, such as 20/1s or 50/1m (or none)", ErrInvalid, s)
+	}
+	if per == "s" || per == "m" || per == "h" {
+		per = "1" + per
+	}
+	d, err := time.ParseDuration(per)
+	if err != nil {
+		return nil, fmt.Errorf("%w: rate %q: the period %q is not a duration such as 1s or 1m", ErrInvalid, s, per)
+	}
+	r := &RateLimit{Max: max, Period: Duration(d)}
+	if r.Max < 1 || r.Max > MaxRate || d < time.Millisecond || d > 24*time.Hour {
+		return nil, fmt.Errorf("%w: rate %s: use 1 to %d starts per period, the period 1ms to 24h", ErrInvalid, r, MaxRate)
+	}
+	return r, nil
+}
 
 // NameRule describes valid queue names, for error messages.
 const NameRule = "1-64 characters of A-Z a-z 0-9 - _"

@@ -36,6 +36,8 @@ type dispatcher struct {
 	runs map[string]remoteRun
 	// scheds are the queue's schedules, by name (schedule_fire.go).
 	scheds map[string]*schedState
+	// rate is the queue's rate record and admissions (rate.go).
+	rate rateState
 }
 
 // remote is another worker of the queue, as the dispatcher knows it.
@@ -169,6 +171,9 @@ func (d *dispatcher) applyQueue(l *loop, e kv.Entry) {
 		return
 	case isScheduleKey(q, e.Key):
 		d.applySchedule(l, e)
+		return
+	case e.Key == rateKey(q):
+		d.applyRate(l, e)
 		return
 	}
 	d.x.applyQueue(e, time.Now())
@@ -373,7 +378,7 @@ func (d *dispatcher) offerAll(l *loop, now time.Time) {
 			return
 		}
 		for w.room() > 0 {
-			pk, ok := d.x.next()
+			pk, ok := l.nextPick(now)
 			if !ok {
 				return
 			}

@@ -209,6 +209,9 @@ func (l *loop) wake(now time.Time) time.Duration {
 		if at := l.d.nextSchedule(); !at.IsZero() {
 			d = min(d, at.Sub(now))
 		}
+		if at := l.d.rateWake(now); !at.IsZero() {
+			d = min(d, at.Sub(now))
+		}
 	}
 	if l.paused.After(now) {
 		d = min(d, l.paused.Sub(now))
@@ -270,7 +273,7 @@ func (l *loop) dispatch(now time.Time) {
 			pk = o.pickOf(l.cfg)
 		case l.d != nil:
 			var ok bool
-			if pk, ok = l.d.x.next(); !ok {
+			if pk, ok = l.nextPick(now); !ok {
 				return
 			}
 			pk.from = l.d

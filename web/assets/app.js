@@ -474,7 +474,8 @@ function viewQueues() {
       ? h('button', { 'data-pause': q.queue, onclick: () => queueAct('queues/' + qn + '/resume', 'resume ' + q.queue) }, 'Resume')
       : h('button', { 'data-pause': q.queue, onclick: () => queueAct('queues/' + qn + '/pause', 'pause ' + q.queue) }, 'Pause');
     el.append(h('section', { className: 'panel', 'data-queue': q.queue },
-      h('h3', {}, q.queue, ' ', q.paused ? h('span', { className: 'state paused', title: 'nothing new starts; running tasks go on' }, 'paused') : null, ' ', pauseBtn),
+      h('h3', {}, q.queue, ' ', q.paused ? h('span', { className: 'state paused', title: 'nothing new starts; running tasks go on' }, 'paused') : null, ' ',
+        q.config.rate ? h('span', { className: 'chip', title: "at most this many starts in any window of the period, by the server's clock" }, 'rate ' + q.config.rate.max + '/' + q.config.rate.period) : null, ' ', pauseBtn),
       pausedKeys.length ? h('p', { 'data-paused-keys': q.queue }, 'paused keys: ', pausedKeys.map(k => h('span', { className: 'chip' }, k, ro ? null : h('button', { className: 'toggle', onclick: () => queueAct('queues/' + qn + '/keys/' + encodeURIComponent(k) + '/resume', 'resume ' + k) }, 'resume')))) : null,
       h('div', { className: 'cards' },
         card(p.total, 'pending'),

@@ -48,7 +48,9 @@ server lacks it.`,
 
 func createRun(ctx context.Context, o *CreateOptions) error {
 	cfg := queue.DefaultConfig(o.Queue)
-	o.Config.apply(&cfg)
+	if err := o.Config.apply(&cfg); err != nil {
+		return err
+	}
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
@@ -84,16 +86,23 @@ func printCfg(f *cmdutil.Factory, c queue.Config) error {
 func newCmdConfig(f *cmdutil.Factory, runF Verbs) *cobra.Command {
 	o := &CreateOptions{F: f}
 	cmd := &cobra.Command{
-		Use:   "config QUEUE [--max-active N] [--per-key N] [--max-attempts N] [--timeout DUR] [--ttl DUR] [--slot-prefix P] [--backoff DUR] [--retention DUR]",
+		Use:   "config QUEUE [--max-active N] [--per-key N] [--max-attempts N] [--timeout DUR] [--ttl DUR] [--slot-prefix P] [--backoff DUR] [--retention DUR] [--rate N/PERIOD|none]",
 		Short: "Show a queue's settings, or change the ones given",
 		Long: `Without settings, print the queue's config. With some, change just those (a
 compare-and-set on the record read, so two changes at once do not undo each
 other) and print the result. Workers apply a change as soon as their watch
 shows it: lowering --max-active stops new tasks from starting until fewer
 run, it does not stop running ones; --ttl and --timeout apply to the tasks
-that start after the change.`,
+that start after the change.
+
+--rate N/PERIOD allows at most N starts in any window of PERIOD, by the
+server's clock, across every worker and host: tasks over it stay pending
+and start when the window has room. The queue's dispatcher admits each
+start by a compare-and-set on one record (<queue>.rate) before it is
+claimed (adr/0052); --rate none removes the limit.`,
 		Example: `  baton queue config agents
-  baton queue config agents --max-active 16 --max-attempts 5`,
+  baton queue config agents --max-active 16 --max-attempts 5
+  baton queue config agents --rate 50/1m   # a provider's 50 requests a minute`,
 		Args: queueArgs("exactly one QUEUE: baton queue config QUEUE [flags]", 0),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Queue = args[0]
@@ -114,10 +123,7 @@ func configRun(ctx context.Context, o *CreateOptions) error {
 	}
 	var cfg queue.Config
 	if o.Config.changed() {
-		cfg, err = qs.SetConfig(ctx, o.Queue, func(c *queue.Config) error {
-			o.Config.apply(c)
-			return nil
-		})
+		cfg, err = qs.SetConfig(ctx, o.Queue, func(c *queue.Config) error { return o.Config.apply(c) })
 	} else {
 		cfg, err = qs.Config(ctx, o.Queue)
 	}

@@ -84,6 +84,7 @@ type ConfigFlags struct {
 	SlotPrefix  string
 	Backoff     *cmdutil.DurationFlag
 	Retention   *cmdutil.DurationFlag
+	Rate        string
 
 	fs *pflag.FlagSet
 }
@@ -106,13 +107,21 @@ func addConfigFlags(cmd *cobra.Command) *ConfigFlags {
 	fs.StringVar(&c.SlotPrefix, "slot-prefix", "", "put before a key to name its lock's slot")
 	fs.Var(c.Backoff, "backoff", "wait before a failed task runs again, doubled per attempt (0: at once)")
 	fs.Var(c.Retention, "retention", "how long a finished task stays readable (whole seconds)")
+	fs.StringVar(&c.Rate, "rate", "none", "at most N starts in any window of PERIOD, by the server's clock: N/PERIOD (20/1s, 50/1m, 1000/h) or none")
 	return c
 }
 
 // apply sets on cfg the flags that were given (all of them for a new
 // queue, whose cfg holds the defaults).
-func (c *ConfigFlags) apply(cfg *queue.Config) {
+func (c *ConfigFlags) apply(cfg *queue.Config) error {
 	set := func(name string) bool { return c.fs.Changed(name) }
+	if set("rate") {
+		r, err := queue.ParseRate(c.Rate)
+		if err != nil {
+			return cmdutil.Usagef("--rate: %s", cmdutil.Text(err))
+		}
+		cfg.Rate = r
+	}
 	if set("max-active") {
 		cfg.MaxActive = c.MaxActive
 	}
@@ -137,11 +146,12 @@ func (c *ConfigFlags) apply(cfg *queue.Config) {
 	if set("retention") {
 		cfg.Retention = queue.Duration(c.Retention.D)
 	}
+	return nil
 }
 
 // changed reports whether any setting was given.
 func (c *ConfigFlags) changed() bool {
-	for _, n := range []string{"max-active", "per-key", "max-attempts", "timeout", "ttl", "slot-prefix", "backoff", "retention"} {
+	for _, n := range []string{"max-active", "per-key", "max-attempts", "timeout", "ttl", "slot-prefix", "backoff", "retention", "rate"} {
 		if c.fs.Changed(n) {
 			return true
 		}
@@ -159,8 +169,8 @@ func printConfig(w io.Writer, c queue.Config) {
 	if prefix == "" {
 		prefix = "(none: a key's lock is the slot named by the key)"
 	}
-	cmdutil.Fprintf(w, "queue         %s\nmax_active    %s\nper_key       %d\nmax_attempts  %d\ntimeout       %s\nttl           %s\nslot_prefix   %s\nbackoff       %s\nretention     %s\n",
-		c.Queue, max, c.PerKey, c.MaxAttempts, c.Timeout, c.TTL, prefix, c.Backoff, c.Retention)
+	cmdutil.Fprintf(w, "queue         %s\nmax_active    %s\nper_key       %d\nmax_attempts  %d\ntimeout       %s\nttl           %s\nslot_prefix   %s\nbackoff       %s\nretention     %s\nrate          %s\n",
+		c.Queue, max, c.PerKey, c.MaxAttempts, c.Timeout, c.TTL, prefix, c.Backoff, c.Retention, c.Rate)
 }
 
 // configJSON is a config as --json prints it.

@@ -183,6 +183,9 @@ func printStatus(o *StatusOptions, s *queue.Snapshot) error {
 	c := s.Config
 	cmdutil.Fprintf(out, "queue %s: max_active %s, per_key %d, max_attempts %d, timeout %s, ttl %s\n",
 		c.Queue, maxText(c.MaxActive), c.PerKey, c.MaxAttempts, c.Timeout, c.TTL)
+	if c.Rate != nil {
+		cmdutil.Fprintf(out, "rate      at most %d starts in any %s (by the server's clock)\n", c.Rate.Max, time.Duration(c.Rate.Period))
+	}
 	if c.Paused {
 		cmdutil.Fprintf(out, "PAUSED    nothing new starts; running tasks go on (baton queue resume %s)\n", c.Queue)
 	}
