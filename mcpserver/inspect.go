@@ -302,21 +302,20 @@ func (s *Server) queueAdd(ctx context.Context, _ *mcp.CallToolRequest, in QueueA
 	if in.WaitSeconds < 0 || in.WaitSeconds > 3600 {
 		return withLost(refusal("invalid arguments: wait_seconds %d: use 0 to 3600", in.WaitSeconds), lost), out, nil
 	}
-	t, added, err := qs.Add(ctx, in.Queue, in.Key, []byte(in.Payload), opts...)
-	if err != nil {
-		return withLost(queueRefusal("queue add", err), lost), out, nil
-	}
-	out.Task, out.Added = taskInfoOf(t), added
 	if in.WaitSeconds > 0 {
 		wctx, cancel := context.WithTimeout(ctx, time.Duration(in.WaitSeconds)*time.Second)
-		ended, werr := qs.WaitTask(wctx, in.Queue, t.ID, func(t *queue.Task) bool { return t.State.Final() })
+		ended, added, werr := qs.AddWait(wctx, in.Queue, in.Key, []byte(in.Payload), opts...)
 		cancel()
-		if werr != nil && ctx.Err() == nil && wctx.Err() != nil {
-			return summary(lost, "task %s of queue %s did not end within %ds; it goes on: call queue_get later", t.ID, in.Queue, in.WaitSeconds), out, nil
+		if ended != nil {
+			out.Task, out.Added = taskInfoOf(ended), added
+		}
+		if werr != nil && ended != nil && ctx.Err() == nil && wctx.Err() != nil {
+			return summary(lost, "task %s of queue %s did not end within %ds; it goes on: call queue_get later", ended.ID, in.Queue, in.WaitSeconds), out, nil
 		}
 		if werr != nil {
 			return withLost(queueRefusal("queue add", werr), lost), out, nil
 		}
+		t := ended
 		code := ended.ExitCode()
 		out.Task, out.Ended, out.ExitCode = taskInfoOf(ended), true, &code
 		if r := ended.Result; r != nil {
@@ -329,6 +328,11 @@ func (s *Server) queueAdd(ctx context.Context, _ *mcp.CallToolRequest, in QueueA
 		}
 		return summary(lost, "task %s of queue %s ended %s (exit %d)", t.ID, in.Queue, ended.State, code), out, nil
 	}
+	t, added, err := qs.Add(ctx, in.Queue, in.Key, []byte(in.Payload), opts...)
+	if err != nil {
+		return withLost(queueRefusal("queue add", err), lost), out, nil
+	}
+	out.Task, out.Added = taskInfoOf(t), added
 	if !added {
 		return summary(lost, "task %s was already in queue %s (%s)", t.ID, in.Queue, t.State), out, nil
 	}

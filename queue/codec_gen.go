@@ -519,6 +519,8 @@ const (
 	keyConfigFieldQueue jsonrec.Fields = 1 << iota
 	keyConfigFieldKey
 	keyConfigFieldPaused
+	keyConfigFieldPerKey
+	keyConfigFieldWeight
 	keyConfigFieldUpdatedAt
 )
 
@@ -526,14 +528,16 @@ const (
 var keyConfigKnown = map[string]bool{
 	"key":        true,
 	"paused":     true,
+	"per_key":    true,
 	"queue":      true,
 	"updated_at": true,
+	"weight":     true,
 }
 
 // encodeFast is v as encoding/json writes its fields, and false for what
 // only encoding/json may write (jsonappend).
 func (v *KeyConfig) encodeFast() ([]byte, bool) {
-	w := jsonappend.New(114)
+	w := jsonappend.New(151)
 	v.appendJSON(&w)
 	return w.B, w.OK
 }
@@ -556,6 +560,14 @@ func (v *KeyConfig) appendJSON(w *jsonappend.Writer) {
 	w.Str(v.Key)
 	w.Raw(`,"paused":`)
 	w.Bool(v.Paused)
+	if v.PerKey != 0 {
+		w.Raw(`,"per_key":`)
+		w.Int(int64(v.PerKey))
+	}
+	if v.Weight != 0 {
+		w.Raw(`,"weight":`)
+		w.Int(int64(v.Weight))
+	}
 	w.Raw(`,"updated_at":`)
 	w.Time(v.UpdatedAt)
 	w.Raw(`}`)
@@ -573,6 +585,12 @@ func (v *KeyConfig) scanJSON(s *jsonrec.Scanner, skip jsonrec.Fields) bool {
 		return false
 	}
 	if !s.Lit(`,"paused":`) || !(skip&keyConfigFieldPaused == 0 && s.Bool(&v.Paused) || skip&keyConfigFieldPaused != 0 && s.SkipBool()) {
+		return false
+	}
+	if s.Lit(`,"per_key":`) && !(skip&keyConfigFieldPerKey == 0 && s.Int(&v.PerKey) || skip&keyConfigFieldPerKey != 0 && s.SkipInt()) {
+		return false
+	}
+	if s.Lit(`,"weight":`) && !(skip&keyConfigFieldWeight == 0 && s.Int(&v.Weight) || skip&keyConfigFieldWeight != 0 && s.SkipInt()) {
 		return false
 	}
 	if !s.Lit(`,"updated_at":`) || !(skip&keyConfigFieldUpdatedAt == 0 && s.Time(&v.UpdatedAt) || skip&keyConfigFieldUpdatedAt != 0 && s.SkipTime()) {

@@ -96,12 +96,21 @@ func (h *keyHeap) Pop() any {
 	return k
 }
 
-// order is the key's place in the round robin.
+// order is the key's place in the round robin: the revision of its
+// weight-th most recent claim, a claim in flight counting as the most
+// recent (0: fewer claims than its weight, as a key never served). A key
+// of weight 1 goes by its last claim; one of weight 3 by the one before
+// its last two, so it is served three times for one turn of the others.
 func (k *ikey) order() uint64 {
-	if k.local > 0 {
+	w := max(k.weight, 1)
+	if k.local >= w {
 		return math.MaxUint64
 	}
-	return k.served
+	i := len(k.recent) - (w - k.local)
+	if i < 0 {
+		return 0
+	}
+	return k.recent[i]
 }
 
 type dueItem struct {

@@ -129,7 +129,12 @@ type ikey struct {
 	n      int // tasks of the key in the view
 	fifo   [3]taskHeap
 	served uint64 // revision of the last claim seen
-	paused bool   // its KeyConfig pauses it: in no heap
+	// recent are the revisions of its last weight claims, oldest first
+	// (order); weight and lanes are its KeyConfig's (0: the queue's).
+	recent []uint64
+	weight int
+	lanes  int
+	paused bool // its KeyConfig pauses it: in no heap
 	// local counts this worker's claims in flight: the key sorts last
 	// meanwhile, as it will once the claim lands.
 	local    int
@@ -167,7 +172,8 @@ func (x *index) applyKeyConfig(e kv.Entry) {
 		return
 	}
 	if k := x.keys[name]; k != nil {
-		k.paused = x.keyCfg[name].Paused
+		kc := x.keyCfg[name]
+		k.paused, k.weight, k.lanes = kc.Paused, kc.Weight, kc.PerKey
 		x.refresh(k)
 	}
 }
@@ -290,8 +296,7 @@ func (x *index) applyRecord(d *taskVersion, value []byte, now time.Time) {
 		return
 	}
 	k := x.key(d.key)
-	if c := d.claimed; c > k.served {
-		k.served = c
+	if c := d.claimed; c > 0 && k.noteClaim(c) {
 		x.refresh(k)
 	}
 	if d.state.Final() {
@@ -449,10 +454,11 @@ func (x *index) key(name string) *ikey {
 	if k == nil {
 		k = &ikey{name: name, pos: [3]int{-1, -1, -1}}
 		if served, ok := x.rested.get(name); ok {
-			k.served = served
+			k.noteClaim(served)
 			x.rested.delete(name)
 		}
-		k.paused = x.keyCfg[name].Paused
+		kc := x.keyCfg[name]
+		k.paused, k.weight, k.lanes = kc.Paused, kc.Weight, kc.PerKey
 		x.keys[name] = k
 	}
 	return k
@@ -496,12 +502,48 @@ func (k *ikey) peek(p int) *itask {
 // freeLane is a lane of k whose slot has no live session and that this
 // worker is not claiming, or -1.
 func (x *index) freeLane(k *ikey) int {
-	for l := range x.cfg.PerKey {
+	for l := range x.lanesOf(k) {
 		if slot := x.cfg.Slot(k.name, l); !k.claiming[l] && x.slots[slot] == nil && !x.runsUnder(slot) {
 			return l
 		}
 	}
 	return -1
+}
+
+// lanesOf is how many tasks of k run at once: its own per_key, else the
+// queue's.
+func (x *index) lanesOf(k *ikey) int {
+	if k.lanes > 0 {
+		return k.lanes
+	}
+	return x.cfg.PerKey
+}
+
+// maxLanes is the most lanes any key has: the queue's per_key, or a key's
+// own when larger.
+func (x *index) maxLanes() int {
+	n := x.cfg.PerKey
+	for _, kc := range x.keyCfg {
+		n = max(n, kc.PerKey)
+	}
+	return n
+}
+
+// noteClaim records a claim of the key at revision c (once), keeping its
+// last weight claims; it reports whether its place in the round robin
+// may have moved.
+func (k *ikey) noteClaim(c uint64) bool {
+	w := max(k.weight, 1)
+	i, found := slices.BinarySearch(k.recent, c)
+	if found || len(k.recent) >= w && i == 0 {
+		return false // known, or older than the claims that count
+	}
+	k.recent = slices.Insert(k.recent, i, c)
+	if len(k.recent) > w {
+		k.recent = k.recent[len(k.recent)-w:]
+	}
+	k.served = k.recent[len(k.recent)-1]
+	return true
 }
 
 // runsUnder reports whether an active task runs under slot whose lock is

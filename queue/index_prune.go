@@ -31,7 +31,7 @@ func (x *index) tidy(k *ikey, now time.Time) {
 			return // a ready heap holds it (refresh takes it out first)
 		}
 	}
-	for l := range max(x.cfg.PerKey, 1) {
+	for l := range max(x.lanesOf(k), 1) {
 		if x.slots[x.cfg.Slot(k.name, l)] != nil {
 			return
 		}

@@ -23,7 +23,13 @@ type KeyConfig struct {
 	Queue string `json:"queue"`
 	Key   string `json:"key"`
 	// Paused stops new starts of the key's tasks; running ones go on.
-	Paused    bool      `json:"paused"`
+	Paused bool `json:"paused"`
+	// PerKey, when set, replaces the queue's per_key for this key: how
+	// many of its tasks run at once (each under a lane's lock).
+	PerKey int `json:"per_key,omitempty"`
+	// Weight biases the round robin: a key of weight W is served W times
+	// for one turn of a key of weight 1 while both have work (0: 1).
+	Weight    int       `json:"weight,omitempty"`
 	UpdatedAt time.Time `json:"updated_at"`
 
 	// Revision of the record (not stored; 0: there is none).
@@ -61,7 +67,31 @@ func (k *KeyConfig) UnmarshalJSON(data []byte) error {
 }
 
 // plain reports whether k sets nothing: such a record is removed.
-func (k KeyConfig) plain() bool { return !k.Paused && len(k.unknown) == 0 }
+func (k KeyConfig) plain() bool {
+	return !k.Paused && k.PerKey == 0 && k.Weight <= 1 && len(k.unknown) == 0
+}
+
+// MaxWeight bounds KeyConfig.Weight.
+const MaxWeight = 100
+
+// validate checks the settings against the rules.
+func (k KeyConfig) validate() error {
+	switch {
+	case k.PerKey < 0 || k.PerKey > MaxPerKey:
+		return fmt.Errorf("%w: key %s: per_key %d: use 1 to %d (0: the queue's)", ErrInvalid, k.Key, k.PerKey, MaxPerKey)
+	case k.Weight < 0 || k.Weight > MaxWeight:
+		return fmt.Errorf("%w: key %s: weight %d: use 1 to %d", ErrInvalid, k.Key, k.Weight, MaxWeight)
+	}
+	return nil
+}
+
+// Lanes is how many tasks of the key run at once under queue config cfg.
+func (k KeyConfig) Lanes(cfg Config) int {
+	if k.PerKey > 0 {
+		return k.PerKey
+	}
+	return cfg.PerKey
+}
 
 func keyConfigKey(q, key string) string   { return q + ".key." + key }
 func isKeyConfigKey(q, key string) bool   { return strings.HasPrefix(key, q+".key.") }
@@ -74,6 +104,9 @@ func decodeKeyConfig(q string, e kv.Entry) (KeyConfig, error) {
 	}
 	if k.Queue != q || k.Key != keyOfKeyConfig(q, e.Key) {
 		return KeyConfig{}, fmt.Errorf("%w: key settings %s name queue %q, key %q", ErrUndecodable, e.Key, k.Queue, k.Key)
+	}
+	if err := k.validate(); err != nil {
+		return KeyConfig{}, fmt.Errorf("%w: key settings %s: %w", ErrUndecodable, e.Key, err)
 	}
 	k.Revision = e.Revision
 	return k, nil
@@ -140,6 +173,14 @@ func (qs *Queues) SetKey(ctx context.Context, q, key string, fn func(*KeyConfig)
 			return KeyConfig{}, err
 		}
 		next.Queue, next.Key = q, key
+		if err := next.validate(); err != nil {
+			return KeyConfig{}, err
+		}
+		if next.PerKey > 0 {
+			if err := ValidateKey(Config{SlotPrefix: cfg.SlotPrefix, PerKey: next.PerKey}, key); err != nil {
+				return KeyConfig{}, err
+			}
+		}
 		next.UpdatedAt = qs.now().UTC()
 		switch {
 		case next.plain() && cur.Revision == 0:

@@ -195,7 +195,56 @@ func (qs *Queues) WaitTask(ctx context.Context, q, id string, done func(*Task) b
 		return nil, err
 	}
 	defer w.Stop()
-	var last *Task
+	return waitOn(ctx, w, q, id, nil, done)
+}
+
+// AddWait is Add, then WaitTask until the task ended (done, dead or
+// cancelled): the watch is set up while the task is added, so that its
+// round trip is not paid after the add. It returns the task as it ended,
+// whether this call added it, and an error: ctx's when it ended first
+// (with the last version seen).
+func (qs *Queues) AddWait(ctx context.Context, q, key string, payload []byte, opts ...AddOption) (*Task, bool, error) {
+	if err := ValidateName(q); err != nil {
+		return nil, false, err
+	}
+	qcfg, err := qs.known(ctx, q)
+	if err != nil {
+		return nil, false, err
+	}
+	t, data, err := qs.newTask(qcfg, key, payload, opts)
+	if err != nil {
+		return nil, false, err
+	}
+	type watched struct {
+		w   *kv.Watcher
+		err error
+	}
+	wc := make(chan watched, 1)
+	go func() {
+		w, err := qs.bucket.Watch(ctx, taskKey(q, t.ID))
+		wc <- watched{w, err}
+	}()
+	rev, err := qs.bucket.Create(ctx, taskKey(q, t.ID), data, 0)
+	got, added, err := added(q, t, rev, err)
+	ww := <-wc
+	if ww.w != nil {
+		defer ww.w.Stop()
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	if ww.err != nil {
+		return got, added, ww.err
+	}
+	ended, err := waitOn(ctx, ww.w, q, t.ID, got, func(t *Task) bool { return t.State.Final() })
+	return ended, added, err
+}
+
+// waitOn follows the task's watch w until done(t) holds; known is a
+// version the caller has seen (the watch's first sync may come before
+// it: then it is not a missing task).
+func waitOn(ctx context.Context, w *kv.Watcher, q, id string, known *Task, done func(*Task) bool) (*Task, error) {
+	last := known
 	for {
 		select {
 		case e, ok := <-w.Updates():
@@ -324,8 +373,14 @@ func (qs *Queues) Release(ctx context.Context, q, key string, force bool) ([]Rel
 	if err != nil {
 		return nil, err
 	}
+	lanes := cfg.PerKey
+	if e, err := qs.bucket.Get(ctx, keyConfigKey(q, key)); err == nil {
+		if kc, err := decodeKeyConfig(q, e); err == nil {
+			lanes = kc.Lanes(cfg)
+		}
+	}
 	var locks []Lock
-	for lane := range cfg.PerKey {
+	for lane := range lanes {
 		s, err := qs.m.Get(ctx, cfg.Slot(key, lane))
 		var held *session.HeldError
 		switch {

@@ -81,6 +81,15 @@ func (qs *Queues) Problems(ctx context.Context, q string, l *session.Listing, st
 		s := slots[slot]
 		return !garbled[slot] && (s == nil || s.Fence != fence)
 	}
+	var keys []KeyConfig
+	for _, e := range entries {
+		if isKeyConfigKey(q, e.Key) {
+			if kc, err := decodeKeyConfig(q, e); err == nil {
+				keys = append(keys, kc)
+			}
+		}
+	}
+	lanes := lanesFrom(cfg, keys)
 	for _, e := range entries {
 		switch {
 		case isTaskKey(q, e.Key):
@@ -144,7 +153,7 @@ func (qs *Queues) Problems(ctx context.Context, q string, l *session.Listing, st
 		if t.State == session.StateLive && !dead {
 			continue
 		}
-		key, lane := keyOfSlot(cfg, s.Slot)
+		key, lane := keyOfSlot(cfg, s.Slot, lanes)
 		why := fmt.Sprintf("not renewed for %s", t.Age.Round(time.Millisecond))
 		if dead {
 			why = fmt.Sprintf("held by pid %d of this host, which is gone", s.PID)

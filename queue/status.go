@@ -271,14 +271,15 @@ func summarize(qs *Queues, cfg Config, entries []kv.Decoded[statusLine], l *sess
 	// Locks held by the queue's workers whose task record says otherwise
 	// (a claim under way, a crash between writes), and locks held by others
 	// on keys with tasks waiting.
+	lanes := lanesFrom(cfg, snap.Keys)
 	for _, s := range l.Sessions {
 		if s.Meta["queue"] == q {
-			key, lane := keyOfSlot(cfg, s.Slot)
+			key, lane := keyOfSlot(cfg, s.Slot, lanes)
 			addLock(key, lane, s, nil)
 		}
 	}
 	for key := range waiting {
-		for lane := range cfg.PerKey {
+		for lane := range lanes(key) {
 			if s := slots[cfg.Slot(key, lane)]; s != nil {
 				addLock(key, lane, s, nil)
 			}
@@ -301,10 +302,28 @@ func summarize(qs *Queues, cfg Config, entries []kv.Decoded[statusLine], l *sess
 	return snap
 }
 
-// keyOfSlot is the key and lane of one of the queue's slots.
-func keyOfSlot(cfg Config, slot string) (string, int) {
+// lanesFrom is the number of lanes of each key: its own per_key among
+// keys, else the queue's.
+func lanesFrom(cfg Config, keys []KeyConfig) func(key string) int {
+	own := map[string]int{}
+	for _, k := range keys {
+		if k.PerKey > 0 {
+			own[k.Key] = k.PerKey
+		}
+	}
+	return func(key string) int {
+		if n, ok := own[key]; ok {
+			return n
+		}
+		return cfg.PerKey
+	}
+}
+
+// keyOfSlot is the key and lane of one of the queue's slots, lanes
+// saying how many each key has.
+func keyOfSlot(cfg Config, slot string, lanes func(string) int) (string, int) {
 	rest := strings.TrimPrefix(slot, cfg.SlotPrefix)
-	if cfg.PerKey > 1 {
+	{
 		if i := strings.LastIndexByte(rest, '.'); i > 0 && i+1 < len(rest) && rest[i+1] != '0' {
 			lane := 0
 			for _, c := range rest[i+1:] {
@@ -313,7 +332,7 @@ func keyOfSlot(cfg Config, slot string) (string, int) {
 				}
 				lane = lane*10 + int(c-'0')
 			}
-			if lane < cfg.PerKey {
+			if lane < lanes(rest[:i]) {
 				return rest[:i], lane
 			}
 		}

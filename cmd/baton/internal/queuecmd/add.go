@@ -189,15 +189,15 @@ func addRun(ctx context.Context, o *AddOptions) error {
 	if err != nil {
 		return err
 	}
+	if o.Wait {
+		return addWait(ctx, o, qs, payload, opts)
+	}
 	t, added, err := qs.Add(ctx, o.Queue, o.Key, payload, opts...)
 	if err != nil {
 		return err
 	}
 	if !added {
 		cmdutil.Fprintf(o.F.IO.ErrOut, "baton: queue add: task %s is in queue %s already (key %s, %s); nothing added\n", t.ID, o.Queue, t.Key, t.State)
-	}
-	if o.Wait {
-		return waitEnd(ctx, o.F, qs, o.Queue, t.ID, o.Timeout.D)
 	}
 	if o.F.Config.JSON {
 		return cmdutil.PrintJSON(o.F.IO.Out, addOutput(o.Queue, t, added))
@@ -253,27 +253,28 @@ func whenOptions(names [2]string, at string, in time.Duration, inSet bool) ([]qu
 	return nil, nil
 }
 
-// waitEnd waits for task id of q to end (done, dead or cancelled), up to
-// timeout (0: no bound), then prints its result (or, with --json, the
-// task) and returns its exit code as the command's.
-func waitEnd(ctx context.Context, f *cmdutil.Factory, qs *queue.Queues, q, id string, timeout time.Duration) error {
+// addWait adds the task and waits for it to end (done, dead or
+// cancelled), up to --timeout (0: no bound), then prints its result (or,
+// with --json, the task) and returns its exit code as the command's.
+func addWait(ctx context.Context, o *AddOptions, qs *queue.Queues, payload []byte, opts []queue.AddOption) error {
+	f, q, timeout := o.F, o.Queue, o.Timeout.D
 	wctx := ctx
 	if timeout > 0 {
 		var cancel context.CancelFunc
 		wctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	t, err := qs.WaitTask(wctx, q, id, func(t *queue.Task) bool { return t.State.Final() })
-	if err != nil && wctx.Err() != nil && ctx.Err() == nil {
-		state := "not seen"
-		if t != nil {
-			state = string(t.State)
-		}
-		return cmdutil.Exit(cmdutil.ExitConflict, fmt.Errorf("task %s of queue %s did not end within %s (it is %s and goes on); wait again with baton queue get, or a longer --timeout", id, q, timeout, state))
+	t, added, err := qs.AddWait(wctx, q, o.Key, payload, opts...)
+	if t != nil && !added {
+		cmdutil.Fprintf(f.IO.ErrOut, "baton: queue add: task %s is in queue %s already (key %s); nothing added, waiting for it\n", t.ID, q, t.Key)
+	}
+	if err != nil && t != nil && wctx.Err() != nil && ctx.Err() == nil {
+		return cmdutil.Exit(cmdutil.ExitConflict, fmt.Errorf("task %s of queue %s did not end within %s (it is %s and goes on); wait again with baton queue get, or a longer --timeout", t.ID, q, timeout, t.State))
 	}
 	if err != nil {
 		return err
 	}
+	id := t.ID
 	if f.Config.JSON {
 		m, err := view.TaskJSON(t)
 		if err != nil {

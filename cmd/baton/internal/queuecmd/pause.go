@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/batonhq/baton/cmd/baton/internal/cmdutil"
+	"github.com/batonhq/baton/queue"
 )
 
 // PauseOptions are the inputs of pause and resume.
@@ -114,19 +115,23 @@ func pauseRun(ctx context.Context, o *PauseOptions) error {
 	return nil
 }
 
-// KeyOptions are the inputs of key ls.
+// KeyOptions are the inputs of key ls and key set.
 type KeyOptions struct {
-	F     *cmdutil.Factory
-	Queue string
+	F      *cmdutil.Factory
+	Queue  string
+	Key    string
+	PerKey int
+	Weight int
+	fs     interface{ Changed(string) bool }
 }
 
 func newCmdKey(f *cmdutil.Factory, runF Verbs) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "key <ls>",
-		Short: "The keys of a queue that have settings of their own",
+		Use:   "key <set|ls>",
+		Short: "Settings of one key of a queue: concurrency, weight (and pause)",
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {
-				return cmdutil.Usagef("unknown verb %q for baton queue key: use ls", args[0])
+				return cmdutil.Usagef("unknown verb %q for baton queue key: use set or ls", args[0])
 			}
 			return nil
 		},
@@ -135,10 +140,10 @@ func newCmdKey(f *cmdutil.Factory, runF Verbs) *cobra.Command {
 	o := &KeyOptions{F: f}
 	ls := &cobra.Command{
 		Use:   "ls QUEUE",
-		Short: "List the keys of a queue with settings of their own (paused)",
-		Long: `List the keys of the queue that have settings of their own: today, a
-pause (baton queue pause QUEUE --key K). A key not listed has the queue's
-settings.`,
+		Short: "List the keys of a queue with settings of their own",
+		Long: `List the keys of the queue that have settings of their own: a per_key or
+weight (baton queue key set), a pause (baton queue pause QUEUE --key K). A
+key not listed has the queue's settings.`,
 		Example: `  baton queue key ls agents
   baton queue key ls agents --json`,
 		Args: queueArgs("QUEUE: baton queue key ls QUEUE", 0),
@@ -150,16 +155,88 @@ settings.`,
 			return keyLsRun(cmd.Context(), o)
 		},
 	}
-	cmd.AddCommand(ls)
+	so := &KeyOptions{F: f}
+	set := &cobra.Command{
+		Use:   "set QUEUE KEY [--per-key N] [--weight W]",
+		Short: "Give one key its own concurrency or weight",
+		Long: `Give KEY settings of its own in the queue: --per-key N runs up to N of its
+tasks at once (in place of the queue's per_key; 0 gives it back); --weight W
+serves it W times for one turn of a key of weight 1 while both have work
+(1-100; 1 is the default). The queue's dispatcher applies a change at once.
+Settings that set nothing remove the key's record.`,
+		Example: `  baton queue key set agents alice --per-key 3 --weight 3   # a paying user
+  baton queue key set agents alice --per-key 0 --weight 1   # back to the queue's`,
+		Args: queueArgs("QUEUE and KEY: baton queue key set QUEUE KEY [--per-key N] [--weight W]", 1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			so.Queue, so.Key, so.fs = args[0], args[1], cmd.Flags()
+			if runF != nil {
+				return runF("key set", so)
+			}
+			return keySetRun(cmd.Context(), so)
+		},
+	}
+	set.Flags().IntVar(&so.PerKey, "per-key", 0, "tasks of this key running at once (0: the queue's per_key)")
+	set.Flags().IntVar(&so.Weight, "weight", 1, "times this key is served for one turn of a key of weight 1 (1-100)")
+	cmd.AddCommand(set, ls)
 	return cmd
+}
+
+func keySetRun(ctx context.Context, o *KeyOptions) error {
+	if err := cmdutil.ValidSlot("key", o.Key); err != nil {
+		return err
+	}
+	if !o.fs.Changed("per-key") && !o.fs.Changed("weight") {
+		return cmdutil.Usagef("give --per-key N or --weight W (or both)")
+	}
+	qs, err := o.F.Queues(ctx)
+	if err != nil {
+		return err
+	}
+	k, err := qs.SetKey(ctx, o.Queue, o.Key, func(k *queue.KeyConfig) error {
+		if o.fs.Changed("per-key") {
+			k.PerKey = o.PerKey
+		}
+		if o.fs.Changed("weight") {
+			k.Weight = o.Weight
+			if o.Weight == 1 {
+				k.Weight = 0 // the default
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if o.F.Config.JSON {
+		return cmdutil.PrintJSON(o.F.IO.Out, keyRow(k))
+	}
+	cfg, err := qs.Config(ctx, o.Queue)
+	if err != nil {
+		return err
+	}
+	cmdutil.Fprintf(o.F.IO.Out, "key %s of queue %s: per_key %d, weight %d%s\n", o.Key, o.Queue, k.Lanes(cfg), max(k.Weight, 1), pausedText(k.Paused))
+	return nil
+}
+
+func pausedText(p bool) string {
+	if p {
+		return ", paused"
+	}
+	return ""
 }
 
 // KeyRow is one line of key ls --json.
 type KeyRow struct {
 	Key       string `json:"key"`
 	Paused    bool   `json:"paused"`
+	PerKey    int    `json:"per_key,omitempty"`
+	Weight    int    `json:"weight"`
 	UpdatedAt string `json:"updated_at"`
 	Revision  uint64 `json:"revision"`
+}
+
+func keyRow(k queue.KeyConfig) KeyRow {
+	return KeyRow{Key: k.Key, Paused: k.Paused, PerKey: k.PerKey, Weight: max(k.Weight, 1), UpdatedAt: cmdutil.Since(k.UpdatedAt), Revision: k.Revision}
 }
 
 func keyLsRun(ctx context.Context, o *KeyOptions) error {
@@ -177,7 +254,7 @@ func keyLsRun(ctx context.Context, o *KeyOptions) error {
 	if o.F.Config.JSON {
 		rows := make([]KeyRow, 0, len(keys))
 		for _, k := range keys {
-			rows = append(rows, KeyRow{Key: k.Key, Paused: k.Paused, UpdatedAt: cmdutil.Since(k.UpdatedAt), Revision: k.Revision})
+			rows = append(rows, keyRow(k))
 		}
 		return cmdutil.PrintJSON(o.F.IO.Out, map[string]any{"queue": o.Queue, "keys": rows})
 	}
@@ -186,9 +263,13 @@ func keyLsRun(ctx context.Context, o *KeyOptions) error {
 		return nil
 	}
 	w := tabwriter.NewWriter(o.F.IO.Out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "KEY\tPAUSED\tUPDATED")
+	fmt.Fprintln(w, "KEY\tPER_KEY\tWEIGHT\tPAUSED\tUPDATED")
 	for _, k := range keys {
-		fmt.Fprintf(w, "%s\t%v\t%s\n", k.Key, k.Paused, cmdutil.Since(k.UpdatedAt))
+		per := "queue's"
+		if k.PerKey > 0 {
+			per = fmt.Sprint(k.PerKey)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%d\t%v\t%s\n", k.Key, per, max(k.Weight, 1), k.Paused, cmdutil.Since(k.UpdatedAt))
 	}
 	return w.Flush()
 }
