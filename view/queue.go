@@ -62,14 +62,15 @@ func QueueStatusJSON(s *queue.Snapshot, by string, tasks bool) (map[string]any, 
 		locks = append(locks, lockRow{l, l.Expires.Sub(s.ServerTime).Milliseconds()})
 	}
 	doc := map[string]any{
-		"queue":       s.Config.Queue,
-		"config":      cfg,
-		"server_time": s.ServerTime,
-		"paused":      s.Config.Paused,
-		"paused_keys": s.PausedKeys(),
-		"schedules":   scheduleRows(s),
-		"counts":      s.Counts,
-		"pending":     pending,
+		"queue":        s.Config.Queue,
+		"config":       cfg,
+		"server_time":  s.ServerTime,
+		"paused":       s.Config.Paused,
+		"paused_keys":  s.PausedKeys(),
+		"schedules":    scheduleRows(s),
+		"key_settings": keySettings(s),
+		"counts":       s.Counts,
+		"pending":      pending,
 		"active": map[string]any{
 			"used": s.Active.Used, "max": s.Active.Max, "available": s.Active.Available,
 			"by_key": s.Active.ByKey, "by_label": byLabel,
@@ -197,6 +198,16 @@ func scheduleRows(s *queue.Snapshot) []map[string]any {
 			row["next_tick"] = next
 		}
 		out = append(out, row)
+	}
+	return out
+}
+
+// keySettings are the keys with settings of their own, as status --json
+// lists them.
+func keySettings(s *queue.Snapshot) []map[string]any {
+	out := []map[string]any{}
+	for _, k := range s.Keys {
+		out = append(out, map[string]any{"key": k.Key, "paused": k.Paused, "per_key": k.Lanes(s.Config), "weight": max(k.Weight, 1)})
 	}
 	return out
 }

@@ -434,12 +434,23 @@ function toggleTasks(q) {
   render();
 }
 
+// resultText is the start of a task's result (base64 in the JSON), for a
+// table cell; empty when it has none.
+function resultText(r) {
+  if (!r || !r.output) return '';
+  let s;
+  try { s = new TextDecoder().decode(Uint8Array.from(atob(r.output), c => c.charCodeAt(0))); } catch (e) { return ''; }
+  s = s.trim().replace(/\s+/g, ' ');
+  return s.length > 60 ? s.slice(0, 60) + '…' : s;
+}
+
 function lastOf(t) {
   if (t.state === 'pending' && t.not_before && Date.parse(t.not_before) > Date.now()) return 'runs at ' + new Date(t.not_before).toLocaleString();
   const r = t.result;
   if (!r) return '-';
-  if (r.reason === 'exit') return 'exit ' + r.exit_code;
-  return r.reason + (r.error ? ': ' + r.error : '');
+  const out = resultText(r);
+  const how = r.reason === 'exit' ? 'exit ' + r.exit_code : r.reason + (r.error ? ': ' + r.error : '');
+  return out ? how + ' → ' + out : how;
 }
 
 function taskTable(q, ro) {
@@ -487,7 +498,9 @@ function viewQueues() {
       a.max ? h('div', { className: 'bar', title: a.used + ' of ' + a.max }, h('span', { style: 'width:' + pct + '%' })) : null,
       h('p', {}, 'pending by priority: ', ['high', 'normal', 'low'].map(pr => h('span', { className: 'chip' }, pr + ' ' + (p.by_priority[pr] || 0)))),
       keys.length ? table(['key', 'pending', 'high', 'normal', 'low', 'active', ro ? '' : 'action'].filter(Boolean), keys.map(([k, n, v]) => h('tr', {},
-        h('td', { className: 'mono' }, k, pausedKeys.includes(k) ? h('span', { className: 'state paused' }, 'paused') : null), h('td', { className: 'num' }, n), h('td', { className: 'num' }, v.high),
+        h('td', { className: 'mono' }, k, pausedKeys.includes(k) ? h('span', { className: 'state paused' }, 'paused') : null,
+          ...(q.key_settings || []).filter(s => s.key === k && (s.weight > 1 || s.per_key !== q.config.per_key)).map(s => h('span', { className: 'chip', 'data-key-settings': k }, 'per_key ' + s.per_key + ', weight ' + s.weight))),
+        h('td', { className: 'num' }, n), h('td', { className: 'num' }, v.high),
         h('td', { className: 'num' }, v.normal), h('td', { className: 'num' }, v.low), h('td', { className: 'num' }, a.by_key[k] || 0),
         ro ? null : h('td', {}, pausedKeys.includes(k)
           ? h('button', { onclick: () => queueAct('queues/' + qn + '/keys/' + encodeURIComponent(k) + '/resume', 'resume ' + k) }, 'Resume')
