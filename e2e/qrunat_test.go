@@ -255,3 +255,28 @@ func TestQueue_BulkRetryAndCancel(t *testing.T) {
 		t.Errorf("a retry that matches nothing: %s", r)
 	}
 }
+
+// add --unique keeps one pending task per key: keep, replace, debounce.
+func TestQueue_AddUnique(t *testing.T) {
+	w := newWorld(t)
+	a := w.host("host-a")
+	a.must("queue", "create", "uq")
+	if id := strings.TrimSpace(a.must("queue", "add", "uq", "--key", "k", "--unique", "keep", "--payload", "a").stdout); id != "k.u0" {
+		t.Fatalf("first unique add printed %q, want k.u0", id)
+	}
+	r := a.must("queue", "add", "uq", "--key", "k", "--unique", "keep", "--payload", "b")
+	if !strings.Contains(r.stderr, "kept as it is") || a.must("queue", "get", "uq", "k.u0", "--payload").stdout != "a" {
+		t.Errorf("keep: %s", r)
+	}
+	r = a.must("queue", "add", "uq", "--key", "k", "--unique", "debounce=1h", "--payload", "c")
+	if !strings.Contains(r.stderr, "has the new payload") || a.must("queue", "get", "uq", "k.u0", "--payload").stdout != "c" {
+		t.Errorf("debounce: %s", r)
+	}
+	if nb := notBefore(t, a, "uq", "k.u0"); time.Until(nb) < 59*time.Minute {
+		t.Errorf("after debounce=1h the task runs at %s, want an hour from now", nb)
+	}
+	a.expect(2, []string{"queue", "add", "uq", "--key", "k", "--unique", "debounce"}, "debounce=DUR")
+	if c := a.counts(t, "uq"); c["pending"] != 1 {
+		t.Errorf("counts %v, want one pending task", c)
+	}
+}

@@ -64,9 +64,25 @@ func (qs *Queues) AddBatch(ctx context.Context, q string, tasks []NewTask) ([]Ad
 		made[i] = t
 		ws[i] = kv.Write{Kind: kv.WriteCreate, Key: taskKey(q, t.ID), Value: data}
 	}
+	// Unique tasks are added one by one after the others (each reads its
+	// key's unique task first), in their order.
+	var piped []kv.Write
+	var at []int
+	for i, w := range ws {
+		if made[i].Unique == "" {
+			piped, at = append(piped, w), append(at, i)
+		}
+	}
 	out := make([]Added, len(tasks))
-	for i, r := range qs.bucket.Pipeline(ctx, ws) {
+	for j, r := range qs.bucket.Pipeline(ctx, piped) {
+		i := at[j]
 		out[i].Task, out[i].Added, out[i].Err = added(q, made[i], r.Rev, r.Err)
+	}
+	for i, t := range made {
+		if t.Unique != "" {
+			ac, _ := addOptions(tasks[i].Options)
+			out[i].Task, out[i].Added, out[i].Err = qs.addUnique(ctx, qcfg, t, ac.unique, ac.debounce)
+		}
 	}
 	return out, nil
 }

@@ -887,6 +887,7 @@ const (
 	taskFieldSchedule
 	taskFieldTimeout
 	taskFieldMaxAttempts
+	taskFieldUnique
 )
 
 // taskKnown are the JSON names of Task's fields.
@@ -910,13 +911,14 @@ var taskKnown = map[string]bool{
 	"seq":              true,
 	"state":            true,
 	"timeout":          true,
+	"unique":           true,
 	"updated_at":       true,
 }
 
 // encodeFast is v as encoding/json writes its fields, and false for what
 // only encoding/json may write (jsonappend).
 func (v *Task) encodeFast() ([]byte, bool) {
-	w := jsonappend.New(813 + 32*len(v.Labels) + len(v.Payload)*4/3)
+	w := jsonappend.New(839 + 32*len(v.Labels) + len(v.Payload)*4/3)
 	v.appendJSON(&w)
 	return w.B, w.OK
 }
@@ -991,6 +993,10 @@ func (v *Task) appendJSON(w *jsonappend.Writer) {
 		w.Raw(`,"max_attempts":`)
 		w.Int(int64(v.MaxAttempts))
 	}
+	if v.Unique != "" {
+		w.Raw(`,"unique":`)
+		w.Str(v.Unique)
+	}
 	w.Raw(`}`)
 }
 
@@ -1057,6 +1063,9 @@ func (v *Task) scanJSON(s *jsonrec.Scanner, skip jsonrec.Fields) bool {
 		return false
 	}
 	if s.Lit(`,"max_attempts":`) && !(skip&taskFieldMaxAttempts == 0 && s.Int(&v.MaxAttempts) || skip&taskFieldMaxAttempts != 0 && s.SkipInt()) {
+		return false
+	}
+	if s.Lit(`,"unique":`) && !(skip&taskFieldUnique == 0 && s.Str(&v.Unique) || skip&taskFieldUnique != 0 && s.SkipStr()) {
 		return false
 	}
 	return s.Lit(`}`)
@@ -1570,6 +1579,66 @@ func (v *Schedule) scanJSON(s *jsonrec.Scanner, skip jsonrec.Fields) bool {
 	return s.Lit(`}`)
 }
 
+// The fields of uniqueGen, for the skip of scanJSON.
+const (
+	uniqueGenFieldQueue jsonrec.Fields = 1 << iota
+	uniqueGenFieldKey
+	uniqueGenFieldGen
+)
+
+// uniqueGenKnown are the JSON names of uniqueGen's fields.
+var uniqueGenKnown = map[string]bool{
+	"gen":   true,
+	"key":   true,
+	"queue": true,
+}
+
+// encodeFast is v as encoding/json writes its fields, and false for what
+// only encoding/json may write (jsonappend).
+func (v *uniqueGen) encodeFast() ([]byte, bool) {
+	w := jsonappend.New(65)
+	v.appendJSON(&w)
+	return w.B, w.OK
+}
+
+// decodeFast decodes into v a record as encodeFast writes it, keeping no
+// field in skip. It reports false for anything else (another order, an
+// escape, space, a field it does not know), and v is then undefined: the
+// general decoder decides. What it decodes, it decodes as that does.
+func (v *uniqueGen) decodeFast(data []byte, skip jsonrec.Fields) bool {
+	*v = uniqueGen{}
+	s := jsonrec.NewScanner(data)
+	return v.scanJSON(s, skip) && s.Done()
+}
+
+// appendJSON writes v to w as encoding/json writes its fields.
+func (v *uniqueGen) appendJSON(w *jsonappend.Writer) {
+	w.Raw(`{"queue":`)
+	w.Str(v.Queue)
+	w.Raw(`,"key":`)
+	w.Str(v.Key)
+	w.Raw(`,"gen":`)
+	w.Uint(v.Gen)
+	w.Raw(`}`)
+}
+
+// scanJSON reads v as appendJSON writes it, keeping no field in skip (v
+// may be nil when skip is jsonrec.AllFields). It reads a field it skips
+// as strictly as one it keeps, but for []byte, which it takes as any
+// string without escapes. The strings it keeps are stored by s.Done.
+func (v *uniqueGen) scanJSON(s *jsonrec.Scanner, skip jsonrec.Fields) bool {
+	if !s.Lit(`{"queue":`) || !(skip&uniqueGenFieldQueue == 0 && s.Str(&v.Queue) || skip&uniqueGenFieldQueue != 0 && s.SkipStr()) {
+		return false
+	}
+	if !s.Lit(`,"key":`) || !(skip&uniqueGenFieldKey == 0 && s.Str(&v.Key) || skip&uniqueGenFieldKey != 0 && s.SkipStr()) {
+		return false
+	}
+	if !s.Lit(`,"gen":`) || !(skip&uniqueGenFieldGen == 0 && s.Uint(&v.Gen) || skip&uniqueGenFieldGen != 0 && s.SkipUint()) {
+		return false
+	}
+	return s.Lit(`}`)
+}
+
 // decodeFast decodes into v what it keeps of a Task record as the
 // record's encodeFast writes it, reading the other fields as strictly
 // without keeping them. It reports false for anything else (v is then
@@ -1636,6 +1705,9 @@ func (v *indexFields) decodeFast(data []byte) bool {
 		return false
 	}
 	if s.Lit(`,"max_attempts":`) && !s.SkipInt() {
+		return false
+	}
+	if s.Lit(`,"unique":`) && !s.SkipStr() {
 		return false
 	}
 	if !s.Lit(`}`) || !s.Done() {
@@ -1731,6 +1803,9 @@ func (v *statusFields) decodeFast(data []byte) bool {
 		return false
 	}
 	if s.Lit(`,"max_attempts":`) && !s.SkipInt() {
+		return false
+	}
+	if s.Lit(`,"unique":`) && !s.SkipStr() {
 		return false
 	}
 	if !s.Lit(`}`) || !s.Done() {

@@ -215,6 +215,18 @@ func (qs *Queues) AddWait(ctx context.Context, q, key string, payload []byte, op
 	if err != nil {
 		return nil, false, err
 	}
+	if t.Unique != "" {
+		// Its id is known once added: the watch comes after.
+		got, added, err := qs.Add(ctx, q, key, payload, opts...)
+		if err != nil {
+			return nil, false, err
+		}
+		ended, err := qs.WaitTask(ctx, q, got.ID, func(t *Task) bool { return t.State.Final() })
+		if ended == nil {
+			ended = got
+		}
+		return ended, added, err
+	}
 	type watched struct {
 		w   *kv.Watcher
 		err error

@@ -271,6 +271,22 @@ type addConfig struct {
 	delay    time.Duration
 	timeout  time.Duration
 	attempts int
+	unique   string
+	debounce time.Duration
+}
+
+// addOptions applies opts to the defaults.
+func addOptions(opts []AddOption) (addConfig, error) {
+	cfg := addConfig{priority: Normal}
+	for _, o := range opts {
+		if err := o(&cfg); err != nil {
+			return addConfig{}, err
+		}
+	}
+	if cfg.unique != "" && cfg.id != "" {
+		return addConfig{}, fmt.Errorf("%w: a unique task's id is its key's (<key>.u<n>): give no id with it", ErrInvalid)
+	}
+	return cfg, nil
 }
 
 // WithTimeout gives the task a timeout of its own, in place of the
@@ -401,17 +417,19 @@ func (qs *Queues) Add(ctx context.Context, q, key string, payload []byte, opts .
 	if err != nil {
 		return nil, false, err
 	}
+	if t.Unique != "" {
+		ac, _ := addOptions(opts)
+		return qs.addUnique(ctx, qcfg, t, ac.unique, ac.debounce)
+	}
 	rev, err := qs.bucket.Create(ctx, taskKey(q, t.ID), data, 0)
 	return added(q, t, rev, err)
 }
 
 // newTask is the pending task Add writes, and its record.
 func (qs *Queues) newTask(qcfg Config, key string, payload []byte, opts []AddOption) (*Task, []byte, error) {
-	cfg := addConfig{priority: Normal}
-	for _, o := range opts {
-		if err := o(&cfg); err != nil {
-			return nil, nil, err
-		}
+	cfg, err := addOptions(opts)
+	if err != nil {
+		return nil, nil, err
 	}
 	if err := ValidateKey(qcfg, key); err != nil {
 		return nil, nil, err
@@ -423,7 +441,7 @@ func (qs *Queues) newTask(qcfg Config, key string, payload []byte, opts []AddOpt
 	t := &Task{
 		ID: cfg.id, Queue: qcfg.Queue, Key: key, Priority: cfg.priority, Labels: cfg.labels, Payload: payload,
 		State: StatePending, AddedAt: now, UpdatedAt: now, RunAt: cfg.runAt, Delay: Duration(cfg.delay),
-		Timeout: Duration(cfg.timeout), MaxAttempts: cfg.attempts,
+		Timeout: Duration(cfg.timeout), MaxAttempts: cfg.attempts, Unique: cfg.unique,
 	}
 	data, err := encodeTask(t)
 	if err != nil {

@@ -150,6 +150,9 @@ type Task struct {
 	// task (Task.TimeoutIn, Task.AttemptsIn).
 	Timeout     Duration `json:"timeout,omitempty"`
 	MaxAttempts int      `json:"max_attempts,omitempty"`
+	// Unique is how the task was added as its key's unique pending task
+	// (UniqueKeep, UniqueReplace, UniqueDebounce; empty: not so).
+	Unique string `json:"unique,omitempty"`
 
 	// Revision of this version of the record and its server time (not
 	// stored).

@@ -129,6 +129,7 @@ func (b *bench) queueRows(ctx context.Context) ([]row, error) {
 		{"queue throughput", b.queueThroughputRows},
 		{"queue throughput vs workers", b.queueWorkerRows},
 		{"queue at " + kilo(b.pending) + " tasks", b.queueScaleRows},
+		{"queue rate limit at " + kilo(b.pending) + " tasks", b.queueRateRows},
 	} {
 		if strings.HasPrefix(b.only, "queue ") && !strings.Contains(part.name, b.only) {
 			continue

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -32,13 +33,14 @@ type AddOptions struct {
 	Timeout     *cmdutil.DurationFlag
 	TaskTimeout *cmdutil.DurationFlag
 	MaxAttempts int
+	Unique      string
 	payloadSet  bool
 }
 
 func newCmdAdd(f *cmdutil.Factory, runF Verbs) *cobra.Command {
 	o := &AddOptions{F: f, In: cmdutil.NewDurationFlag("in", 0), Timeout: cmdutil.NewDurationFlag("timeout", 0), TaskTimeout: cmdutil.NewDurationFlag("task-timeout", 0)}
 	cmd := &cobra.Command{
-		Use:   "add QUEUE --key K [--priority high|normal|low] [--id ID] [--label k=v]... [--at TIME | --in DUR] [--task-timeout DUR] [--max-attempts N] [--wait [--timeout DUR]] [--payload STR | --payload-file F | -] | add QUEUE --batch FILE|-",
+		Use:   "add QUEUE --key K [--priority high|normal|low] [--id ID] [--label k=v]... [--at TIME | --in DUR] [--task-timeout DUR] [--max-attempts N] [--unique keep|replace|debounce=DUR] [--wait [--timeout DUR]] [--payload STR | --payload-file F | -] | add QUEUE --batch FILE|-",
 		Short: "Add a task for a key (or many, --batch); print its id",
 		Long: `Add a task to the queue and print its id. The task runs once no other task of
 its key holds the key's lock (per_key of them may at once), within the
@@ -64,6 +66,12 @@ task goes on).
 
 --task-timeout DUR and --max-attempts N give this task its own timeout and
 number of attempts in place of the queue's.
+
+--unique keeps at most one pending task of the key among those added with
+it (its id is <key>.u<n>): with one waiting, keep adds nothing, replace
+replaces its payload, debounce=DUR replaces it and makes it wait DUR again
+from this add (a burst of adds runs once, DUR after the last). Once that
+task runs, the next add makes a new one.
 
 Adding is idempotent on --id: adding an id the queue holds already adds
 nothing, says so on stderr, prints the id and exits 0. Without --id a new
@@ -120,6 +128,7 @@ others go on; the exit code is then the first failure's.`,
 	fs.StringVar(&o.At, "at", "", "run no earlier than TIME, by the server's clock (RFC 3339: 2026-12-01T09:00:00Z)")
 	fs.Var(o.In, "in", "run no earlier than DUR after the server writes the task (90s, 2h)")
 	fs.Var(o.TaskTimeout, "task-timeout", "this task's own timeout, in place of the queue's")
+	fs.StringVar(&o.Unique, "unique", "", "the key's one pending unique task: keep (add nothing), replace (its payload) or debounce=DUR (replace it and wait DUR again)")
 	fs.IntVar(&o.MaxAttempts, "max-attempts", 0, "this task's own number of attempts, in place of the queue's")
 	fs.BoolVar(&o.Wait, "wait", false, "wait for the task to end; print its result and exit with its exit code")
 	fs.Var(o.Timeout, "timeout", "with --wait, wait at most DUR (exit 3 when it runs out; the task goes on)")
@@ -175,6 +184,13 @@ func addRun(ctx context.Context, o *AddOptions) error {
 	if o.MaxAttempts != 0 {
 		opts = append(opts, queue.WithMaxAttempts(o.MaxAttempts))
 	}
+	if o.Unique != "" {
+		u, err := uniqueOption("--unique", o.Unique)
+		if err != nil {
+			return err
+		}
+		opts = append(opts, u)
+	}
 	if o.ID != "" {
 		if err := cmdutil.ValidSlot("--id", o.ID); err != nil {
 			return err
@@ -196,7 +212,13 @@ func addRun(ctx context.Context, o *AddOptions) error {
 	if err != nil {
 		return err
 	}
-	if !added {
+	switch {
+	case added:
+	case o.Unique == queue.UniqueKeep:
+		cmdutil.Fprintf(o.F.IO.ErrOut, "baton: queue add: task %s is key %s's pending unique task; kept as it is, nothing added\n", t.ID, t.Key)
+	case o.Unique != "":
+		cmdutil.Fprintf(o.F.IO.ErrOut, "baton: queue add: task %s, key %s's pending unique task, has the new payload; nothing added\n", t.ID, t.Key)
+	default:
 		cmdutil.Fprintf(o.F.IO.ErrOut, "baton: queue add: task %s is in queue %s already (key %s, %s); nothing added\n", t.ID, o.Queue, t.Key, t.State)
 	}
 	if o.F.Config.JSON {
@@ -295,4 +317,24 @@ func addWait(ctx context.Context, o *AddOptions, qs *queue.Queues, payload []byt
 		return cmdutil.Exit(cmdutil.ExitCode(code), nil)
 	}
 	return nil
+}
+
+// uniqueOption reads keep, replace or debounce=DUR (name: how the input
+// calls it).
+func uniqueOption(name, v string) (queue.AddOption, error) {
+	mode, dur, hasDur := strings.Cut(v, "=")
+	var d time.Duration
+	if hasDur {
+		var err error
+		if d, err = time.ParseDuration(dur); err != nil || d <= 0 {
+			return nil, cmdutil.Usagef("%s %q: want keep, replace or debounce=DUR (such as debounce=30s)", name, v)
+		}
+	}
+	if mode == queue.UniqueDebounce && !hasDur || mode != queue.UniqueDebounce && hasDur {
+		return nil, cmdutil.Usagef("%s %q: want keep, replace or debounce=DUR (such as debounce=30s)", name, v)
+	}
+	if mode != queue.UniqueKeep && mode != queue.UniqueReplace && mode != queue.UniqueDebounce {
+		return nil, cmdutil.Usagef("%s %q: want keep, replace or debounce=DUR (such as debounce=30s)", name, v)
+	}
+	return queue.WithUnique(mode, d), nil
 }

@@ -32,6 +32,8 @@ type BatchLine struct {
 	// task, as add's --task-timeout and --max-attempts.
 	Timeout     string `json:"timeout,omitempty"`
 	MaxAttempts int    `json:"max_attempts,omitempty"`
+	// Unique is add's --unique: keep, replace or debounce=DUR.
+	Unique string `json:"unique,omitempty"`
 }
 
 // maxBatch bounds --batch's input, read whole before anything is written.
@@ -261,6 +263,13 @@ func batchTask(l BatchLine) (queue.NewTask, error) {
 	}
 	if l.MaxAttempts != 0 {
 		t.Options = append(t.Options, queue.WithMaxAttempts(l.MaxAttempts))
+	}
+	if l.Unique != "" {
+		u, err := uniqueOption(`"unique"`, l.Unique)
+		if err != nil {
+			return queue.NewTask{}, err
+		}
+		t.Options = append(t.Options, u)
 	}
 	return t, nil
 }
