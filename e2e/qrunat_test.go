@@ -280,3 +280,39 @@ func TestQueue_AddUnique(t *testing.T) {
 		t.Errorf("counts %v, want one pending task", c)
 	}
 }
+
+// --after: a diamond added from the CLI (A; B and C after A; D after B
+// and C) runs in that order on two workers.
+func TestQueue_AfterRunsADiamondInOrder(t *testing.T) {
+	w := newWorld(t)
+	a, b := w.host("host-a"), w.host("host-b")
+	a.must("queue", "create", "dq2", "--max-active", "4")
+	log := filepath.Join(t.TempDir(), "order")
+	for _, h := range []*host{a, b} {
+		h.startWorker(t, "dq2", "--concurrency", "2", "--", "sh", "-c", `sleep 0.2; echo "$BATON_TASK" >> `+log)
+	}
+	a.must("queue", "add", "dq2", "--key", "a", "--id", "A")
+	a.must("queue", "add", "dq2", "--key", "b", "--id", "B", "--after", "A")
+	a.must("queue", "add", "dq2", "--key", "c", "--id", "C", "--after", "A")
+	a.must("queue", "add", "dq2", "--key", "d", "--id", "D", "--after", "B,C")
+	a.expect(2, []string{"queue", "add", "dq2", "--key", "e", "--after", "nosuch"}, "no such task")
+	if state := a.must("queue", "get", "dq2", "D").stdout; !strings.Contains(state, "after B, C") {
+		t.Errorf("get D: %s", state)
+	}
+	a.waitTaskState(t, "dq2", "D", "done", 20*time.Second)
+	order := strings.Fields(string(must(os.ReadFile(log))))
+	pos := map[string]int{}
+	for i, id := range order {
+		pos[id] = i
+	}
+	if len(order) != 4 || pos["A"] != 0 || pos["D"] != 3 {
+		t.Errorf("ran %v; want A first, then B and C, then D", order)
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}

@@ -60,6 +60,15 @@ func (qs *Queues) AddBatch(ctx context.Context, q string, tasks []NewTask) ([]Ad
 		if j, ok := seen[t.ID]; ok {
 			return nil, &BatchError{Index: i, Err: fmt.Errorf("%w: id %s is task %d's too", ErrInvalid, t.ID, j+1)}
 		}
+		var outside []string
+		for _, p := range t.After {
+			if _, ok := seen[p]; !ok {
+				outside = append(outside, p) // not earlier in the batch: it must exist
+			}
+		}
+		if err := qs.checkAfter(ctx, q, outside); err != nil {
+			return nil, &BatchError{Index: i, Err: err}
+		}
 		seen[t.ID] = i
 		made[i] = t
 		ws[i] = kv.Write{Kind: kv.WriteCreate, Key: taskKey(q, t.ID), Value: data}

@@ -887,12 +887,14 @@ const (
 	taskFieldSchedule
 	taskFieldTimeout
 	taskFieldMaxAttempts
+	taskFieldAfter
 	taskFieldUnique
 )
 
 // taskKnown are the JSON names of Task's fields.
 var taskKnown = map[string]bool{
 	"added_at":         true,
+	"after":            true,
 	"attempts":         true,
 	"cancel_requested": true,
 	"delay":            true,
@@ -918,7 +920,7 @@ var taskKnown = map[string]bool{
 // encodeFast is v as encoding/json writes its fields, and false for what
 // only encoding/json may write (jsonappend).
 func (v *Task) encodeFast() ([]byte, bool) {
-	w := jsonappend.New(839 + 32*len(v.Labels) + len(v.Payload)*4/3)
+	w := jsonappend.New(848 + 32*len(v.Labels) + len(v.Payload)*4/3 + 16*len(v.After))
 	v.appendJSON(&w)
 	return w.B, w.OK
 }
@@ -993,6 +995,10 @@ func (v *Task) appendJSON(w *jsonappend.Writer) {
 		w.Raw(`,"max_attempts":`)
 		w.Int(int64(v.MaxAttempts))
 	}
+	if len(v.After) != 0 {
+		w.Raw(`,"after":`)
+		w.Strings(v.After)
+	}
 	if v.Unique != "" {
 		w.Raw(`,"unique":`)
 		w.Str(v.Unique)
@@ -1063,6 +1069,9 @@ func (v *Task) scanJSON(s *jsonrec.Scanner, skip jsonrec.Fields) bool {
 		return false
 	}
 	if s.Lit(`,"max_attempts":`) && !(skip&taskFieldMaxAttempts == 0 && s.Int(&v.MaxAttempts) || skip&taskFieldMaxAttempts != 0 && s.SkipInt()) {
+		return false
+	}
+	if s.Lit(`,"after":`) && !(skip&taskFieldAfter == 0 && s.Strings(&v.After) || skip&taskFieldAfter != 0 && s.SkipStrings()) {
 		return false
 	}
 	if s.Lit(`,"unique":`) && !(skip&taskFieldUnique == 0 && s.Str(&v.Unique) || skip&taskFieldUnique != 0 && s.SkipStr()) {
@@ -1707,6 +1716,9 @@ func (v *indexFields) decodeFast(data []byte) bool {
 	if s.Lit(`,"max_attempts":`) && !s.SkipInt() {
 		return false
 	}
+	if s.Lit(`,"after":`) && !s.Strings(&v.After) {
+		return false
+	}
 	if s.Lit(`,"unique":`) && !s.SkipStr() {
 		return false
 	}
@@ -1735,6 +1747,7 @@ func (v *indexFields) from(t *Task) {
 	v.RetryAfter = t.RetryAfter
 	v.RunAt = t.RunAt
 	v.Delay = t.Delay
+	v.After = t.After
 }
 
 // decodeFast decodes into v what it keeps of a Task record as the
@@ -1803,6 +1816,9 @@ func (v *statusFields) decodeFast(data []byte) bool {
 		return false
 	}
 	if s.Lit(`,"max_attempts":`) && !s.SkipInt() {
+		return false
+	}
+	if s.Lit(`,"after":`) && !s.SkipStrings() {
 		return false
 	}
 	if s.Lit(`,"unique":`) && !s.SkipStr() {

@@ -33,8 +33,16 @@ type index struct {
 	// keyCfg are the keys' own settings (KeyConfig), kept while their
 	// records live, whether or not the key has tasks.
 	keyCfg map[string]KeyConfig
-	ready  [3]keyHeap
-	due    dueHeap
+	// Tasks that wait for others (after.go): the pending ones not free to
+	// run yet, by id; their ids by each task they wait for; how the tasks
+	// seen to end ended (for the queue's retention); and the waiting
+	// tasks to cancel, with why, since one they wait for failed.
+	waiting  map[string]*itask
+	children map[string][]string
+	finals   expiring[State]
+	doomed   map[string]string
+	ready    [3]keyHeap
+	due      dueHeap
 
 	// active are the active tasks by the slot they ran under (two at once
 	// when an orphan is not settled yet and the next task of the key runs);
@@ -122,6 +130,7 @@ type itask struct {
 	queued    bool // in its key's FIFO (gen says which entry)
 	gen       int
 	claiming  bool
+	after     []string // the tasks it waits for (after.go)
 }
 
 type ikey struct {
@@ -146,7 +155,8 @@ type ikey struct {
 func newIndex(q string, cfg Config) *index {
 	x := &index{
 		q: q, cfg: cfg,
-		tasks: map[string]*itask{}, keys: map[string]*ikey{}, keyCfg: map[string]KeyConfig{}, active: map[string][]*itask{}, ahead: map[string]uint64{},
+		tasks: map[string]*itask{}, keys: map[string]*ikey{}, keyCfg: map[string]KeyConfig{},
+		waiting: map[string]*itask{}, children: map[string][]string{}, finals: newExpiring[State](), doomed: map[string]string{}, active: map[string][]*itask{}, ahead: map[string]uint64{},
 		slots: map[string]*session.Session{}, tokens: map[int]*token{}, reserved: map[int]bool{},
 		suspects: map[string]*itask{}, sameHost: map[string]holder{}, undecodable: map[string]uint64{},
 		slotGone: newExpiring[uint64](), tokenGone: map[int]uint64{}, rested: newExpiring[uint64](),
@@ -274,6 +284,7 @@ type taskVersion struct {
 	// runAt and delay: when a pending task may start (Task.NotBefore).
 	runAt   time.Time
 	delay   Duration
+	after   []string // the tasks it waits for
 	rev     uint64
 	written time.Time
 }
@@ -281,7 +292,7 @@ type taskVersion struct {
 // versionOf is t as the view takes it.
 func versionOf(t *Task) taskVersion {
 	v := taskVersion{id: t.ID, key: t.Key, priority: t.Priority, state: t.State, attempts: t.Attempts, seq: t.Seq,
-		run: t.Run, claimed: t.claimedRev(), cancel: t.CancelRequested, retryAfter: t.RetryAfter, runAt: t.RunAt, delay: t.Delay, rev: t.Revision, written: t.Written}
+		run: t.Run, claimed: t.claimedRev(), cancel: t.CancelRequested, retryAfter: t.RetryAfter, runAt: t.RunAt, delay: t.Delay, after: t.After, rev: t.Revision, written: t.Written}
 	if t.Result != nil {
 		v.endFence, v.endReason = t.Result.Fence, t.Result.Reason
 	}
@@ -303,6 +314,9 @@ func (x *index) applyRecord(d *taskVersion, value []byte, now time.Time) {
 		if d.rev > x.qSeq {
 			x.ahead[d.id] = d.rev
 		}
+		x.finals.set(d.id, d.state, now)
+		delete(x.waiting, d.id)
+		defer x.parentEnded(d.id, now)
 		x.drop(t, now)
 		x.tidy(k, now)
 		return
@@ -329,12 +343,16 @@ func (x *index) applyRecord(d *taskVersion, value []byte, now time.Time) {
 		x.suspects[t.id] = t
 	case StatePending:
 		x.setBody(t, value)
+		t.after = d.after
 		t.due = time.Time{}
 		if !d.runAt.IsZero() {
 			t.due = d.runAt.Add(-x.offset + x.early)
 		}
 		if d.delay > 0 {
 			t.due = later(t.due, x.localDue(d.written, d.delay, now))
+		}
+		if x.holdBack(t) {
+			break
 		}
 		x.wait(t, now)
 	case StateFailed:
@@ -435,6 +453,7 @@ func (x *index) setBody(t *itask, b []byte) {
 func (x *index) markSynced(head uint64) {
 	x.synced = true
 	x.sessSeq = max(x.sessSeq, head)
+	x.recheckWaiting(time.Now())
 	for id, en := range x.endings {
 		if en.rev <= x.qSeq {
 			delete(x.endings, id) // delivered, or the task's key is gone

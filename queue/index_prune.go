@@ -46,6 +46,7 @@ func (x *index) tidy(k *ikey, now time.Time) {
 // prune drops what expired by now.
 func (x *index) prune(now time.Time) {
 	x.rested.expire(now, time.Duration(x.cfg.Retention))
+	x.finals.expire(now, time.Duration(x.cfg.Retention))
 	x.slotGone.expire(now, slotGoneTTL)
 }
 

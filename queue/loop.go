@@ -96,6 +96,7 @@ func (l *loop) run(ctx context.Context) error {
 			l.recover()
 			l.d.expireOffers(l, now)
 			l.d.fireSchedules(l, now)
+			l.d.cancelDoomed(l)
 		}
 		l.dispatch(now)
 		if l.d != nil {

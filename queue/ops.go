@@ -215,6 +215,11 @@ func (qs *Queues) AddWait(ctx context.Context, q, key string, payload []byte, op
 	if err != nil {
 		return nil, false, err
 	}
+	if len(t.After) > 0 {
+		if err := qs.checkAfter(ctx, q, t.After); err != nil {
+			return nil, false, err
+		}
+	}
 	if t.Unique != "" {
 		// Its id is known once added: the watch comes after.
 		got, added, err := qs.Add(ctx, q, key, payload, opts...)

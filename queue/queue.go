@@ -273,6 +273,7 @@ type addConfig struct {
 	attempts int
 	unique   string
 	debounce time.Duration
+	after    []string
 }
 
 // addOptions applies opts to the defaults.
@@ -417,6 +418,11 @@ func (qs *Queues) Add(ctx context.Context, q, key string, payload []byte, opts .
 	if err != nil {
 		return nil, false, err
 	}
+	if len(t.After) > 0 {
+		if err := qs.checkAfter(ctx, q, t.After); err != nil {
+			return nil, false, err
+		}
+	}
 	if t.Unique != "" {
 		ac, _ := addOptions(opts)
 		return qs.addUnique(ctx, qcfg, t, ac.unique, ac.debounce)
@@ -441,7 +447,7 @@ func (qs *Queues) newTask(qcfg Config, key string, payload []byte, opts []AddOpt
 	t := &Task{
 		ID: cfg.id, Queue: qcfg.Queue, Key: key, Priority: cfg.priority, Labels: cfg.labels, Payload: payload,
 		State: StatePending, AddedAt: now, UpdatedAt: now, RunAt: cfg.runAt, Delay: Duration(cfg.delay),
-		Timeout: Duration(cfg.timeout), MaxAttempts: cfg.attempts, Unique: cfg.unique,
+		Timeout: Duration(cfg.timeout), MaxAttempts: cfg.attempts, Unique: cfg.unique, After: cfg.after,
 	}
 	data, err := encodeTask(t)
 	if err != nil {

@@ -150,6 +150,9 @@ type Task struct {
 	// task (Task.TimeoutIn, Task.AttemptsIn).
 	Timeout     Duration `json:"timeout,omitempty"`
 	MaxAttempts int      `json:"max_attempts,omitempty"`
+	// After are the tasks this one waits for: it runs once all are done,
+	// and is cancelled when one is dead or cancelled.
+	After []string `json:"after,omitempty"`
 	// Unique is how the task was added as its key's unique pending task
 	// (UniqueKeep, UniqueReplace, UniqueDebounce; empty: not so).
 	Unique string `json:"unique,omitempty"`

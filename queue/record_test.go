@@ -3,7 +3,9 @@ package queue
 import (
 	"bytes"
 	"errors"
+	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -200,7 +202,9 @@ func sameVersion(a, b taskVersion) bool {
 	ra, rb := runOf(a.run), runOf(b.run)
 	a.run, b.run = nil, nil
 	a.written, b.written = time.Time{}, time.Time{}
-	return a == b && ra == rb
+	afterSame := slices.Equal(a.after, b.after)
+	a.after, b.after = nil, nil
+	return reflect.DeepEqual(a, b) && ra == rb && afterSame
 }
 
 func TestValidateName_FollowsTheRule(t *testing.T) {

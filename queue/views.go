@@ -35,6 +35,7 @@ type indexFields struct {
 	RetryAfter      Duration
 	RunAt           time.Time
 	Delay           Duration
+	After           []string
 }
 
 // indexTask decodes what the index keeps of a task entry, checked as
@@ -55,7 +56,7 @@ func indexTask(q string, e kv.Entry) (taskVersion, error) {
 		return taskVersion{}, err
 	}
 	d := taskVersion{id: v.ID, key: v.Key, priority: v.Priority, state: v.State, attempts: v.Attempts, seq: v.Seq,
-		run: v.Run, cancel: v.CancelRequested, retryAfter: v.RetryAfter, runAt: v.RunAt, delay: v.Delay, rev: e.Revision, written: e.Created}
+		run: v.Run, cancel: v.CancelRequested, retryAfter: v.RetryAfter, runAt: v.RunAt, delay: v.Delay, after: v.After, rev: e.Revision, written: e.Created}
 	settleRevision(e.Revision, &d.seq, d.run)
 	switch {
 	case d.run != nil:

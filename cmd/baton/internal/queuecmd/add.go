@@ -34,13 +34,14 @@ type AddOptions struct {
 	TaskTimeout *cmdutil.DurationFlag
 	MaxAttempts int
 	Unique      string
+	After       []string
 	payloadSet  bool
 }
 
 func newCmdAdd(f *cmdutil.Factory, runF Verbs) *cobra.Command {
 	o := &AddOptions{F: f, In: cmdutil.NewDurationFlag("in", 0), Timeout: cmdutil.NewDurationFlag("timeout", 0), TaskTimeout: cmdutil.NewDurationFlag("task-timeout", 0)}
 	cmd := &cobra.Command{
-		Use:   "add QUEUE --key K [--priority high|normal|low] [--id ID] [--label k=v]... [--at TIME | --in DUR] [--task-timeout DUR] [--max-attempts N] [--unique keep|replace|debounce=DUR] [--wait [--timeout DUR]] [--payload STR | --payload-file F | -] | add QUEUE --batch FILE|-",
+		Use:   "add QUEUE --key K [--priority high|normal|low] [--id ID] [--label k=v]... [--at TIME | --in DUR] [--task-timeout DUR] [--max-attempts N] [--unique keep|replace|debounce=DUR] [--after ID,...] [--wait [--timeout DUR]] [--payload STR | --payload-file F | -] | add QUEUE --batch FILE|-",
 		Short: "Add a task for a key (or many, --batch); print its id",
 		Long: `Add a task to the queue and print its id. The task runs once no other task of
 its key holds the key's lock (per_key of them may at once), within the
@@ -66,6 +67,10 @@ task goes on).
 
 --task-timeout DUR and --max-attempts N give this task its own timeout and
 number of attempts in place of the queue's.
+
+--after ID,... makes the task wait for those tasks of the queue: it runs
+once every one is done, and is cancelled, with the reason in its result,
+as soon as one is dead or cancelled (a fan-in: a task after N others).
 
 --unique keeps at most one pending task of the key among those added with
 it (its id is <key>.u<n>): with one waiting, keep adds nothing, replace
@@ -128,6 +133,7 @@ others go on; the exit code is then the first failure's.`,
 	fs.StringVar(&o.At, "at", "", "run no earlier than TIME, by the server's clock (RFC 3339: 2026-12-01T09:00:00Z)")
 	fs.Var(o.In, "in", "run no earlier than DUR after the server writes the task (90s, 2h)")
 	fs.Var(o.TaskTimeout, "task-timeout", "this task's own timeout, in place of the queue's")
+	fs.StringSliceVar(&o.After, "after", nil, "wait for these tasks (ID,ID...): run once all are done; cancelled if one is dead or cancelled")
 	fs.StringVar(&o.Unique, "unique", "", "the key's one pending unique task: keep (add nothing), replace (its payload) or debounce=DUR (replace it and wait DUR again)")
 	fs.IntVar(&o.MaxAttempts, "max-attempts", 0, "this task's own number of attempts, in place of the queue's")
 	fs.BoolVar(&o.Wait, "wait", false, "wait for the task to end; print its result and exit with its exit code")
@@ -183,6 +189,14 @@ func addRun(ctx context.Context, o *AddOptions) error {
 	}
 	if o.MaxAttempts != 0 {
 		opts = append(opts, queue.WithMaxAttempts(o.MaxAttempts))
+	}
+	if len(o.After) > 0 {
+		for _, id := range o.After {
+			if err := cmdutil.ValidSlot("--after", id); err != nil {
+				return err
+			}
+		}
+		opts = append(opts, queue.WithAfter(o.After...))
 	}
 	if o.Unique != "" {
 		u, err := uniqueOption("--unique", o.Unique)

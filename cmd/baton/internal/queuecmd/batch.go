@@ -34,6 +34,9 @@ type BatchLine struct {
 	MaxAttempts int    `json:"max_attempts,omitempty"`
 	// Unique is add's --unique: keep, replace or debounce=DUR.
 	Unique string `json:"unique,omitempty"`
+	// After are the tasks it waits for, as add's --after (earlier lines'
+	// ids or tasks the queue holds).
+	After []string `json:"after,omitempty"`
 }
 
 // maxBatch bounds --batch's input, read whole before anything is written.
@@ -263,6 +266,9 @@ func batchTask(l BatchLine) (queue.NewTask, error) {
 	}
 	if l.MaxAttempts != 0 {
 		t.Options = append(t.Options, queue.WithMaxAttempts(l.MaxAttempts))
+	}
+	if len(l.After) > 0 {
+		t.Options = append(t.Options, queue.WithAfter(l.After...))
 	}
 	if l.Unique != "" {
 		u, err := uniqueOption(`"unique"`, l.Unique)

@@ -116,6 +116,9 @@ func printTask(f *cmdutil.Factory, cfg queue.Config, t *queue.Task) error {
 		if nb := t.NotBefore(); !nb.IsZero() {
 			state += " (runs at " + cmdutil.Since(nb) + ", by the server's clock)"
 		}
+		if len(t.After) > 0 {
+			state += " (after " + strings.Join(t.After, ", ") + ")"
+		}
 	case queue.StateFailed:
 		state += fmt.Sprintf(" (runs again %s after %s)", t.RetryAfter, cmdutil.Since(t.Written))
 	case queue.StateActive:
