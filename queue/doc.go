@@ -34,6 +34,27 @@
 //     max_attempts. A task runs at most once at a time.
 //   - Dispatch is driven by watches of the queue and of the locks, never by
 //     polling, and picking a task costs O(log keys) whatever waits.
+//   - Run-at (WithRunAt, WithDelay): a task does not start before its time
+//     by the server's clock (its worker's offset to the server, less half
+//     the round trip that measured it); then it takes its fair turn
+//     (adr/0047).
+//   - Schedules (AddSchedule): each tick's task is added once, by an id
+//     made of the schedule and the tick, whatever dispatchers race or
+//     crash; late ticks (up to twice the TTL) are all added, missed ones
+//     once or not at all (adr/0049).
+//   - Rate limits (Config.Rate): no window of the period, ending at any
+//     admission's write, admits more than its max, across hosts, by the
+//     server's times of the rate record's writes (adr/0052).
+//   - Pause (Pause, PauseKey): nothing new is claimed once a worker sees
+//     its queue's config paused; a key's pause stops the dispatcher's
+//     offers of it (adr/0048). Weights and a key's own per_key bias and
+//     bound what the round robin picks.
+//   - Results (SetResult, ResultFunc): written with the attempt's end, in
+//     the same compare-and-set, at most MaxResult bytes (adr/0050).
+//   - WithUnique: at most one pending task per key among those added with
+//     it (adr/0053). WithAfter: a task runs only once every task it waits
+//     for is done, and is cancelled when one is dead or cancelled
+//     (adr/0054).
 //
 // Not guaranteed:
 //   - Exactly once. A task whose worker dies, or loses its lock while
@@ -41,6 +62,9 @@
 //   - That a worker holds its lock between two renewals, as for sessions: a
 //     paused worker (GC, SIGSTOP) can wake after its lock expired and act
 //     before it notices; the fence is what a resource must check.
+//   - A start admitted by a rate limit may not be made (its claim lost):
+//     it still counts against the window. A key's pause does not stop a
+//     claim of an offer made a moment before the dispatcher saw it.
 //   - Lowering max_active does not stop running tasks: new ones start only
 //     once fewer run. A worker that has not yet seen the lower value (its
 //     watch lags by milliseconds) may start one more under the old one.
