@@ -285,3 +285,4 @@ func readJSONDoc(r *bufio.Reader) (map[string]any, error) {
 	err := json.Unmarshal([]byte(b.String()), &m)
 	return m, err
 }
+

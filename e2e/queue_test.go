@@ -222,6 +222,10 @@ func TestQueue_ExclusionUnderChurn(t *testing.T) {
 	close(stop)
 	kills := <-chaos
 	for _, wk := range workers {
+		// A worker started by the last kill may not handle signals yet:
+		// SIGTERM would end it before it could drain. Once its presence
+		// is written, it does.
+		waitFor(t, 10*time.Second, "the worker is present", func() bool { return workerPresent(t, qs, "churn", wk.pid()) })
 		_ = wk.cmd.Process.Signal(syscall.SIGTERM)
 		if code := wk.wait(t, 10*time.Second); code != 0 {
 			t.Errorf("a worker drained with exit %d; stderr:\n%s", code, wk.errs)
@@ -901,4 +905,23 @@ func streamLeader(t *testing.T, urls, stream string) string {
 		t.Fatalf("stream info of %s: %v", stream, err)
 	}
 	return info.Cluster.Leader
+}
+
+// workerPresent reports whether queue q has a presence record of the
+// worker process pid.
+func workerPresent(t *testing.T, qs *queue.Queues, q string, pid int) bool {
+	t.Helper()
+	es, err := qs.Bucket().ListMatching(context.Background(), q+".worker.*")
+	if err != nil {
+		return false
+	}
+	for _, e := range es {
+		var p struct {
+			PID int `json:"pid"`
+		}
+		if json.Unmarshal(e.Value, &p) == nil && p.PID == pid {
+			return true
+		}
+	}
+	return false
 }
