@@ -285,4 +285,3 @@ func readJSONDoc(r *bufio.Reader) (map[string]any, error) {
 	err := json.Unmarshal([]byte(b.String()), &m)
 	return m, err
 }
-
