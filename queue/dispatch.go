@@ -183,6 +183,7 @@ func (d *dispatcher) applyQueue(l *loop, e kv.Entry) {
 	case isKeyConfigKey(q, e.Key) && d.x.keyCfg[keyOfKeyConfig(q, e.Key)].Paused:
 		name := keyOfKeyConfig(q, e.Key)
 		d.withdrawWhere(l, func(o *outOffer) bool { return o.pk.key.name == name })
+		d.dropAdmitted(time.Now(), func(pk pick) bool { return pk.key.name == name })
 	}
 	if isTaskKey(q, e.Key) {
 		d.followTask(l, taskIDOf(q, e.Key))

@@ -113,7 +113,11 @@ func freeAt(ws []rateWindow, at time.Time, period time.Duration, max int) time.T
 // admission is asked for).
 func (l *loop) nextPick(now time.Time) (pick, bool) {
 	d := l.d
+	if d.x.cfg.Paused {
+		return pick{}, false // admitted picks wait for the resume
+	}
 	if d.x.cfg.Rate == nil {
+		d.dropAdmitted(now, func(pick) bool { return true }) // the limit was lifted
 		return d.x.next()
 	}
 	if len(d.rate.admitted) > 0 {
@@ -123,6 +127,20 @@ func (l *loop) nextPick(now time.Time) (pick, bool) {
 	}
 	d.admit(l, now)
 	return pick{}, false
+}
+
+// dropAdmitted gives the admitted picks that match back to the index
+// (their admissions stay counted).
+func (d *dispatcher) dropAdmitted(now time.Time, match func(pick) bool) {
+	keep := d.rate.admitted[:0]
+	for _, pk := range d.rate.admitted {
+		if match(pk) {
+			d.x.release(pk, nil, now)
+		} else {
+			keep = append(keep, pk)
+		}
+	}
+	d.rate.admitted = keep
 }
 
 // freeRoom is how many more tasks this worker and the others present can

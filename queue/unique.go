@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/batonhq/baton/kv"
@@ -68,9 +67,6 @@ func WithUnique(mode string, debounce time.Duration) AddOption {
 // pending task, or acts on the one there: it returns the task and
 // whether it was created.
 func (qs *Queues) addUnique(ctx context.Context, cfg Config, t *Task, mode string, debounce time.Duration) (*Task, bool, error) {
-	if strings.Contains(t.ID, ".") || t.ID == "" {
-		t.ID = ""
-	}
 	for attempt := 1; attempt <= 8; attempt++ {
 		gen, genRev, genLast, err := qs.uniqueGen(ctx, cfg.Queue, t.Key)
 		if err != nil {
