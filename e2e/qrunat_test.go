@@ -316,3 +316,22 @@ func must[T any](v T, err error) T {
 	}
 	return v
 }
+
+// A command that leaves a process holding its stdout (outside its group)
+// still ends its task within a second or so, with its output as the
+// result; a batch refuses add's own per-task flags.
+func TestQueue_ResultOfACommandThatLeavesAProcessBehind(t *testing.T) {
+	w := newWorld(t)
+	a := w.host("host-a")
+	a.must("queue", "create", "lq")
+	a.startWorker(t, "lq", "--", "sh", "-c", `setsid sleep 3 & echo hi`)
+	began := time.Now()
+	r := a.baton("queue", "add", "lq", "--key", "k", "--wait", "--timeout", "15s")
+	if r.code != 0 || r.stdout != "hi\n" {
+		t.Fatalf("add --wait: %s", r)
+	}
+	if took := time.Since(began); took > 5*time.Second {
+		t.Errorf("the task took %s to end: the process left behind held it", took)
+	}
+	a.expect(2, []string{"queue", "add", "lq", "--batch", "-", "--in", "1h"}, "--batch takes each task's fields from its lines")
+}

@@ -302,7 +302,14 @@ func addWait(ctx context.Context, o *AddOptions, qs *queue.Queues, payload []byt
 	}
 	t, added, err := qs.AddWait(wctx, q, o.Key, payload, opts...)
 	if t != nil && !added {
-		cmdutil.Fprintf(f.IO.ErrOut, "baton: queue add: task %s is in queue %s already (key %s); nothing added, waiting for it\n", t.ID, q, t.Key)
+		switch o.Unique {
+		case "":
+			cmdutil.Fprintf(f.IO.ErrOut, "baton: queue add: task %s is in queue %s already (key %s); nothing added, waiting for it\n", t.ID, q, t.Key)
+		case queue.UniqueKeep:
+			cmdutil.Fprintf(f.IO.ErrOut, "baton: queue add: task %s is key %s's pending unique task; kept as it is, waiting for it\n", t.ID, t.Key)
+		default:
+			cmdutil.Fprintf(f.IO.ErrOut, "baton: queue add: task %s, key %s's pending unique task, has the new payload; waiting for it\n", t.ID, t.Key)
+		}
 	}
 	if err != nil && t != nil && wctx.Err() != nil && ctx.Err() == nil {
 		return cmdutil.Exit(cmdutil.ExitConflict, fmt.Errorf("task %s of queue %s did not end within %s (it is %s and goes on); wait again with baton queue get, or a longer --timeout", t.ID, q, timeout, t.State))

@@ -43,8 +43,9 @@ type BatchLine struct {
 const maxBatch = 1 << 30
 
 func addBatchRun(ctx context.Context, o *AddOptions) error {
-	if o.Key != "" || o.ID != "" || o.payloadSet || o.PayloadFile != "" || o.Stdin || len(o.Labels) > 0 || o.Priority != string(queue.Normal) {
-		return cmdutil.Usagef("--batch takes each task's fields from its lines: give no --key, --id, --priority, --label or payload with it")
+	if o.Key != "" || o.ID != "" || o.payloadSet || o.PayloadFile != "" || o.Stdin || len(o.Labels) > 0 || o.Priority != string(queue.Normal) ||
+		o.At != "" || o.In.IsSet() || o.TaskTimeout.IsSet() || o.MaxAttempts != 0 || o.Unique != "" || len(o.After) > 0 || o.Wait || o.Timeout.IsSet() {
+		return cmdutil.Usagef("--batch takes each task's fields from its lines: give no --key, --id, --priority, --label, payload, --at, --in, --task-timeout, --max-attempts, --unique, --after or --wait with it")
 	}
 	in := o.F.IO.In
 	if o.Batch != "-" {

@@ -146,6 +146,9 @@ func workRun(ctx context.Context, o *WorkOptions) error {
 	defer drain()
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	// The commands' output passes through this process: a reader of its
+	// stdout that goes away must not kill it (the results are still kept).
+	signal.Ignore(syscall.SIGPIPE)
 	defer signal.Stop(sigs)
 	stopped := make(chan struct{})
 	defer close(stopped)
@@ -362,13 +365,14 @@ func (h *execHandler) Work(ctx context.Context, t *queue.Task) error {
 // keeps its first queue.MaxResult bytes and one more (so that a longer
 // output is known to be cut).
 type capture struct {
+	r    *os.File
 	done chan struct{}
 	mu   sync.Mutex
 	buf  []byte
 }
 
 func newCapture(r *os.File, out io.Writer) *capture {
-	c := &capture{done: make(chan struct{})}
+	c := &capture{r: r, done: make(chan struct{})}
 	go func() {
 		defer close(c.done)
 		defer r.Close()
@@ -377,7 +381,9 @@ func newCapture(r *os.File, out io.Writer) *capture {
 			n, err := r.Read(b)
 			if n > 0 {
 				if out != nil {
-					_, _ = out.Write(b[:n])
+					if _, werr := out.Write(b[:n]); werr != nil {
+						out = nil // its reader went away: keep the result, drop the copy
+					}
 				}
 				c.mu.Lock()
 				if room := queue.MaxResult + 1 - len(c.buf); room > 0 {
@@ -399,6 +405,10 @@ func (c *capture) result(wait time.Duration) []byte {
 	select {
 	case <-c.done:
 	case <-time.After(wait):
+		// Something outside the command's group holds its stdout: stop
+		// reading, so that neither the reader nor the pipe outlives it.
+		_ = c.r.Close()
+		<-c.done
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
