@@ -79,10 +79,14 @@ func (x *index) parentEnded(id string, now time.Time) {
 
 // recheckWaiting re-checks every waiting task (the view is complete).
 func (x *index) recheckWaiting(now time.Time) {
+	ts := make([]*itask, 0, len(x.waiting))
 	for id, t := range x.waiting {
 		if x.tasks[id] == t {
-			x.release1(t, now)
+			ts = append(ts, t)
 		}
+	}
+	for _, t := range ts {
+		x.release1(t, now)
 	}
 }
 

@@ -178,6 +178,11 @@ func (d *dispatcher) applyQueue(l *loop, e kv.Entry) {
 	}
 	d.x.applyQueue(e, time.Now())
 	switch {
+	case isConfigKey(q, e.Key) && d.rate.until.After(time.Now()):
+		d.rate.until = time.Time{} // the rate may have changed: decide again
+		if d.x.cfg.Paused {
+			d.withdrawWhere(l, func(*outOffer) bool { return true })
+		}
 	case isConfigKey(q, e.Key) && d.x.cfg.Paused:
 		d.withdrawWhere(l, func(*outOffer) bool { return true })
 	case isKeyConfigKey(q, e.Key) && d.x.keyCfg[keyOfKeyConfig(q, e.Key)].Paused:

@@ -314,7 +314,12 @@ func (x *index) applyRecord(d *taskVersion, value []byte, now time.Time) {
 		if d.rev > x.qSeq {
 			x.ahead[d.id] = d.rev
 		}
-		x.finals.set(d.id, d.state, now)
+		if d.state != StateDone {
+			// Only failures are kept: a parent the view does not know
+			// once complete counts as done (after.go), and a queue ends
+			// far more tasks done than not.
+			x.finals.set(d.id, d.state, now)
+		}
 		delete(x.waiting, d.id)
 		defer x.parentEnded(d.id, now)
 		x.drop(t, now)
@@ -406,6 +411,7 @@ func (x *index) drop(t *itask, now time.Time) {
 	if t == nil {
 		return
 	}
+	defer x.parentEnded(t.id, now) // a task deleted or garbled: what waits for it is looked at again
 	x.dequeue(t)
 	if t.state == StateActive {
 		x.unsetActive(t)

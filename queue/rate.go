@@ -238,6 +238,8 @@ func (d *dispatcher) admit(l *loop, now time.Time) {
 				r.waitRev = wrote
 			}
 			r.admitted = append(r.admitted, picks...)
+			// A key paused while the write was in flight keeps its picks back.
+			d.dropAdmitted(time.Now(), func(pk pick) bool { return pk.key.paused })
 		}
 	})
 }

@@ -127,6 +127,8 @@ func (qs *Queues) addUnique(ctx context.Context, cfg Config, t *Task, mode strin
 		n.Payload = t.Payload
 		if mode == UniqueDebounce {
 			n.Delay, n.RunAt = Duration(debounce), time.Time{} // counted from this write
+		} else if n.Delay > 0 {
+			n.RunAt, n.Delay = cur.NotBefore(), 0 // replace keeps its time: a delay would count again from this write
 		}
 		out, err := qs.write(ctx, cfg, n)
 		if errors.Is(err, kv.ErrConflict) {
