@@ -89,8 +89,7 @@ func (qs *Queues) AddBatch(ctx context.Context, q string, tasks []NewTask) ([]Ad
 	}
 	for i, t := range made {
 		if t.Unique != "" {
-			ac, _ := addOptions(tasks[i].Options)
-			out[i].Task, out[i].Added, out[i].Err = qs.addUnique(ctx, qcfg, t, ac.unique, ac.debounce)
+			out[i].Task, out[i].Added, out[i].Err = qs.addUnique(ctx, qcfg, t, tasks[i].Options)
 		}
 	}
 	return out, nil

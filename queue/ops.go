@@ -204,25 +204,13 @@ func (qs *Queues) WaitTask(ctx context.Context, q, id string, done func(*Task) b
 // whether this call added it, and an error: ctx's when it ended first
 // (with the last version seen).
 func (qs *Queues) AddWait(ctx context.Context, q, key string, payload []byte, opts ...AddOption) (*Task, bool, error) {
-	if err := ValidateName(q); err != nil {
-		return nil, false, err
-	}
-	qcfg, err := qs.known(ctx, q)
+	qcfg, t, data, err := qs.prepare(ctx, q, key, payload, opts)
 	if err != nil {
 		return nil, false, err
-	}
-	t, data, err := qs.newTask(qcfg, key, payload, opts)
-	if err != nil {
-		return nil, false, err
-	}
-	if len(t.After) > 0 {
-		if err := qs.checkAfter(ctx, q, t.After); err != nil {
-			return nil, false, err
-		}
 	}
 	if t.Unique != "" {
 		// Its id is known once added: the watch comes after.
-		got, added, err := qs.Add(ctx, q, key, payload, opts...)
+		got, added, err := qs.addUnique(ctx, qcfg, t, opts)
 		if err != nil {
 			return nil, false, err
 		}

@@ -407,28 +407,38 @@ func ValidateKey(cfg Config, key string) error {
 // It costs one round trip on a handle that has seen the queue (the first
 // Add of a queue reads its config: an unknown queue is ErrQueueNotFound).
 func (qs *Queues) Add(ctx context.Context, q, key string, payload []byte, opts ...AddOption) (*Task, bool, error) {
-	if err := ValidateName(q); err != nil {
-		return nil, false, err
-	}
-	qcfg, err := qs.known(ctx, q)
+	qcfg, t, data, err := qs.prepare(ctx, q, key, payload, opts)
 	if err != nil {
 		return nil, false, err
-	}
-	t, data, err := qs.newTask(qcfg, key, payload, opts)
-	if err != nil {
-		return nil, false, err
-	}
-	if len(t.After) > 0 {
-		if err := qs.checkAfter(ctx, q, t.After); err != nil {
-			return nil, false, err
-		}
 	}
 	if t.Unique != "" {
-		ac, _ := addOptions(opts)
-		return qs.addUnique(ctx, qcfg, t, ac.unique, ac.debounce)
+		return qs.addUnique(ctx, qcfg, t, opts)
 	}
 	rev, err := qs.bucket.Create(ctx, taskKey(q, t.ID), data, 0)
 	return added(q, t, rev, err)
+}
+
+// prepare is what Add and AddWait do before they write: the queue's
+// config (read once per handle), the task and its record, and the check
+// that the tasks it waits for are there.
+func (qs *Queues) prepare(ctx context.Context, q, key string, payload []byte, opts []AddOption) (Config, *Task, []byte, error) {
+	if err := ValidateName(q); err != nil {
+		return Config{}, nil, nil, err
+	}
+	qcfg, err := qs.known(ctx, q)
+	if err != nil {
+		return Config{}, nil, nil, err
+	}
+	t, data, err := qs.newTask(qcfg, key, payload, opts)
+	if err != nil {
+		return Config{}, nil, nil, err
+	}
+	if len(t.After) > 0 {
+		if err := qs.checkAfter(ctx, q, t.After); err != nil {
+			return Config{}, nil, nil, err
+		}
+	}
+	return qcfg, t, data, nil
 }
 
 // newTask is the pending task Add writes, and its record.

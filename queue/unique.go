@@ -63,10 +63,15 @@ func WithUnique(mode string, debounce time.Duration) AddOption {
 	}
 }
 
-// addUnique adds t (made by newTask, its id to be set) as key's unique
-// pending task, or acts on the one there: it returns the task and
+// addUnique adds t (made by newTask from opts, its id to be set) as key's
+// unique pending task, or acts on the one there: it returns the task and
 // whether it was created.
-func (qs *Queues) addUnique(ctx context.Context, cfg Config, t *Task, mode string, debounce time.Duration) (*Task, bool, error) {
+func (qs *Queues) addUnique(ctx context.Context, cfg Config, t *Task, opts []AddOption) (*Task, bool, error) {
+	ac, err := addOptions(opts)
+	if err != nil {
+		return nil, false, err
+	}
+	mode, debounce := ac.unique, ac.debounce
 	for attempt := 1; attempt <= 8; attempt++ {
 		gen, genRev, genLast, err := qs.uniqueGen(ctx, cfg.Queue, t.Key)
 		if err != nil {
