@@ -478,6 +478,12 @@ func TestMCP_LeasesLeadersDoctorAndQueues(t *testing.T) {
 	if _, text, isErr = a.call("queue_pause", map[string]any{"queue": "jobs", "key": "bob", "resume": true}); isErr || !strings.Contains(text, "resumed") {
 		t.Errorf("queue_pause resume of a key: %s", text)
 	}
+	// The rates that bound the starts are told.
+	h.must("queue", "config", "jobs", "--rate", "100/1m", "--key-rate", "10/1m")
+	h.must("queue", "key", "set", "jobs", "alice", "--rate", "30/1m")
+	if out, text, isErr = a.call("queue_status", map[string]any{"queue": "jobs"}); isErr || out["rate"] != "100/1m" || out["key_rate"] != "10/1m" || mustJSON(t, out["key_rates"]) != `{"alice":"30/1m"}` {
+		t.Errorf("queue_status of a rated queue: %s %v", text, out)
+	}
 	if _, text, isErr = a.call("queue_pause", map[string]any{"queue": "nosuch"}); !isErr || !strings.Contains(text, "baton queue create") {
 		t.Errorf("queue_pause of a missing queue: %s", text)
 	}

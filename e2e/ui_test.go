@@ -273,9 +273,12 @@ func TestUI_InABrowser(t *testing.T) {
 	h1.must("queue", "schedule", "add", "agents", "nightly", "--cron", "0 2 * * *", "--timezone", "Europe/Berlin", "--key", "reports")
 	b.until(10*time.Second, "the schedule shown with its next tick",
 		`(document.querySelector('tr[data-schedule="nightly"]') || {innerText: ''}).innerText.includes('0 2 * * * (Europe/Berlin)')`)
-	h1.must("queue", "key", "set", "agents", "alice", "--weight", "3")
-	b.until(10*time.Second, "alice's weight shown",
-		`(document.querySelector('[data-key-settings="alice"]') || {innerText: ''}).innerText.includes('weight 3')`)
+	h1.must("queue", "config", "agents", "--key-rate", "10/1m")
+	h1.must("queue", "key", "set", "agents", "alice", "--weight", "3", "--rate", "30/1m")
+	b.until(10*time.Second, "alice's weight and rate shown",
+		`(document.querySelector('[data-key-settings="alice"]') || {innerText: ''}).innerText.trim().endsWith('weight 3, rate 30/1m')`)
+	b.until(10*time.Second, "the queue's key rate shown",
+		`(document.querySelector('[data-key-rate="agents"]') || {innerText: ''}).innerText.trim() === 'key rate 10/1m'`)
 	b.until(10*time.Second, "dave-1 shown waiting for its time",
 		`(document.querySelector('tr[data-task="dave-1"]') || {innerText: ''}).innerText.includes('runs at')`)
 	b.screenshot("queue.png")

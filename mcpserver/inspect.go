@@ -98,16 +98,19 @@ type QueueInput struct {
 
 // QueueStatusOutput is queue_status's result.
 type QueueStatusOutput struct {
-	Queue      string         `json:"queue"`
-	Counts     map[string]int `json:"counts" jsonschema:"tasks by state"`
-	Waiting    int            `json:"waiting" jsonschema:"tasks waiting to run"`
-	Delayed    int            `json:"delayed" jsonschema:"of the waiting tasks, those whose run-at time has not come yet"`
-	Paused     bool           `json:"paused" jsonschema:"nothing new starts (an operator paused the queue)"`
-	PausedKeys []string       `json:"paused_keys" jsonschema:"keys whose tasks do not start (paused one by one)"`
-	Schedules  []ScheduleInfo `json:"schedules" jsonschema:"the queue's schedules: each adds a task at its ticks"`
-	Running    int            `json:"running" jsonschema:"tasks running"`
-	MaxActive  int            `json:"max_active" jsonschema:"most tasks that run at once across all workers (0: no limit)"`
-	ServerTime time.Time      `json:"server_time"`
+	Queue      string            `json:"queue"`
+	Counts     map[string]int    `json:"counts" jsonschema:"tasks by state"`
+	Waiting    int               `json:"waiting" jsonschema:"tasks waiting to run"`
+	Delayed    int               `json:"delayed" jsonschema:"of the waiting tasks, those whose run-at time has not come yet"`
+	Paused     bool              `json:"paused" jsonschema:"nothing new starts (an operator paused the queue)"`
+	PausedKeys []string          `json:"paused_keys" jsonschema:"keys whose tasks do not start (paused one by one)"`
+	Schedules  []ScheduleInfo    `json:"schedules" jsonschema:"the queue's schedules: each adds a task at its ticks"`
+	Running    int               `json:"running" jsonschema:"tasks running"`
+	MaxActive  int               `json:"max_active" jsonschema:"most tasks that run at once across all workers (0: no limit)"`
+	Rate       string            `json:"rate,omitempty" jsonschema:"at most N starts of the queue's tasks in any window of PERIOD (N/PERIOD), if set"`
+	KeyRate    string            `json:"key_rate,omitempty" jsonschema:"at most N starts of each key's tasks in any window of PERIOD (N/PERIOD), unless the key has its own (key_rates)"`
+	KeyRates   map[string]string `json:"key_rates,omitempty" jsonschema:"keys with a rate of their own, N/PERIOD"`
+	ServerTime time.Time         `json:"server_time"`
 	Lost
 }
 
@@ -355,6 +358,20 @@ func (s *Server) queueStatus(ctx context.Context, _ *mcp.CallToolRequest, in Que
 	}
 	out.Waiting, out.Running, out.MaxActive, out.ServerTime = snap.Pending.Total, snap.Active.Used, snap.Active.Max, snap.ServerTime
 	out.Delayed, out.Paused, out.PausedKeys = snap.Pending.Delayed, snap.Config.Paused, snap.PausedKeys()
+	if r := snap.Config.Rate; r != nil {
+		out.Rate = r.String()
+	}
+	if r := snap.Config.KeyRate; r != nil {
+		out.KeyRate = r.String()
+	}
+	for _, k := range snap.Keys {
+		if k.Rate != nil {
+			if out.KeyRates == nil {
+				out.KeyRates = map[string]string{}
+			}
+			out.KeyRates[k.Key] = k.Rate.String()
+		}
+	}
 	out.Schedules = []ScheduleInfo{}
 	for _, sc := range snap.Schedules {
 		info := ScheduleInfo{Name: sc.Name, Key: sc.Key, Cron: sc.Cron, Paused: sc.Paused}

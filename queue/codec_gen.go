@@ -38,6 +38,7 @@ const (
 	configFieldRetention
 	configFieldPaused
 	configFieldRate
+	configFieldKeyRate
 	configFieldCreatedAt
 	configFieldUpdatedAt
 )
@@ -46,6 +47,7 @@ const (
 var configKnown = map[string]bool{
 	"backoff":      true,
 	"created_at":   true,
+	"key_rate":     true,
 	"max_active":   true,
 	"max_attempts": true,
 	"paused":       true,
@@ -62,7 +64,7 @@ var configKnown = map[string]bool{
 // encodeFast is v as encoding/json writes its fields, and false for what
 // only encoding/json may write (jsonappend).
 func (v *Config) encodeFast() ([]byte, bool) {
-	w := jsonappend.New(507)
+	w := jsonappend.New(679)
 	v.appendJSON(&w)
 	return w.B, w.OK
 }
@@ -104,6 +106,10 @@ func (v *Config) appendJSON(w *jsonappend.Writer) {
 	if v.Rate != nil {
 		w.Raw(`,"rate":`)
 		v.Rate.appendJSON(w)
+	}
+	if v.KeyRate != nil {
+		w.Raw(`,"key_rate":`)
+		v.KeyRate.appendJSON(w)
 	}
 	w.Raw(`,"created_at":`)
 	w.Time(v.CreatedAt)
@@ -148,6 +154,9 @@ func (v *Config) scanJSON(s *jsonrec.Scanner, skip jsonrec.Fields) bool {
 		return false
 	}
 	if s.Lit(`,"rate":`) && !(skip&configFieldRate == 0 && scanRateLimitPtr(s, &v.Rate) || skip&configFieldRate != 0 && (s.Lit(`null`) || (*RateLimit)(nil).scanJSON(s, jsonrec.AllFields))) {
+		return false
+	}
+	if s.Lit(`,"key_rate":`) && !(skip&configFieldKeyRate == 0 && scanRateLimitPtr(s, &v.KeyRate) || skip&configFieldKeyRate != 0 && (s.Lit(`null`) || (*RateLimit)(nil).scanJSON(s, jsonrec.AllFields))) {
 		return false
 	}
 	if !s.Lit(`,"created_at":`) || !(skip&configFieldCreatedAt == 0 && s.Time(&v.CreatedAt) || skip&configFieldCreatedAt != 0 && s.SkipTime()) {
@@ -521,6 +530,7 @@ const (
 	keyConfigFieldPaused
 	keyConfigFieldPerKey
 	keyConfigFieldWeight
+	keyConfigFieldRate
 	keyConfigFieldUpdatedAt
 )
 
@@ -530,6 +540,7 @@ var keyConfigKnown = map[string]bool{
 	"paused":     true,
 	"per_key":    true,
 	"queue":      true,
+	"rate":       true,
 	"updated_at": true,
 	"weight":     true,
 }
@@ -537,7 +548,7 @@ var keyConfigKnown = map[string]bool{
 // encodeFast is v as encoding/json writes its fields, and false for what
 // only encoding/json may write (jsonappend).
 func (v *KeyConfig) encodeFast() ([]byte, bool) {
-	w := jsonappend.New(151)
+	w := jsonappend.New(319)
 	v.appendJSON(&w)
 	return w.B, w.OK
 }
@@ -568,6 +579,10 @@ func (v *KeyConfig) appendJSON(w *jsonappend.Writer) {
 		w.Raw(`,"weight":`)
 		w.Int(int64(v.Weight))
 	}
+	if v.Rate != nil {
+		w.Raw(`,"rate":`)
+		v.Rate.appendJSON(w)
+	}
 	w.Raw(`,"updated_at":`)
 	w.Time(v.UpdatedAt)
 	w.Raw(`}`)
@@ -591,6 +606,9 @@ func (v *KeyConfig) scanJSON(s *jsonrec.Scanner, skip jsonrec.Fields) bool {
 		return false
 	}
 	if s.Lit(`,"weight":`) && !(skip&keyConfigFieldWeight == 0 && s.Int(&v.Weight) || skip&keyConfigFieldWeight != 0 && s.SkipInt()) {
+		return false
+	}
+	if s.Lit(`,"rate":`) && !(skip&keyConfigFieldRate == 0 && scanRateLimitPtr(s, &v.Rate) || skip&keyConfigFieldRate != 0 && (s.Lit(`null`) || (*RateLimit)(nil).scanJSON(s, jsonrec.AllFields))) {
 		return false
 	}
 	if !s.Lit(`,"updated_at":`) || !(skip&keyConfigFieldUpdatedAt == 0 && s.Time(&v.UpdatedAt) || skip&keyConfigFieldUpdatedAt != 0 && s.SkipTime()) {
@@ -715,12 +733,14 @@ func (v *presence) scanJSON(s *jsonrec.Scanner, skip jsonrec.Fields) bool {
 // The fields of rateLog, for the skip of scanJSON.
 const (
 	rateLogFieldQueue jsonrec.Fields = 1 << iota
+	rateLogFieldKey
 	rateLogFieldLog
 	rateLogFieldLast
 )
 
 // rateLogKnown are the JSON names of rateLog's fields.
 var rateLogKnown = map[string]bool{
+	"key":   true,
 	"last":  true,
 	"log":   true,
 	"queue": true,
@@ -729,7 +749,7 @@ var rateLogKnown = map[string]bool{
 // encodeFast is v as encoding/json writes its fields, and false for what
 // only encoding/json may write (jsonappend).
 func (v *rateLog) encodeFast() ([]byte, bool) {
-	w := jsonappend.New(50 + 160*len(v.Log))
+	w := jsonappend.New(73 + 160*len(v.Log))
 	v.appendJSON(&w)
 	return w.B, w.OK
 }
@@ -748,6 +768,10 @@ func (v *rateLog) decodeFast(data []byte, skip jsonrec.Fields) bool {
 func (v *rateLog) appendJSON(w *jsonappend.Writer) {
 	w.Raw(`{"queue":`)
 	w.Str(v.Queue)
+	if v.Key != "" {
+		w.Raw(`,"key":`)
+		w.Str(v.Key)
+	}
 	w.Raw(`,"log":`)
 	if v.Log == nil {
 		w.Raw("null")
@@ -772,6 +796,9 @@ func (v *rateLog) appendJSON(w *jsonappend.Writer) {
 // string without escapes. The strings it keeps are stored by s.Done.
 func (v *rateLog) scanJSON(s *jsonrec.Scanner, skip jsonrec.Fields) bool {
 	if !s.Lit(`{"queue":`) || !(skip&rateLogFieldQueue == 0 && s.Str(&v.Queue) || skip&rateLogFieldQueue != 0 && s.SkipStr()) {
+		return false
+	}
+	if s.Lit(`,"key":`) && !(skip&rateLogFieldKey == 0 && s.Str(&v.Key) || skip&rateLogFieldKey != 0 && s.SkipStr()) {
 		return false
 	}
 	if !s.Lit(`,"log":`) || !(skip&rateLogFieldLog == 0 && scanrateWindows(s, &v.Log) || skip&rateLogFieldLog != 0 && scanrateWindows(s, nil)) {

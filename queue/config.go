@@ -81,7 +81,11 @@ type Config struct {
 	Paused bool `json:"paused,omitempty"`
 	// Rate bounds the starts of the queue's tasks: at most Max in any
 	// window of Period, by the server's clock (adr/0052). Default: none.
-	Rate      *RateLimit `json:"rate,omitempty"`
+	Rate *RateLimit `json:"rate,omitempty"`
+	// KeyRate bounds the starts of each key's tasks the same way, key by
+	// key, unless the key has a rate of its own (KeyConfig.Rate;
+	// adr/0055). Default: none.
+	KeyRate   *RateLimit `json:"key_rate,omitempty"`
 	CreatedAt time.Time  `json:"created_at"`
 	UpdatedAt time.Time  `json:"updated_at"`
 
@@ -156,10 +160,11 @@ func (c Config) Validate() error {
 	if err := kv.ValidateTTL(time.Duration(c.Retention)); err != nil {
 		return fmt.Errorf("%w: retention: %w", ErrInvalid, err)
 	}
-	if r := c.Rate; r != nil {
-		if r.Max < 1 || r.Max > MaxRate || time.Duration(r.Period) < time.Millisecond || time.Duration(r.Period) > 24*time.Hour {
-			return fmt.Errorf("%w: rate %s: use 1 to %d starts per period, the period 1ms to 24h", ErrInvalid, r, MaxRate)
-		}
+	if err := c.Rate.validate("rate"); err != nil {
+		return err
+	}
+	if err := c.KeyRate.validate("key_rate"); err != nil {
+		return err
 	}
 	if c.SlotPrefix != "" {
 		if err := kv.ValidateKey(c.SlotPrefix + "x"); err != nil || len(c.SlotPrefix) > 64 {
@@ -197,6 +202,14 @@ type RateLimit struct {
 	Period Duration `json:"period"`
 }
 
+// validate checks a rate named what (nil: none, valid).
+func (r *RateLimit) validate(what string) error {
+	if r != nil && (r.Max < 1 || r.Max > MaxRate || time.Duration(r.Period) < time.Millisecond || time.Duration(r.Period) > 24*time.Hour) {
+		return fmt.Errorf("%w: %s %s: use 1 to %d starts per period, the period 1ms to 24h", ErrInvalid, what, r, MaxRate)
+	}
+	return nil
+}
+
 // MaxRate bounds RateLimit.Max: the starts of a window are a log in one
 // record.
 const MaxRate = 10000
@@ -205,7 +218,20 @@ func (r *RateLimit) String() string {
 	if r == nil {
 		return "none"
 	}
-	return fmt.Sprintf("%d/%s", r.Max, time.Duration(r.Period))
+	return fmt.Sprintf("%d/%s", r.Max, shortDuration(time.Duration(r.Period)))
+}
+
+// shortDuration is d as time.Duration writes it, without its zero tail:
+// 1m, 1h, 1h30m (not 1m0s, 1h0m0s, 1h30m0s).
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 // ParseRate reads "N/PERIOD": a count and a duration ("20/1s", "50/1m";
@@ -227,8 +253,8 @@ func ParseRate(s string) (*RateLimit, error) {
 		return nil, fmt.Errorf("%w: rate %q: the period %q is not a duration such as 1s or 1m", ErrInvalid, s, per)
 	}
 	r := &RateLimit{Max: max, Period: Duration(d)}
-	if r.Max < 1 || r.Max > MaxRate || d < time.Millisecond || d > 24*time.Hour {
-		return nil, fmt.Errorf("%w: rate %s: use 1 to %d starts per period, the period 1ms to 24h", ErrInvalid, r, MaxRate)
+	if err := r.validate("rate"); err != nil {
+		return nil, err
 	}
 	return r, nil
 }

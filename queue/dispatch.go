@@ -37,7 +37,8 @@ type dispatcher struct {
 	// scheds are the queue's schedules, by name (schedule_fire.go).
 	scheds map[string]*schedState
 	// rate is the queue's rate record and admissions (rate.go).
-	rate rateState
+	rate   rateState
+	krates keyRates
 }
 
 // remote is another worker of the queue, as the dispatcher knows it.
@@ -175,8 +176,14 @@ func (d *dispatcher) applyQueue(l *loop, e kv.Entry) {
 	case e.Key == rateKey(q):
 		d.applyRate(l, e)
 		return
+	case isKeyRateKey(q, e.Key):
+		d.applyKeyRate(l, e)
+		return
 	}
 	d.x.applyQueue(e, time.Now())
+	if isConfigKey(q, e.Key) || isKeyConfigKey(q, e.Key) {
+		d.keyRatesChanged(time.Now()) // a key's rate may have changed
+	}
 	switch {
 	case isConfigKey(q, e.Key) && d.rate.until.After(time.Now()):
 		d.rate.until = time.Time{} // the rate may have changed: decide again

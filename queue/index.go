@@ -33,6 +33,11 @@ type index struct {
 	// keyCfg are the keys' own settings (KeyConfig), kept while their
 	// records live, whether or not the key has tasks.
 	keyCfg map[string]KeyConfig
+	// keyRates counts the keys in keyCfg with a rate of their own;
+	// rateHeld are the keys whose rate admits no start now (keyrate.go):
+	// in no heap, like a paused key.
+	keyRates int
+	rateHeld map[string]bool
 	// Tasks that wait for others (after.go): the pending ones not free to
 	// run yet, by id; their ids by each task they wait for; how the tasks
 	// seen to end ended (for the queue's retention); and the waiting
@@ -144,6 +149,7 @@ type ikey struct {
 	weight int
 	lanes  int
 	paused bool // its KeyConfig pauses it: in no heap
+	held   bool // its rate admits no start now: in no heap
 	// local counts this worker's claims in flight: the key sorts last
 	// meanwhile, as it will once the claim lands.
 	local    int
@@ -155,7 +161,7 @@ type ikey struct {
 func newIndex(q string, cfg Config) *index {
 	x := &index{
 		q: q, cfg: cfg,
-		tasks: map[string]*itask{}, keys: map[string]*ikey{}, keyCfg: map[string]KeyConfig{},
+		tasks: map[string]*itask{}, keys: map[string]*ikey{}, keyCfg: map[string]KeyConfig{}, rateHeld: map[string]bool{},
 		waiting: map[string]*itask{}, children: map[string][]string{}, finals: newExpiring[State](), doomed: map[string]string{}, active: map[string][]*itask{}, ahead: map[string]uint64{},
 		slots: map[string]*session.Session{}, tokens: map[int]*token{}, reserved: map[int]bool{},
 		suspects: map[string]*itask{}, sameHost: map[string]holder{}, undecodable: map[string]uint64{},
@@ -174,12 +180,21 @@ func newIndex(q string, cfg Config) *index {
 // decode is left for doctor; the last good one stays.
 func (x *index) applyKeyConfig(e kv.Entry) {
 	name := keyOfKeyConfig(x.q, e.Key)
+	if x.keyCfg[name].Rate != nil {
+		x.keyRates--
+	}
 	if !e.Live() {
 		delete(x.keyCfg, name)
 	} else if kc, err := decodeKeyConfig(x.q, e); err == nil {
 		x.keyCfg[name] = kc
 	} else {
+		if x.keyCfg[name].Rate != nil {
+			x.keyRates++ // the last good one stays
+		}
 		return
+	}
+	if x.keyCfg[name].Rate != nil {
+		x.keyRates++
 	}
 	if k := x.keys[name]; k != nil {
 		kc := x.keyCfg[name]
@@ -484,6 +499,7 @@ func (x *index) key(name string) *ikey {
 		}
 		kc := x.keyCfg[name]
 		k.paused, k.weight, k.lanes = kc.Paused, kc.Weight, kc.PerKey
+		k.held = x.rateHeld[name]
 		x.keys[name] = k
 	}
 	return k
@@ -533,6 +549,28 @@ func (x *index) freeLane(k *ikey) int {
 		}
 	}
 	return -1
+}
+
+// keyRateOf is the rate that bounds key name's starts (nil: none).
+func (x *index) keyRateOf(name string) *RateLimit {
+	return x.keyCfg[name].RateOf(x.cfg)
+}
+
+// keyRated reports whether any key's starts are bounded by a rate.
+func (x *index) keyRated() bool { return x.cfg.KeyRate != nil || x.keyRates > 0 }
+
+// holdKey takes key name out of the heaps while its rate admits no start
+// (on), or lets it back in.
+func (x *index) holdKey(name string, on bool) {
+	if on {
+		x.rateHeld[name] = true
+	} else {
+		delete(x.rateHeld, name)
+	}
+	if k := x.keys[name]; k != nil && k.held != on {
+		k.held = on
+		x.refresh(k)
+	}
 }
 
 // lanesOf is how many tasks of k run at once: its own per_key, else the
@@ -586,7 +624,7 @@ func (x *index) runsUnder(slot string) bool {
 // refresh puts k in the ready heap of each level where it has a task
 // waiting and a lane free, and takes it out of the others.
 func (x *index) refresh(k *ikey) {
-	runnable := !k.paused && x.freeLane(k) >= 0
+	runnable := !k.paused && !k.held && x.freeLane(k) >= 0
 	for p := range k.fifo {
 		head := k.peek(p)
 		in := k.pos[p] >= 0

@@ -29,8 +29,11 @@ type KeyConfig struct {
 	PerKey int `json:"per_key,omitempty"`
 	// Weight biases the round robin: a key of weight W is served W times
 	// for one turn of a key of weight 1 while both have work (0: 1).
-	Weight    int       `json:"weight,omitempty"`
-	UpdatedAt time.Time `json:"updated_at"`
+	Weight int `json:"weight,omitempty"`
+	// Rate, when set, replaces the queue's key_rate for this key: at most
+	// Max of its tasks start in any window of Period (adr/0055).
+	Rate      *RateLimit `json:"rate,omitempty"`
+	UpdatedAt time.Time  `json:"updated_at"`
 
 	// Revision of the record (not stored; 0: there is none).
 	Revision uint64 `json:"-"`
@@ -68,7 +71,7 @@ func (k *KeyConfig) UnmarshalJSON(data []byte) error {
 
 // plain reports whether k sets nothing: such a record is removed.
 func (k KeyConfig) plain() bool {
-	return !k.Paused && k.PerKey == 0 && k.Weight <= 1 && len(k.unknown) == 0
+	return !k.Paused && k.PerKey == 0 && k.Weight <= 1 && k.Rate == nil && len(k.unknown) == 0
 }
 
 // MaxWeight bounds KeyConfig.Weight.
@@ -82,7 +85,16 @@ func (k KeyConfig) validate() error {
 	case k.Weight < 0 || k.Weight > MaxWeight:
 		return fmt.Errorf("%w: key %s: weight %d: use 1 to %d", ErrInvalid, k.Key, k.Weight, MaxWeight)
 	}
-	return nil
+	return k.Rate.validate("key " + k.Key + ": rate")
+}
+
+// RateOf is the rate that bounds the key's starts under queue config cfg:
+// its own, else the queue's key_rate (nil: none).
+func (k KeyConfig) RateOf(cfg Config) *RateLimit {
+	if k.Rate != nil {
+		return k.Rate
+	}
+	return cfg.KeyRate
 }
 
 // Lanes is how many tasks of the key run at once under queue config cfg.

@@ -130,6 +130,13 @@ func (qs *Queues) Problems(ctx context.Context, q string, l *session.Listing, st
 					Detail: fmt.Sprintf("rate record %s does not decode (revision %d); the dispatcher writes over it with an empty log, so one window may admit up to the limit more", e.Key, e.Revision),
 					Action: fmt.Sprintf("inspect it (`nats kv get %s %s`); the next admission replaces it", qs.bucket.Name(), e.Key)})
 			}
+		case isKeyRateKey(q, e.Key):
+			var rl rateLog
+			if !rl.decodeFast(e.Value, 0) {
+				add(Problem{Kind: ProblemUndecodable, Key: keyOfKeyRate(q, e.Key),
+					Detail: fmt.Sprintf("rate record %s does not decode (revision %d); the dispatcher writes over it with an empty log, so one window of the key may admit up to its limit more", e.Key, e.Revision),
+					Action: fmt.Sprintf("inspect it (`nats kv get %s %s`); the key's next admission replaces it", qs.bucket.Name(), e.Key)})
+			}
 		case isScheduleKey(q, e.Key):
 			if _, err := decodeSchedule(q, e); err != nil {
 				add(Problem{Kind: ProblemUndecodable,

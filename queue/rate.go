@@ -22,6 +22,7 @@ import (
 //jsonrec:codec
 type rateLog struct {
 	Queue string       `json:"queue"`
+	Key   string       `json:"key,omitempty"` // a key's record (keyrate.go)
 	Log   []rateWindow `json:"log"`
 	Last  int          `json:"last"`
 }
@@ -109,14 +110,14 @@ func freeAt(ws []rateWindow, at time.Time, period time.Duration, max int) time.T
 }
 
 // nextPick is the next task to claim or offer: the index's next, or, for
-// a queue with a rate limit, one admitted already (none while an
-// admission is asked for).
+// a queue with a rate limit (of its own or of its keys), one admitted
+// already (none while an admission is asked for).
 func (l *loop) nextPick(now time.Time) (pick, bool) {
 	d := l.d
 	if d.x.cfg.Paused {
 		return pick{}, false // admitted picks wait for the resume
 	}
-	if d.x.cfg.Rate == nil {
+	if !d.rated() {
 		d.dropAdmitted(now, func(pick) bool { return true }) // the limit was lifted
 		return d.x.next()
 	}
@@ -128,6 +129,10 @@ func (l *loop) nextPick(now time.Time) (pick, bool) {
 	d.admit(l, now)
 	return pick{}, false
 }
+
+// rated reports whether a rate bounds the starts of the queue or of any
+// of its keys.
+func (d *dispatcher) rated() bool { return d.x.cfg.Rate != nil || d.x.keyRated() }
 
 // dropAdmitted gives the admitted picks that match back to the index
 // (their admissions stay counted).
@@ -159,96 +164,169 @@ func (l *loop) freeRoom() int {
 	return n
 }
 
-// admit asks the rate record for starts for the tasks that could start
+// admit asks the rate records for starts for the tasks that could start
 // now: it takes their picks from the index and writes them into the
-// record by compare-and-set, deciding at a time no later than the
-// server's clock, so that no window of the period ending at any
-// admission's write holds more than the limit. The picks are claimed or
-// offered once the write landed; a refusal gives them back.
+// queue's record and their keys' records by compare-and-set, deciding at
+// a time no later than the server's clock, so that no window of a period
+// ending at any admission's write holds more than its limit. The picks
+// are claimed or offered once the writes landed; a refusal gives them
+// back (a pick admitted by one record and refused by another is a start
+// counted and not made).
 func (d *dispatcher) admit(l *loop, now time.Time) {
 	r, lim := &d.rate, d.x.cfg.Rate
-	if r.admitting || !(r.known || d.qSynced) || !d.x.synced || now.Before(r.until) {
+	if !d.qSynced || !d.x.synced {
 		return
 	}
-	r.until = time.Time{}
-	period := time.Duration(lim.Period)
+	d.wakeKeys(now)
 	at := now.Add(l.offset - l.early) // no later than the server's clock
-	used, ws := r.inWindow(at, period)
-	room := lim.Max - used
-	if room <= 0 {
-		r.until = freeAt(ws, at, period, lim.Max).Add(-l.offset + l.early)
-		return
+	room := 256
+	var ws []rateWindow
+	if lim != nil {
+		if r.admitting || now.Before(r.until) {
+			return
+		}
+		r.until = time.Time{}
+		var used int
+		used, ws = r.inWindow(at, time.Duration(lim.Period))
+		room = lim.Max - used
+		if room <= 0 {
+			r.until = freeAt(ws, at, time.Duration(lim.Period), lim.Max).Add(-l.offset + l.early)
+			return
+		}
 	}
 	var picks []pick
+	var keys []*keyAdmission
+	batch := map[string]*keyAdmission{}
 	for k := min(room, l.freeRoom(), 256); len(picks) < k; {
 		pk, ok := d.x.next()
 		if !ok {
 			break
+		}
+		if klim := d.x.keyRateOf(pk.key.name); klim != nil {
+			ka := d.keyRoom(l, batch, pk.key.name, klim, at, now)
+			if ka == nil {
+				d.x.release(pk, nil, now) // its key is held now
+				continue
+			}
+			if len(ka.picks) == 0 {
+				keys = append(keys, ka)
+			}
+			ka.picks = append(ka.picks, pk)
+			if len(ka.picks) >= ka.room {
+				d.x.holdKey(ka.name, true)
+			}
 		}
 		picks = append(picks, pk)
 	}
 	if len(picks) == 0 {
 		return
 	}
-	next := rateLog{Queue: l.w.q, Last: len(picks)}
-	for _, w := range ws {
-		if w.At.After(at.Add(-period)) {
-			next.Log = append(next.Log, w)
+	var writes []kv.Write
+	if lim != nil {
+		next := rateLog{Queue: l.w.q, Last: len(picks)}
+		for _, w := range ws {
+			if w.At.After(at.Add(-time.Duration(lim.Period))) {
+				next.Log = append(next.Log, w)
+			}
 		}
-	}
-	data, ok := next.encodeFast()
-	if !ok {
-		for _, pk := range picks {
-			d.x.release(pk, nil, now)
+		data, ok := next.encodeFast()
+		if !ok {
+			d.giveBack(picks, keys, now)
+			return
 		}
-		return
+		w := kv.Write{Kind: kv.WriteUpdate, Key: rateKey(l.w.q), Value: data, Rev: r.rev}
+		if r.rev == 0 {
+			w.Kind, w.Rev = kv.WriteCreate, r.gone
+		}
+		writes = append(writes, w)
+		r.admitting = true
 	}
-	r.admitting = true
-	rev, gone := r.rev, r.gone
+	for _, ka := range keys {
+		w, ok := d.keyWrite(l.w.q, ka, at)
+		if !ok {
+			r.admitting = false
+			d.giveBack(picks, keys, now)
+			return
+		}
+		writes = append(writes, w)
+		d.keyState(ka.name).admitting = true
+		d.x.holdKey(ka.name, true)
+	}
 	l.bg.Add(1)
 	l.pool.Go(func() {
 		defer l.bg.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), l.w.qs.bucket.Client().Timeout())
 		defer cancel()
-		var wrote uint64
-		var err error
-		if rev == 0 {
-			wrote, err = l.w.qs.bucket.CreateAfter(ctx, rateKey(l.w.q), data, 0, gone)
-		} else {
-			wrote, err = l.w.qs.bucket.Update(ctx, rateKey(l.w.q), data, 0, rev)
-		}
+		res := l.w.qs.bucket.Pipeline(ctx, writes)
 		l.results <- func() {
 			if l.d != d {
 				return // the term ended: its picks went with its index
 			}
-			if err != nil {
-				r.admitting = false
-				for _, pk := range picks {
-					d.x.release(pk, nil, time.Now())
-				}
-				if !errors.Is(err, kv.ErrConflict) {
-					l.w.emit(Event{Kind: EventError, Err: fmt.Errorf("rate limit of queue %s: %w", l.w.q, err)})
-					r.until = time.Now().Add(100 * time.Millisecond)
-				}
-				return // a conflict: the watch brings the record in the way
-			}
-			if r.rev >= wrote {
-				r.admitting = false // the watch delivered it already
-			} else {
-				r.waitRev = wrote
-			}
-			r.admitted = append(r.admitted, picks...)
-			// A key paused while the write was in flight keeps its picks back.
-			d.dropAdmitted(time.Now(), func(pk pick) bool { return pk.key.paused })
+			d.admitted(l, lim != nil, picks, keys, res)
 		}
 	})
 }
 
-// rateWake is this host's time when the window has room again (zero:
-// none is waited for, or that time has come).
-func (d *dispatcher) rateWake(now time.Time) time.Time {
-	if d.x.cfg.Rate == nil || !d.rate.until.After(now) {
-		return time.Time{}
+// admitted takes the outcome of an admission's writes (the queue's
+// record's first if queued, then one per key of keys): the picks that
+// every write admitted are claimed or offered, the others given back.
+func (d *dispatcher) admitted(l *loop, queued bool, picks []pick, keys []*keyAdmission, res []kv.WriteResult) {
+	r, now := &d.rate, time.Now()
+	ok := true
+	if queued {
+		qr := res[0]
+		res = res[1:]
+		if qr.Err != nil {
+			ok = false
+			r.admitting = false
+			if !errors.Is(qr.Err, kv.ErrConflict) {
+				l.w.emit(Event{Kind: EventError, Err: fmt.Errorf("rate limit of queue %s: %w", l.w.q, qr.Err)})
+				r.until = now.Add(100 * time.Millisecond)
+			} // a conflict: the watch brings the record in the way
+		} else if r.rev >= qr.Rev {
+			r.admitting = false // the watch delivered it already
+		} else {
+			r.waitRev = qr.Rev
+		}
 	}
-	return d.rate.until
+	refused := map[string]bool{}
+	for i, ka := range keys {
+		if !d.keyWritten(l, ka, res[i], now) {
+			refused[ka.name] = true
+		}
+	}
+	for _, pk := range picks {
+		if !ok || refused[pk.key.name] {
+			d.x.release(pk, nil, now)
+		} else {
+			r.admitted = append(r.admitted, pk)
+		}
+	}
+	// A key paused while the writes were in flight keeps its picks back.
+	d.dropAdmitted(now, func(pk pick) bool { return pk.key.paused })
+}
+
+// giveBack returns an admission's picks to the index, its keys settled.
+func (d *dispatcher) giveBack(picks []pick, keys []*keyAdmission, now time.Time) {
+	for _, pk := range picks {
+		d.x.release(pk, nil, now)
+	}
+	for _, ka := range keys {
+		ks := d.keyState(ka.name)
+		ks.admitting = false
+		d.settleKey(ka.name, ks, now)
+	}
+}
+
+// rateWake is this host's time when the queue's window, or a held key's,
+// has room again (zero: none is waited for, or that time has come).
+func (d *dispatcher) rateWake(now time.Time) time.Time {
+	var at time.Time
+	if d.x.cfg.Rate != nil && d.rate.until.After(now) {
+		at = d.rate.until
+	}
+	if k := d.keyWake(); !k.IsZero() && (at.IsZero() || k.Before(at)) {
+		at = k
+	}
+	return at
 }

@@ -385,7 +385,7 @@ func tokenIndexOf(q, key string) int {
 // but the inboxes, which only it writes (and a host's watcher removes);
 // their revisions come back with its own writes, or with a conflict.
 func dispatchPatterns(q string) []string {
-	return []string{configKey(q), taskKey(q, ">"), q + ".cap.>", presenceKey(q, ">"), keyConfigPattern(q), schedulePattern(q), rateKey(q)}
+	return []string{configKey(q), taskKey(q, ">"), q + ".cap.>", presenceKey(q, ">"), keyConfigPattern(q), schedulePattern(q), rateKey(q), keyRatePattern(q)}
 }
 
 // decodeTask turns a live entry into a task, failing on garbage or a

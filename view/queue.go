@@ -207,7 +207,11 @@ func scheduleRows(s *queue.Snapshot) []map[string]any {
 func keySettings(s *queue.Snapshot) []map[string]any {
 	out := []map[string]any{}
 	for _, k := range s.Keys {
-		out = append(out, map[string]any{"key": k.Key, "paused": k.Paused, "per_key": k.Lanes(s.Config), "weight": max(k.Weight, 1)})
+		row := map[string]any{"key": k.Key, "paused": k.Paused, "per_key": k.Lanes(s.Config), "weight": max(k.Weight, 1), "rate": nil}
+		if r := k.Rate; r != nil {
+			row["rate"] = r // its own; the queue's key_rate is in the config
+		}
+		out = append(out, row)
 	}
 	return out
 }

@@ -434,6 +434,12 @@ function toggleTasks(q) {
   render();
 }
 
+// rateText is a rate limit as N/PERIOD, its period without a zero tail
+// (1m, not Go's 1m0s).
+function rateText(r) {
+  return r.max + '/' + String(r.period).replace(/m0s$/, 'm').replace(/h0m$/, 'h');
+}
+
 // resultText is the start of a task's result (base64 in the JSON), for a
 // table cell; empty when it has none.
 function resultText(r) {
@@ -486,7 +492,8 @@ function viewQueues() {
       : h('button', { 'data-pause': q.queue, onclick: () => queueAct('queues/' + qn + '/pause', 'pause ' + q.queue) }, 'Pause');
     el.append(h('section', { className: 'panel', 'data-queue': q.queue },
       h('h3', {}, q.queue, ' ', q.paused ? h('span', { className: 'state paused', title: 'nothing new starts; running tasks go on' }, 'paused') : null, ' ',
-        q.config.rate ? h('span', { className: 'chip', title: "at most this many starts in any window of the period, by the server's clock" }, 'rate ' + q.config.rate.max + '/' + q.config.rate.period) : null, ' ', pauseBtn),
+        q.config.rate ? h('span', { className: 'chip', title: "at most this many starts in any window of the period, by the server's clock" }, 'rate ' + rateText(q.config.rate)) : null, ' ',
+        q.config.key_rate ? h('span', { className: 'chip', 'data-key-rate': q.queue, title: "at most this many starts of each key in any window of the period, unless the key has a rate of its own" }, 'key rate ' + rateText(q.config.key_rate)) : null, ' ', pauseBtn),
       pausedKeys.length ? h('p', { 'data-paused-keys': q.queue }, 'paused keys: ', pausedKeys.map(k => h('span', { className: 'chip' }, k, ro ? null : h('button', { className: 'toggle', onclick: () => queueAct('queues/' + qn + '/keys/' + encodeURIComponent(k) + '/resume', 'resume ' + k) }, 'resume')))) : null,
       h('div', { className: 'cards' },
         card(p.total, 'pending'),
@@ -499,7 +506,7 @@ function viewQueues() {
       h('p', {}, 'pending by priority: ', ['high', 'normal', 'low'].map(pr => h('span', { className: 'chip' }, pr + ' ' + (p.by_priority[pr] || 0)))),
       keys.length ? table(['key', 'pending', 'high', 'normal', 'low', 'active', ro ? '' : 'action'].filter(Boolean), keys.map(([k, n, v]) => h('tr', {},
         h('td', { className: 'mono' }, k, pausedKeys.includes(k) ? h('span', { className: 'state paused' }, 'paused') : null,
-          ...(q.key_settings || []).filter(s => s.key === k && (s.weight > 1 || s.per_key !== q.config.per_key)).map(s => h('span', { className: 'chip', 'data-key-settings': k }, 'per_key ' + s.per_key + ', weight ' + s.weight))),
+          ...(q.key_settings || []).filter(s => s.key === k && (s.weight > 1 || s.per_key !== q.config.per_key || s.rate)).map(s => h('span', { className: 'chip', 'data-key-settings': k }, 'per_key ' + s.per_key + ', weight ' + s.weight + (s.rate ? ', rate ' + rateText(s.rate) : '')))),
         h('td', { className: 'num' }, n), h('td', { className: 'num' }, v.high),
         h('td', { className: 'num' }, v.normal), h('td', { className: 'num' }, v.low), h('td', { className: 'num' }, a.by_key[k] || 0),
         ro ? null : h('td', {}, pausedKeys.includes(k)

@@ -122,13 +122,14 @@ type KeyOptions struct {
 	Key    string
 	PerKey int
 	Weight int
+	Rate   string
 	fs     interface{ Changed(string) bool }
 }
 
 func newCmdKey(f *cmdutil.Factory, runF Verbs) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "key <set|ls>",
-		Short: "Settings of one key of a queue: concurrency, weight (and pause)",
+		Short: "Settings of one key of a queue: concurrency, weight, rate (and pause)",
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {
 				return cmdutil.Usagef("unknown verb %q for baton queue key: use set or ls", args[0])
@@ -141,9 +142,9 @@ func newCmdKey(f *cmdutil.Factory, runF Verbs) *cobra.Command {
 	ls := &cobra.Command{
 		Use:   "ls QUEUE",
 		Short: "List the keys of a queue with settings of their own",
-		Long: `List the keys of the queue that have settings of their own: a per_key or
-weight (baton queue key set), a pause (baton queue pause QUEUE --key K). A
-key not listed has the queue's settings.`,
+		Long: `List the keys of the queue that have settings of their own: a per_key,
+weight or rate (baton queue key set), a pause (baton queue pause QUEUE --key
+K). A key not listed has the queue's settings.`,
 		Example: `  baton queue key ls agents
   baton queue key ls agents --json`,
 		Args: queueArgs("QUEUE: baton queue key ls QUEUE", 0),
@@ -157,16 +158,18 @@ key not listed has the queue's settings.`,
 	}
 	so := &KeyOptions{F: f}
 	set := &cobra.Command{
-		Use:   "set QUEUE KEY [--per-key N] [--weight W]",
-		Short: "Give one key its own concurrency or weight",
+		Use:   "set QUEUE KEY [--per-key N] [--weight W] [--rate N/PERIOD]",
+		Short: "Give one key its own concurrency, weight or rate",
 		Long: `Give KEY settings of its own in the queue: --per-key N runs up to N of its
 tasks at once (in place of the queue's per_key; 0 gives it back); --weight W
 serves it W times for one turn of a key of weight 1 while both have work
-(1-100; 1 is the default). The queue's dispatcher applies a change at once.
-Settings that set nothing remove the key's record.`,
-		Example: `  baton queue key set agents alice --per-key 3 --weight 3   # a paying user
-  baton queue key set agents alice --per-key 0 --weight 1   # back to the queue's`,
-		Args: queueArgs("QUEUE and KEY: baton queue key set QUEUE KEY [--per-key N] [--weight W]", 1),
+(1-100; 1 is the default); --rate N/PERIOD starts at most N of its tasks in
+any window of PERIOD, by the server's clock, in place of the queue's
+key_rate (none gives it back). The queue's dispatcher applies a change at
+once. Settings that set nothing remove the key's record.`,
+		Example: `  baton queue key set agents alice --per-key 3 --weight 3 --rate 60/1m   # a paying user
+  baton queue key set agents alice --per-key 0 --weight 1 --rate none      # back to the queue's`,
+		Args: queueArgs("QUEUE and KEY: baton queue key set QUEUE KEY [--per-key N] [--weight W] [--rate N/PERIOD]", 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			so.Queue, so.Key, so.fs = args[0], args[1], cmd.Flags()
 			if runF != nil {
@@ -177,6 +180,7 @@ Settings that set nothing remove the key's record.`,
 	}
 	set.Flags().IntVar(&so.PerKey, "per-key", 0, "tasks of this key running at once (0: the queue's per_key)")
 	set.Flags().IntVar(&so.Weight, "weight", 1, "times this key is served for one turn of a key of weight 1 (1-100)")
+	set.Flags().StringVar(&so.Rate, "rate", "none", "at most N starts of this key in any window of PERIOD: N/PERIOD (20/1s, 60/1m), or none for the queue's key_rate")
 	cmd.AddCommand(set, ls)
 	return cmd
 }
@@ -185,8 +189,18 @@ func keySetRun(ctx context.Context, o *KeyOptions) error {
 	if err := cmdutil.ValidSlot("key", o.Key); err != nil {
 		return err
 	}
-	if !o.fs.Changed("per-key") && !o.fs.Changed("weight") {
-		return cmdutil.Usagef("give --per-key N or --weight W (or both)")
+	if !o.fs.Changed("per-key") && !o.fs.Changed("weight") && !o.fs.Changed("rate") {
+		return cmdutil.Usagef("give --per-key N, --weight W or --rate N/PERIOD (or more than one)")
+	}
+	if o.fs.Changed("weight") && (o.Weight < 1 || o.Weight > queue.MaxWeight) {
+		return cmdutil.Usagef("--weight %d: use 1 to %d (1 is the default)", o.Weight, queue.MaxWeight)
+	}
+	var rate *queue.RateLimit
+	if o.fs.Changed("rate") {
+		var err error
+		if rate, err = queue.ParseRate(o.Rate); err != nil {
+			return cmdutil.Usagef("--rate: %s", cmdutil.Text(err))
+		}
 	}
 	qs, err := o.F.Queues(ctx)
 	if err != nil {
@@ -202,6 +216,9 @@ func keySetRun(ctx context.Context, o *KeyOptions) error {
 				k.Weight = 0 // the default
 			}
 		}
+		if o.fs.Changed("rate") {
+			k.Rate = rate
+		}
 		return nil
 	})
 	if err != nil {
@@ -214,8 +231,19 @@ func keySetRun(ctx context.Context, o *KeyOptions) error {
 	if err != nil {
 		return err
 	}
-	cmdutil.Fprintf(o.F.IO.Out, "key %s of queue %s: per_key %d, weight %d%s\n", o.Key, o.Queue, k.Lanes(cfg), max(k.Weight, 1), pausedText(k.Paused))
+	cmdutil.Fprintf(o.F.IO.Out, "key %s of queue %s: per_key %d, weight %d, rate %s%s\n", o.Key, o.Queue, k.Lanes(cfg), max(k.Weight, 1), rateText(k, cfg), pausedText(k.Paused))
 	return nil
+}
+
+// rateText is the rate that bounds a key's starts, for people.
+func rateText(k queue.KeyConfig, cfg queue.Config) string {
+	switch {
+	case k.Rate != nil:
+		return k.Rate.String()
+	case cfg.KeyRate != nil:
+		return cfg.KeyRate.String() + " (the queue's key_rate)"
+	}
+	return "none"
 }
 
 func pausedText(p bool) string {
@@ -231,12 +259,17 @@ type KeyRow struct {
 	Paused    bool   `json:"paused"`
 	PerKey    int    `json:"per_key,omitempty"`
 	Weight    int    `json:"weight"`
+	Rate      string `json:"rate,omitempty"` // its own, N/PERIOD
 	UpdatedAt string `json:"updated_at"`
 	Revision  uint64 `json:"revision"`
 }
 
 func keyRow(k queue.KeyConfig) KeyRow {
-	return KeyRow{Key: k.Key, Paused: k.Paused, PerKey: k.PerKey, Weight: max(k.Weight, 1), UpdatedAt: cmdutil.Since(k.UpdatedAt), Revision: k.Revision}
+	row := KeyRow{Key: k.Key, Paused: k.Paused, PerKey: k.PerKey, Weight: max(k.Weight, 1), UpdatedAt: cmdutil.Since(k.UpdatedAt), Revision: k.Revision}
+	if k.Rate != nil {
+		row.Rate = k.Rate.String()
+	}
+	return row
 }
 
 func keyLsRun(ctx context.Context, o *KeyOptions) error {
@@ -263,13 +296,16 @@ func keyLsRun(ctx context.Context, o *KeyOptions) error {
 		return nil
 	}
 	w := tabwriter.NewWriter(o.F.IO.Out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "KEY\tPER_KEY\tWEIGHT\tPAUSED\tUPDATED")
+	fmt.Fprintln(w, "KEY\tPER_KEY\tWEIGHT\tRATE\tPAUSED\tUPDATED")
 	for _, k := range keys {
-		per := "queue's"
+		per, rate := "queue's", "queue's"
 		if k.PerKey > 0 {
 			per = fmt.Sprint(k.PerKey)
 		}
-		fmt.Fprintf(w, "%s\t%s\t%d\t%v\t%s\n", k.Key, per, max(k.Weight, 1), k.Paused, cmdutil.Since(k.UpdatedAt))
+		if k.Rate != nil {
+			rate = k.Rate.String()
+		}
+		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%v\t%s\n", k.Key, per, max(k.Weight, 1), rate, k.Paused, cmdutil.Since(k.UpdatedAt))
 	}
 	return w.Flush()
 }

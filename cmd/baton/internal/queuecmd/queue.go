@@ -85,6 +85,7 @@ type ConfigFlags struct {
 	Backoff     *cmdutil.DurationFlag
 	Retention   *cmdutil.DurationFlag
 	Rate        string
+	KeyRate     string
 
 	fs *pflag.FlagSet
 }
@@ -108,6 +109,7 @@ func addConfigFlags(cmd *cobra.Command) *ConfigFlags {
 	fs.Var(c.Backoff, "backoff", "wait before a failed task runs again, doubled per attempt (0: at once)")
 	fs.Var(c.Retention, "retention", "how long a finished task stays readable (whole seconds)")
 	fs.StringVar(&c.Rate, "rate", "none", "at most N starts in any window of PERIOD, by the server's clock: N/PERIOD (20/1s, 50/1m, 1000/h) or none")
+	fs.StringVar(&c.KeyRate, "key-rate", "none", "the same for each key on its own, unless the key has a rate of its own (baton queue key set --rate): N/PERIOD or none")
 	return c
 }
 
@@ -121,6 +123,13 @@ func (c *ConfigFlags) apply(cfg *queue.Config) error {
 			return cmdutil.Usagef("--rate: %s", cmdutil.Text(err))
 		}
 		cfg.Rate = r
+	}
+	if set("key-rate") {
+		r, err := queue.ParseRate(c.KeyRate)
+		if err != nil {
+			return cmdutil.Usagef("--key-rate: %s", cmdutil.Text(err))
+		}
+		cfg.KeyRate = r
 	}
 	if set("max-active") {
 		cfg.MaxActive = c.MaxActive
@@ -151,7 +160,7 @@ func (c *ConfigFlags) apply(cfg *queue.Config) error {
 
 // changed reports whether any setting was given.
 func (c *ConfigFlags) changed() bool {
-	for _, n := range []string{"max-active", "per-key", "max-attempts", "timeout", "ttl", "slot-prefix", "backoff", "retention", "rate"} {
+	for _, n := range []string{"max-active", "per-key", "max-attempts", "timeout", "ttl", "slot-prefix", "backoff", "retention", "rate", "key-rate"} {
 		if c.fs.Changed(n) {
 			return true
 		}
@@ -169,11 +178,10 @@ func printConfig(w io.Writer, c queue.Config) {
 	if prefix == "" {
 		prefix = "(none: a key's lock is the slot named by the key)"
 	}
-	cmdutil.Fprintf(w, "queue         %s\nmax_active    %s\nper_key       %d\nmax_attempts  %d\ntimeout       %s\nttl           %s\nslot_prefix   %s\nbackoff       %s\nretention     %s\nrate          %s\n",
-		c.Queue, max, c.PerKey, c.MaxAttempts, c.Timeout, c.TTL, prefix, c.Backoff, c.Retention, c.Rate)
+	cmdutil.Fprintf(w, "queue         %s\nmax_active    %s\nper_key       %d\nmax_attempts  %d\ntimeout       %s\nttl           %s\nslot_prefix   %s\nbackoff       %s\nretention     %s\nrate          %s\nkey_rate      %s\n",
+		c.Queue, max, c.PerKey, c.MaxAttempts, c.Timeout, c.TTL, prefix, c.Backoff, c.Retention, c.Rate, c.KeyRate)
 }
 
-// configJSON is a config as --json prints it.
 // describeEnd says how a task's last attempt ended, for people.
 func describeEnd(r *queue.Result) string {
 	if r == nil {

@@ -186,6 +186,14 @@ func printStatus(o *StatusOptions, s *queue.Snapshot) error {
 	if c.Rate != nil {
 		cmdutil.Fprintf(out, "rate      at most %d starts in any %s (by the server's clock)\n", c.Rate.Max, time.Duration(c.Rate.Period))
 	}
+	if c.KeyRate != nil {
+		cmdutil.Fprintf(out, "key_rate  at most %d starts of each key in any %s, unless the key has its own\n", c.KeyRate.Max, time.Duration(c.KeyRate.Period))
+	}
+	for _, k := range s.Keys {
+		if k.Rate != nil {
+			cmdutil.Fprintf(out, "key rate  %s: at most %d starts in any %s\n", k.Key, k.Rate.Max, time.Duration(k.Rate.Period))
+		}
+	}
 	if c.Paused {
 		cmdutil.Fprintf(out, "PAUSED    nothing new starts; running tasks go on (baton queue resume %s)\n", c.Queue)
 	}

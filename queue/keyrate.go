@@ -1,0 +1,229 @@
+package queue
+
+// Per-key rate limits (adr/0055): each key whose starts a rate bounds
+// (the queue's key_rate, or the key's own) has a record of its own,
+// <queue>.krate.<key>, a log of its admissions written as the queue's
+// <queue>.rate is (rate.go), by the dispatcher, by compare-and-set, before
+// the key's picks are claimed or offered. The record carries a TTL longer
+// than its period, so the records of keys that rest go away.
+
+import (
+	"container/heap"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/batonhq/baton/kv"
+)
+
+func keyRateKey(q, key string) string   { return q + ".krate." + key }
+func isKeyRateKey(q, key string) bool   { return strings.HasPrefix(key, q+".krate.") }
+func keyOfKeyRate(q, key string) string { return strings.TrimPrefix(key, q+".krate.") }
+func keyRatePattern(q string) string    { return q + ".krate.>" }
+
+// keyRateTTL is the TTL of a key's rate record written under a rate of
+// period: whole seconds, past the period, so that every admission it logs
+// is older than the period when the server removes it.
+func keyRateTTL(period time.Duration) time.Duration {
+	return period.Truncate(time.Second) + 2*time.Second
+}
+
+// keyRates is the dispatcher's view of its keys' rate records and of the
+// keys it holds back.
+type keyRates struct {
+	state map[string]*rateState
+	// wake orders the keys held until their window has room.
+	wake wakeHeap
+}
+
+// keyState is key name's rate state, made on first use.
+func (d *dispatcher) keyState(name string) *rateState {
+	if d.krates.state == nil {
+		d.krates.state = map[string]*rateState{}
+	}
+	ks := d.krates.state[name]
+	if ks == nil {
+		ks = &rateState{known: true}
+		d.krates.state[name] = ks
+	}
+	return ks
+}
+
+// applyKeyRate takes a version of a key's rate record from the watch.
+func (d *dispatcher) applyKeyRate(l *loop, e kv.Entry) {
+	name := keyOfKeyRate(l.w.q, e.Key)
+	ks := d.keyState(name)
+	if !e.Live() {
+		ks.rev, ks.gone, ks.log, ks.written = 0, e.Revision, rateLog{}, time.Time{}
+	} else {
+		var rl rateLog
+		if !rl.decodeFast(e.Value, 0) {
+			l.w.emit(Event{Kind: EventError, Err: fmt.Errorf("%w: rate record of key %s of queue %s: not a rate log", ErrUndecodable, name, l.w.q)})
+			rl = rateLog{} // written over by the key's next admission
+		}
+		ks.rev, ks.log, ks.written = e.Revision, rl, e.Created
+	}
+	if ks.admitting && ks.waitRev != 0 && e.Revision >= ks.waitRev {
+		ks.admitting, ks.waitRev = false, 0
+		d.settleKey(name, ks, time.Now())
+	}
+}
+
+// settleKey lets key name back into the index's heaps unless an
+// admission is in flight or its window is full.
+func (d *dispatcher) settleKey(name string, ks *rateState, now time.Time) {
+	if !ks.admitting && !ks.until.After(now) {
+		ks.until = time.Time{}
+		d.x.holdKey(name, false)
+	}
+}
+
+// keyRatesChanged decides every held key again: a rate was set, changed
+// or lifted.
+func (d *dispatcher) keyRatesChanged(now time.Time) {
+	for name := range d.x.rateHeld {
+		ks := d.keyState(name)
+		ks.until = time.Time{}
+		d.settleKey(name, ks, now)
+	}
+}
+
+// wakeKeys lets back the keys whose window has room by now.
+func (d *dispatcher) wakeKeys(now time.Time) {
+	h := &d.krates.wake
+	for h.Len() > 0 && !(*h)[0].at.After(now) {
+		it := heap.Pop(h).(wakeItem)
+		if ks := d.krates.state[it.key]; ks != nil && ks.until.Equal(it.at) {
+			ks.until = time.Time{}
+			d.settleKey(it.key, ks, now)
+		}
+	}
+}
+
+// keyWake is when the first key held for its window has room (zero:
+// none).
+func (d *dispatcher) keyWake() time.Time {
+	h := &d.krates.wake
+	for h.Len() > 0 {
+		it := (*h)[0]
+		if ks := d.krates.state[it.key]; ks != nil && ks.until.Equal(it.at) {
+			return it.at
+		}
+		heap.Pop(h) // stale: the key was let back otherwise
+	}
+	return time.Time{}
+}
+
+// keyAdmission is what one admission takes for one key.
+type keyAdmission struct {
+	name  string
+	lim   *RateLimit
+	room  int
+	picks []pick
+	ws    []rateWindow // the record's windows, oldest first
+}
+
+// keyRoom decides whether key name may take one more start in the
+// admission being made (batch), at server time at. A key without room is
+// held: until its window frees, or until its admission in flight is seen
+// back.
+func (d *dispatcher) keyRoom(l *loop, batch map[string]*keyAdmission, name string, lim *RateLimit, at, now time.Time) *keyAdmission {
+	if ka := batch[name]; ka != nil {
+		return ka
+	}
+	ks := d.keyState(name)
+	if ks.admitting {
+		d.x.holdKey(name, true)
+		return nil
+	}
+	period := time.Duration(lim.Period)
+	used, ws := ks.inWindow(at, period)
+	if used >= lim.Max {
+		ks.until = freeAt(ws, at, period, lim.Max).Add(-l.offset + l.early)
+		if !ks.until.After(now) {
+			ks.until = now.Add(time.Millisecond)
+		}
+		heap.Push(&d.krates.wake, wakeItem{at: ks.until, key: name})
+		d.x.holdKey(name, true)
+		return nil
+	}
+	ka := &keyAdmission{name: name, lim: lim, room: lim.Max - used, ws: ws}
+	batch[name] = ka
+	return ka
+}
+
+// keyWrite is the write of key ka's record that admits its picks, at
+// server time at.
+func (d *dispatcher) keyWrite(q string, ka *keyAdmission, at time.Time) (kv.Write, bool) {
+	period := time.Duration(ka.lim.Period)
+	next := rateLog{Queue: q, Key: ka.name, Last: len(ka.picks)}
+	for _, w := range ka.ws {
+		if w.At.After(at.Add(-period)) {
+			next.Log = append(next.Log, w)
+		}
+	}
+	data, ok := next.encodeFast()
+	if !ok {
+		return kv.Write{}, false
+	}
+	ks := d.keyState(ka.name)
+	w := kv.Write{Key: keyRateKey(q, ka.name), Value: data, TTL: keyRateTTL(period)}
+	if ks.rev == 0 {
+		w.Kind, w.Rev = kv.WriteCreate, ks.gone
+	} else {
+		w.Kind, w.Rev = kv.WriteUpdate, ks.rev
+	}
+	return w, true
+}
+
+// keyWritten takes the outcome of key ka's write: true if it admitted
+// ka's picks.
+func (d *dispatcher) keyWritten(l *loop, ka *keyAdmission, res kv.WriteResult, now time.Time) bool {
+	ks := d.keyState(ka.name)
+	if res.Err == nil {
+		if ks.rev >= res.Rev {
+			ks.admitting = false // the watch delivered it already
+			d.settleKey(ka.name, ks, now)
+		} else {
+			ks.waitRev = res.Rev
+		}
+		return true
+	}
+	ks.admitting = false
+	var ce *kv.ConflictError
+	switch {
+	case errors.As(res.Err, &ce) && ce.Current != nil && ce.Current.Live() && ce.Current.Revision > ks.rev:
+		// The watch brings the record in the way.
+		ks.admitting, ks.waitRev = true, ce.Current.Revision
+	case errors.As(res.Err, &ce) && ce.Current != nil && !ce.Current.Live():
+		ks.rev, ks.gone, ks.log = 0, ce.Current.Revision, rateLog{}
+	case errors.As(res.Err, &ce) && ce.Current == nil:
+		ks.rev, ks.gone, ks.log = 0, 0, rateLog{} // its marker went too
+	case !errors.Is(res.Err, kv.ErrConflict):
+		l.w.emit(Event{Kind: EventError, Err: fmt.Errorf("rate limit of key %s of queue %s: %w", ka.name, l.w.q, res.Err)})
+		ks.until = now.Add(100 * time.Millisecond)
+		heap.Push(&d.krates.wake, wakeItem{at: ks.until, key: ka.name})
+	}
+	d.settleKey(ka.name, ks, now)
+	return false
+}
+
+// wakeItem is a key held until at.
+type wakeItem struct {
+	at  time.Time
+	key string
+}
+
+type wakeHeap []wakeItem
+
+func (h wakeHeap) Len() int           { return len(h) }
+func (h wakeHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h wakeHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *wakeHeap) Push(v any)        { *h = append(*h, v.(wakeItem)) }
+func (h *wakeHeap) Pop() any {
+	old := *h
+	v := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return v
+}
