@@ -200,7 +200,11 @@ func (qs *Queues) WaitTask(ctx context.Context, q, id string, done func(*Task) b
 
 // AddWait is Add, then WaitTask until the task ended (done, dead or
 // cancelled): the watch is set up while the task is added, so that its
-// round trip is not paid after the add. It returns the task as it ended,
+// round trip is not paid after the add. A handle that waits on the same
+// queue again within 5 s shares one watch of the queue's task changes
+// among its waits from then on (kept 5 s past the last), in place of a
+// watch per task: each of those costs the server more than the task's
+// dispatch. It returns the task as it ended,
 // whether this call added it, and an error: ctx's when it ended first
 // (with the last version seen).
 func (qs *Queues) AddWait(ctx context.Context, q, key string, payload []byte, opts ...AddOption) (*Task, bool, error) {
@@ -219,6 +223,36 @@ func (qs *Queues) AddWait(ctx context.Context, q, key string, payload []byte, op
 			ended = got
 		}
 		return ended, added, err
+	}
+	final := func(t *Task) bool { return t.State.Final() }
+	if ch, release := qs.sharedEnd(ctx, q, t.ID); ch != nil {
+		defer release()
+		rev, err := qs.bucket.Create(ctx, taskKey(q, t.ID), data, 0)
+		got, added, err := added(q, t, rev, err)
+		if err != nil || !added {
+			if err == nil {
+				got, err = qs.WaitTask(ctx, q, t.ID, final) // it was there: it may have ended
+			}
+			return got, added, err
+		}
+		select {
+		case e, ok := <-ch:
+			switch {
+			case !ok:
+				// The shared watch ended: watch the task alone.
+				ended, err := qs.WaitTask(ctx, q, t.ID, final)
+				return ended, added, err
+			case !e.Live():
+				return got, added, fmt.Errorf("%w: %s in queue %s was removed", ErrTaskNotFound, t.ID, q)
+			}
+			ended, err := decodeTask(q, *e)
+			if err != nil {
+				return got, added, fmt.Errorf("%w: task %s: %w", ErrUndecodable, t.ID, err)
+			}
+			return ended, added, nil
+		case <-ctx.Done():
+			return got, added, ctx.Err()
+		}
 	}
 	type watched struct {
 		w   *kv.Watcher
@@ -241,7 +275,7 @@ func (qs *Queues) AddWait(ctx context.Context, q, key string, payload []byte, op
 	if ww.err != nil {
 		return got, added, ww.err
 	}
-	ended, err := waitOn(ctx, ww.w, q, t.ID, got, func(t *Task) bool { return t.State.Final() })
+	ended, err := waitOn(ctx, ww.w, q, t.ID, got, final)
 	return ended, added, err
 }
 

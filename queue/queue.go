@@ -29,6 +29,8 @@ type Queues struct {
 
 	mu      sync.Mutex
 	configs map[string]Config // queues known to exist, for Add's one round trip
+
+	ends endWatches // AddWait's shared watches (endwatch.go)
 }
 
 // Option configures New.
