@@ -77,7 +77,7 @@ func (c *Client) attemptCtx(ctx context.Context) (context.Context, context.Cance
 func (c *Client) requestError(what string, err error) error {
 	switch {
 	case errors.Is(err, nats.ErrMaxPayload):
-		return fmt.Errorf("%w: %s: the value is larger than the server accepts (%d bytes): %w", ErrInvalidConfig, what, c.nc.MaxPayload(), err)
+		return fmt.Errorf("%w: %w: %s: the value is larger than the server accepts (%d bytes): %w", ErrInvalidConfig, ErrTooLarge, what, c.nc.MaxPayload(), err)
 	case errors.Is(err, nats.ErrPermissionViolation):
 		return fmt.Errorf("%w: %s on %s: %w", ErrPermission, what, c.url, err)
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):

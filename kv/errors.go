@@ -55,6 +55,10 @@ var (
 	// ErrInvalidConfig means an option or bucket setting is not usable.
 	ErrInvalidConfig = errors.New("kv: invalid configuration")
 
+	// ErrTooLarge means a value is larger than the server accepts in one
+	// message (its max_payload). It is returned beside ErrInvalidConfig.
+	ErrTooLarge = errors.New("kv: value too large")
+
 	// ErrHandOff means a server still leads a bucket's stream that HandOff
 	// was to move: no other server holds a current copy of it, or none
 	// answered as its leader before the context ended (the error then

@@ -108,3 +108,29 @@ func TestAddWait_SharesOneWatchAmongWaits(t *testing.T) {
 		}
 	}
 }
+
+// A task whose payload and result together pass what the server takes in
+// one record still ends: without its output, marked cut, instead of
+// losing attempt after attempt.
+func TestResult_TooLargeWithThePayloadEndsWithoutIt(t *testing.T) {
+	e := newEnv(t)
+	qs := e.queues("h1")
+	e.create(qs, "q", nil)
+	ctx := ctxT(t, 30*time.Second)
+	max := int(e.client.Conn().MaxPayload())
+	// The record holds both in base64: the payload fits alone with room to
+	// spare, not with the result.
+	payload := make([]byte, (max-40<<10)*3/4)
+	w, _ := qs.NewWorker("q", queue.HandlerFunc(func(ctx context.Context, tk *queue.Task) error {
+		queue.SetResult(ctx, make([]byte, queue.MaxResult))
+		return nil
+	}))
+	start(t, w)
+	tk, _, err := qs.AddWait(ctx, "q", "k", payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tk.State != queue.StateDone || tk.Attempts != 1 || tk.Result == nil || len(tk.Result.Output) != 0 || !tk.Result.OutputTruncated {
+		t.Fatalf("task ended %s after %d attempts, result %+v; want done at once, no output, marked cut", tk.State, tk.Attempts, tk.Result)
+	}
+}

@@ -79,6 +79,12 @@ func (qs *Queues) endAttempt(ctx context.Context, cfg Config, t *Task, fence uin
 		if err == nil {
 			return out, nil
 		}
+		if errors.Is(err, kv.ErrTooLarge) && len(o.output) > 0 {
+			// The task's payload and its output pass what the server takes
+			// in one record: the end goes without the output, marked cut.
+			o.output, o.cut = nil, true
+			continue
+		}
 		var ce *kv.ConflictError
 		if !errors.As(err, &ce) || attempt == 4 {
 			return nil, err
