@@ -187,6 +187,14 @@ func TestQueue_PauseAndResume(t *testing.T) {
 		t.Errorf("key ls after the resume: %s", got)
 	}
 	a.expect(5, []string{"queue", "pause", "nosuch"}, "nosuch")
+	// A key resumed while its queue is paused is told that its tasks wait
+	// for the queue.
+	a.must("queue", "pause", "pq")
+	a.must("queue", "pause", "pq", "--key", "dave")
+	if out := a.must("queue", "resume", "pq", "--key", "dave").stdout; !strings.Contains(out, "the queue itself is paused") {
+		t.Errorf("resume --key on a paused queue says %q", out)
+	}
+	a.expect(2, []string{"queue", "add", "pq", "--key", "k", "--max-attempts", "0"}, "--max-attempts 0: use 1 or more")
 }
 
 // add --wait returns the result and exit code of a task run by a worker

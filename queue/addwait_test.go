@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -132,5 +133,35 @@ func TestResult_TooLargeWithThePayloadEndsWithoutIt(t *testing.T) {
 	}
 	if tk.State != queue.StateDone || tk.Attempts != 1 || tk.Result == nil || len(tk.Result.Output) != 0 || !tk.Result.OutputTruncated {
 		t.Fatalf("task ended %s after %d attempts, result %+v; want done at once, no output, marked cut", tk.State, tk.Attempts, tk.Result)
+	}
+}
+
+// IfState: a bulk cancel or retry leaves alone a task that moved on since
+// it was listed (a pending task that started is not stopped by a cancel
+// of pending tasks), and says so.
+func TestIfState_LeavesATaskThatMovedOn(t *testing.T) {
+	e := newEnv(t)
+	qs := e.queues("h1")
+	e.create(qs, "q", nil)
+	ctx := ctxT(t, 10*time.Second)
+	tk, _, err := qs.Add(ctx, "q", "k", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := qs.Cancel(ctx, "q", tk.ID, queue.IfState(queue.StateFailed, queue.StateDead))
+	if !errors.Is(err, queue.ErrStateMoved) || !errors.Is(err, queue.ErrState) || got == nil || got.State != queue.StatePending {
+		t.Fatalf("Cancel if failed or dead of a pending task: %v, %v", got, err)
+	}
+	if !strings.Contains(err.Error(), "no longer failed or dead; left alone") {
+		t.Errorf("message: %v", err)
+	}
+	if now, _ := qs.Get(ctx, "q", tk.ID); now.State != queue.StatePending || now.CancelRequested {
+		t.Fatalf("the task was changed: %s, cancel requested %v", now.State, now.CancelRequested)
+	}
+	if got, err = qs.Cancel(ctx, "q", tk.ID, queue.IfState(queue.StatePending)); err != nil || got.State != queue.StateCancelled {
+		t.Fatalf("Cancel if pending of a pending task: %v, %v", got, err)
+	}
+	if got, err = qs.Retry(ctx, "q", tk.ID, queue.IfState(queue.StateDead)); !errors.Is(err, queue.ErrStateMoved) || got.State != queue.StateCancelled {
+		t.Fatalf("Retry if dead of a cancelled task: %v, %v", got, err)
 	}
 }

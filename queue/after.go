@@ -133,7 +133,7 @@ func (d *dispatcher) cancelDoomed(l *loop) {
 // cancelWaiting cancels pending task id because why (a task it waits for
 // failed); a task no longer pending is left as it is.
 func (qs *Queues) cancelWaiting(ctx context.Context, q, id, why string) (*Task, error) {
-	return qs.change(ctx, q, id, func(cfg Config, t *Task) (*Task, error) {
+	return qs.change(ctx, q, id, nil, func(cfg Config, t *Task) (*Task, error) {
 		if t.State != StatePending {
 			return nil, nil
 		}

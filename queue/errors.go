@@ -34,6 +34,11 @@ var (
 	// in a *StateError.
 	ErrState = errors.New("queue: task is not in a state for this")
 
+	// ErrStateMoved means a bulk Cancel or Retry (IfState) found a task no
+	// longer in the state it was listed in: it was left alone. It is
+	// returned beside ErrState, in a *StateError.
+	ErrStateMoved = errors.New("queue: task moved on since it was listed")
+
 	// ErrHeld means a key lock is held by a live holder and release was not
 	// forced. Returned wrapped in a *HeldError.
 	ErrHeld = errors.New("queue: key lock is held")
@@ -75,14 +80,22 @@ type StateError struct {
 	State State
 	// Want says what the operation needs, for the message.
 	Want string
+	// moved: the task left the states IfState named.
+	moved bool
 }
 
 func (e *StateError) Error() string {
 	return fmt.Sprintf("task %s of queue %s is %s; %s", e.ID, e.Queue, e.State, e.Want)
 }
 
-// Unwrap lets errors.Is match ErrState.
-func (e *StateError) Unwrap() error { return ErrState }
+// Unwrap lets errors.Is match ErrState, and ErrStateMoved when the task
+// left the states IfState named.
+func (e *StateError) Unwrap() []error {
+	if e.moved {
+		return []error{ErrState, ErrStateMoved}
+	}
+	return []error{ErrState}
+}
 
 // HeldError names the live holder of a key lock that release refused.
 type HeldError struct {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/batonhq/baton/hostlocal"
@@ -107,8 +108,8 @@ func (qs *Queues) stamp() time.Time { return qs.now().UTC() }
 // work, then records it cancelled), so the returned task may still be
 // active: WaitTask waits for the end. Cancelling a cancelled task changes
 // nothing; a done or dead one is a *StateError.
-func (qs *Queues) Cancel(ctx context.Context, q, id string) (*Task, error) {
-	return qs.change(ctx, q, id, func(cfg Config, t *Task) (*Task, error) {
+func (qs *Queues) Cancel(ctx context.Context, q, id string, opts ...ChangeOption) (*Task, error) {
+	return qs.change(ctx, q, id, opts, func(cfg Config, t *Task) (*Task, error) {
 		switch t.State {
 		case StateCancelled:
 			return nil, nil
@@ -132,8 +133,8 @@ func (qs *Queues) Cancel(ctx context.Context, q, id string) (*Task, error) {
 // Retry makes a failed, dead or cancelled task pending again, with a fresh
 // count of attempts (its last result stays). A pending task is left as it
 // is; an active or done one is a *StateError.
-func (qs *Queues) Retry(ctx context.Context, q, id string) (*Task, error) {
-	return qs.change(ctx, q, id, func(cfg Config, t *Task) (*Task, error) {
+func (qs *Queues) Retry(ctx context.Context, q, id string, opts ...ChangeOption) (*Task, error) {
+	return qs.change(ctx, q, id, opts, func(cfg Config, t *Task) (*Task, error) {
 		switch t.State {
 		case StatePending:
 			return nil, nil
@@ -149,9 +150,27 @@ func (qs *Queues) Retry(ctx context.Context, q, id string) (*Task, error) {
 	})
 }
 
+// ChangeOption qualifies Cancel and Retry.
+type ChangeOption func(*changeOptions)
+
+type changeOptions struct{ states []State }
+
+// IfState makes Cancel or Retry act only on a task in one of states, as
+// read by the compare-and-set that changes it; a task in another state is
+// returned as it is, with a *StateError that matches ErrStateMoved. Bulk
+// cancels and retries pass the states they listed the tasks by, so that a
+// task that moved on since (a pending one that started) is left alone.
+func IfState(states ...State) ChangeOption {
+	return func(o *changeOptions) { o.states = append(o.states, states...) }
+}
+
 // change applies fn to the task by compare-and-set, re-reading on
 // conflict. fn returns nil to write nothing (the task is returned as read).
-func (qs *Queues) change(ctx context.Context, q, id string, fn func(Config, *Task) (*Task, error)) (*Task, error) {
+func (qs *Queues) change(ctx context.Context, q, id string, opts []ChangeOption, fn func(Config, *Task) (*Task, error)) (*Task, error) {
+	var co changeOptions
+	for _, o := range opts {
+		o(&co)
+	}
 	cfg, err := qs.Config(ctx, q)
 	if err != nil {
 		return nil, err
@@ -160,6 +179,9 @@ func (qs *Queues) change(ctx context.Context, q, id string, fn func(Config, *Tas
 		t, err := qs.Get(ctx, q, id)
 		if err != nil {
 			return nil, err
+		}
+		if len(co.states) > 0 && !slices.Contains(co.states, t.State) {
+			return t, &StateError{Queue: q, ID: id, State: t.State, Want: fmt.Sprintf("it is no longer %s; left alone", joinStates(co.states)), moved: true}
 		}
 		n, err := fn(cfg, t)
 		if err != nil || n == nil {
@@ -519,4 +541,20 @@ func (qs *Queues) freeToken(ctx context.Context, q string, i int, id string, fen
 		return nil
 	}
 	return err
+}
+
+// joinStates is states as "a, b or c".
+func joinStates(states []State) string {
+	var b strings.Builder
+	for i, s := range states {
+		switch {
+		case i == 0:
+		case i == len(states)-1:
+			b.WriteString(" or ")
+		default:
+			b.WriteString(", ")
+		}
+		b.WriteString(string(s))
+	}
+	return b.String()
 }

@@ -124,11 +124,11 @@ func (s *Server) needQueues() error {
 }
 
 func (s *Server) actCancel(r *http.Request) (int, any, error) {
-	return s.taskAction(r, s.qs.Cancel)
+	return s.taskAction(r, func(ctx context.Context, q, id string) (*queue.Task, error) { return s.qs.Cancel(ctx, q, id) })
 }
 
 func (s *Server) actRetry(r *http.Request) (int, any, error) {
-	return s.taskAction(r, s.qs.Retry)
+	return s.taskAction(r, func(ctx context.Context, q, id string) (*queue.Task, error) { return s.qs.Retry(ctx, q, id) })
 }
 
 // taskAction applies fn to the task the path names and answers with the

@@ -36,6 +36,7 @@ type AddOptions struct {
 	Unique      string
 	After       []string
 	payloadSet  bool
+	attemptsSet bool
 }
 
 func newCmdAdd(f *cmdutil.Factory, runF Verbs) *cobra.Command {
@@ -116,6 +117,7 @@ others go on; the exit code is then the first failure's.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Queue = args[0]
 			o.payloadSet = cmd.Flags().Changed("payload")
+			o.attemptsSet = cmd.Flags().Changed("max-attempts")
 			if runF != nil {
 				return runF("add", o)
 			}
@@ -187,7 +189,10 @@ func addRun(ctx context.Context, o *AddOptions) error {
 	if o.TaskTimeout.IsSet() {
 		opts = append(opts, queue.WithTimeout(o.TaskTimeout.D))
 	}
-	if o.MaxAttempts != 0 {
+	if o.attemptsSet {
+		if o.MaxAttempts < 1 {
+			return cmdutil.Usagef("--max-attempts %d: use 1 or more (leave it out for the queue's)", o.MaxAttempts)
+		}
 		opts = append(opts, queue.WithMaxAttempts(o.MaxAttempts))
 	}
 	if len(o.After) > 0 {

@@ -107,12 +107,21 @@ func pauseRun(ctx context.Context, o *PauseOptions) error {
 	if o.F.Config.JSON {
 		return cmdutil.PrintJSON(o.F.IO.Out, out)
 	}
-	if o.Pause {
+	switch {
+	case o.Pause:
 		cmdutil.Fprintf(o.F.IO.Out, "%s paused: nothing new starts; running tasks go on (baton queue resume undoes it)\n", what)
-	} else {
+	case o.Key != "" && queuePaused(ctx, qs, o.Queue):
+		cmdutil.Fprintf(o.F.IO.Out, "%s resumed; the queue itself is paused, so its tasks start once it is resumed (baton queue resume %s)\n", what, o.Queue)
+	default:
 		cmdutil.Fprintf(o.F.IO.Out, "%s resumed: its tasks start again\n", what)
 	}
 	return nil
+}
+
+// queuePaused reports whether queue q is paused (false if unknown).
+func queuePaused(ctx context.Context, qs *queue.Queues, q string) bool {
+	c, err := qs.Config(ctx, q)
+	return err == nil && c.Paused
 }
 
 // KeyOptions are the inputs of key ls and key set.

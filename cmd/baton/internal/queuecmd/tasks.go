@@ -183,7 +183,7 @@ func bulkArgs(verb string) cobra.PositionalArgs {
 // bulk applies fn (Cancel or Retry) to every task of o.Queue in one of
 // o.States (and of o.Key, when given), allowed being the states the verb
 // takes; one line per task, or a JSON list.
-func bulk(ctx context.Context, o *TaskOptions, verb string, allowed []queue.State, fn func(ctx context.Context, q, id string) (*queue.Task, error)) error {
+func bulk(ctx context.Context, o *TaskOptions, verb string, allowed []queue.State, fn func(ctx context.Context, q, id string, opts ...queue.ChangeOption) (*queue.Task, error)) error {
 	var states []queue.State
 	for _, s := range o.States {
 		st := queue.State(s)
@@ -208,8 +208,17 @@ func bulk(ctx context.Context, o *TaskOptions, verb string, allowed []queue.Stat
 	var docs []map[string]any
 	var first error
 	failed := 0
+	if len(states) == 0 {
+		states = allowed
+	}
 	for _, t := range tasks {
-		got, err := fn(ctx, o.Queue, t.ID)
+		// Each only if it is still in a state it was listed by: a pending
+		// task that started meanwhile is not stopped by cancel --state pending.
+		got, err := fn(ctx, o.Queue, t.ID, queue.IfState(states...))
+		if errors.Is(err, queue.ErrStateMoved) {
+			cmdutil.Fprintf(o.F.IO.ErrOut, "baton: queue %s: task %s is %s now, no longer %s as listed; left alone\n", verb, t.ID, got.State, t.State)
+			continue
+		}
 		if err != nil {
 			failed++
 			if first == nil {
@@ -371,12 +380,12 @@ given. One line per task (with --json, a list).`,
 }
 
 // cancelOne cancels a task of a bulk cancel, without waiting.
-func (o *TaskOptions) cancelOne(ctx context.Context, q, id string) (*queue.Task, error) {
+func (o *TaskOptions) cancelOne(ctx context.Context, q, id string, opts ...queue.ChangeOption) (*queue.Task, error) {
 	qs, err := o.F.Queues(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return qs.Cancel(ctx, q, id)
+	return qs.Cancel(ctx, q, id, opts...)
 }
 
 // ReleaseOptions are release's inputs.
