@@ -22,8 +22,10 @@ func TestAddWait_SharesOneWatchAmongWaits(t *testing.T) {
 	queue.SetEndWatchIdle(qs, 300*time.Millisecond)
 	e.create(qs, "q", nil)
 	ctx := ctxT(t, 30*time.Second)
+	holding := make(chan struct{})
 	w, _ := e.queues("h2").NewWorker("q", queue.HandlerFunc(func(ctx context.Context, tk *queue.Task) error {
 		if string(tk.Payload) == "hold" {
+			close(holding)
 			<-ctx.Done() // until cancelled
 			return ctx.Err()
 		}
@@ -79,8 +81,10 @@ func TestAddWait_SharesOneWatchAmongWaits(t *testing.T) {
 		}
 		res <- tk
 	}()
-	if _, err := qs.WaitTask(ctx, "q", "held", func(tk *queue.Task) bool { return tk.State == queue.StateActive }); err != nil {
-		t.Fatal(err)
+	select {
+	case <-holding:
+	case <-ctx.Done():
+		t.Fatal("the held task did not start")
 	}
 	if _, err := qs.Cancel(ctx, "q", "held"); err != nil {
 		t.Fatal(err)
