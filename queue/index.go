@@ -38,6 +38,8 @@ type index struct {
 	// in no heap, like a paused key.
 	keyRates int
 	rateHeld map[string]bool
+	// keyLanes counts the keys in keyCfg with more than one lane.
+	keyLanes int
 	// Tasks that wait for others (after.go): the pending ones not free to
 	// run yet, by id; their ids by each task they wait for; how the tasks
 	// seen to end ended (for the queue's retention); and the waiting
@@ -180,22 +182,14 @@ func newIndex(q string, cfg Config) *index {
 // decode is left for doctor; the last good one stays.
 func (x *index) applyKeyConfig(e kv.Entry) {
 	name := keyOfKeyConfig(x.q, e.Key)
-	if x.keyCfg[name].Rate != nil {
-		x.keyRates--
-	}
+	x.countKeyConfig(name, -1)
 	if !e.Live() {
 		delete(x.keyCfg, name)
 	} else if kc, err := decodeKeyConfig(x.q, e); err == nil {
 		x.keyCfg[name] = kc
-	} else {
-		if x.keyCfg[name].Rate != nil {
-			x.keyRates++ // the last good one stays
-		}
-		return
 	}
-	if x.keyCfg[name].Rate != nil {
-		x.keyRates++
-	}
+	// (one that does not decode: the last good one stays)
+	x.countKeyConfig(name, 1)
 	if k := x.keys[name]; k != nil {
 		kc := x.keyCfg[name]
 		k.paused, k.weight, k.lanes = kc.Paused, kc.Weight, kc.PerKey
@@ -582,15 +576,20 @@ func (x *index) lanesOf(k *ikey) int {
 	return x.cfg.PerKey
 }
 
-// maxLanes is the most lanes any key has: the queue's per_key, or a key's
-// own when larger.
-func (x *index) maxLanes() int {
-	n := x.cfg.PerKey
-	for _, kc := range x.keyCfg {
-		n = max(n, kc.PerKey)
+// countKeyConfig adds d to the counts of keys with a rate and with lanes
+// of their own, for key name's settings.
+func (x *index) countKeyConfig(name string, d int) {
+	kc := x.keyCfg[name]
+	if kc.Rate != nil {
+		x.keyRates += d
 	}
-	return n
+	if kc.PerKey > 1 {
+		x.keyLanes += d
+	}
 }
+
+// multiLane reports whether any key has more than one lane.
+func (x *index) multiLane() bool { return x.cfg.PerKey > 1 || x.keyLanes > 0 }
 
 // noteClaim records a claim of the key at revision c (once), keeping its
 // last weight claims; it reports whether its place in the round robin

@@ -156,7 +156,7 @@ func (x *index) keysOfSlot(slot string) [2]*ikey {
 		return out
 	}
 	out[0] = x.keys[rest]
-	if x.maxLanes() > 1 {
+	if x.multiLane() {
 		if i := strings.LastIndexByte(rest, '.'); i > 0 {
 			if lane, err := strconv.Atoi(rest[i+1:]); err == nil && lane >= 1 && rest[i+1] != '0' {
 				if k := x.keys[rest[:i]]; k != nil && lane < x.lanesOf(k) {
