@@ -120,11 +120,11 @@ func (d *dispatcher) cancelDoomed(l *loop) {
 			defer cancel()
 			if _, err := l.w.qs.cancelWaiting(ctx, l.w.q, id, why); err != nil && !errors.Is(err, ErrTaskNotFound) {
 				l.w.emit(Event{Kind: EventError, Err: fmt.Errorf("cancel task %s of queue %s (%s): %w", id, l.w.q, why, err)})
-				l.results <- func() {
+				l.post(func() {
 					if l.d == d {
 						d.x.doomed[id] = why // tried again on the next pass
 					}
-				}
+				})
 			}
 		})
 	}

@@ -523,7 +523,7 @@ func (d *dispatcher) flush(l *loop) {
 					rev, gone = 0, ce.Current.Revision
 				}
 			}
-			l.results <- func() {
+			l.post(func() {
 				w.writing = false
 				if err != nil {
 					d.markDirty(id) // written again with the next pass
@@ -533,7 +533,7 @@ func (d *dispatcher) flush(l *loop) {
 				if next > w.rev {
 					w.rev = next
 				}
-			}
+			})
 		})
 	}
 }

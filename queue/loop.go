@@ -229,6 +229,16 @@ func (l *loop) wake(now time.Time) time.Duration {
 	return max(d, time.Millisecond)
 }
 
+// post hands f to the loop from a background goroutine; once the loop
+// has returned, f is dropped (no one runs it), so that bg.Wait does not
+// wait on a send that no one receives.
+func (l *loop) post(f func()) {
+	select {
+	case l.results <- f:
+	case <-l.quit:
+	}
+}
+
 // x is the index while this worker dispatches (nil otherwise).
 func (l *loop) x() *index {
 	if l.d == nil {
@@ -290,7 +300,7 @@ func (l *loop) dispatch(now time.Time) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*l.w.qs.bucket.Client().Timeout())
 			defer cancel()
 			c, err := l.w.qs.claim(ctx, cfg, pk, l.id, l.stampNow())
-			l.results <- func() { l.claimed(pk, cfg, c, err) }
+			l.post(func() { l.claimed(pk, cfg, c, err) })
 		})
 	}
 }
@@ -433,7 +443,7 @@ func (l *loop) recover() {
 				case <-l.quit:
 				}
 			}
-			l.results <- func() {
+			l.post(func() {
 				delete(l.recovering, key)
 				if l.d != d {
 					return // another term's index
@@ -449,7 +459,7 @@ func (l *loop) recover() {
 					v := versionOf(t)
 					d.x.applyRecord(&v, nil, time.Now())
 				}
-			}
+			})
 		}()
 	}
 }
@@ -486,12 +496,12 @@ func (l *loop) checkSameHost() {
 				}
 				cancel()
 			}
-			l.results <- func() {
+			l.post(func() {
 				delete(l.recovering, rk)
 				if err != nil && !errors.Is(err, kv.ErrConflict) {
 					l.w.emit(Event{Kind: EventError, Err: fmt.Errorf("free %s of a dead process: %w", k, err)})
 				}
-			}
+			})
 		}()
 	}
 }

@@ -104,7 +104,7 @@ func (l *loop) renewPresence(now time.Time) {
 		if errors.As(err, &ce) && ce.Current != nil && !ce.Current.Live() {
 			nrev, err = l.w.qs.bucket.CreateAfter(ctx, key, data, ttl, ce.Current.Revision)
 		}
-		l.results <- func() {
+		l.post(func() {
 			l.presBusy = false
 			if err != nil {
 				l.renewAt = time.Now().Add(min(ttl/6, time.Second))
@@ -114,7 +114,7 @@ func (l *loop) renewPresence(now time.Time) {
 			next.rev = nrev
 			l.pres = &next
 			l.renewAt = time.Now().Add(ttl / 3)
-		}
+		})
 	}()
 }
 

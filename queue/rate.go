@@ -258,12 +258,12 @@ func (d *dispatcher) admit(l *loop, now time.Time) {
 		ctx, cancel := context.WithTimeout(context.Background(), l.w.qs.bucket.Client().Timeout())
 		defer cancel()
 		res := l.w.qs.bucket.Pipeline(ctx, writes)
-		l.results <- func() {
+		l.post(func() {
 			if l.d != d {
 				return // the term ended: its picks went with its index
 			}
 			d.admitted(l, lim != nil, picks, keys, res)
-		}
+		})
 	})
 }
 

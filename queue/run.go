@@ -351,7 +351,7 @@ func (l *loop) finish(r *runState, err error, took time.Duration) {
 	} else if o.err != "" {
 		ev.Err = errors.New(o.err)
 	}
-	l.results <- func() {
+	l.post(func() {
 		l.untrack(r)
 		if x := l.x(); x != nil {
 			now := time.Now()
@@ -372,6 +372,6 @@ func (l *loop) finish(r *runState, err error, took time.Duration) {
 		if o.reason == ReasonStartFailed && l.fatal == nil {
 			l.fatal = err
 		}
-	}
+	})
 	l.w.emit(ev)
 }

@@ -99,7 +99,7 @@ func (d *dispatcher) fireSchedules(l *loop, now time.Time) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*l.w.qs.bucket.Client().Timeout())
 			defer cancel()
 			rev, err := l.w.qs.writeTicks(ctx, s, ticks, last, stamp)
-			l.results <- func() {
+			l.post(func() {
 				st.firing = false
 				if d.scheds[name] != st {
 					return // removed meanwhile
@@ -120,7 +120,7 @@ func (d *dispatcher) fireSchedules(l *loop, now time.Time) {
 				default:
 					d.planSchedule(l, st) // a newer version came meanwhile
 				}
-			}
+			})
 		})
 	}
 }
