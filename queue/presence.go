@@ -104,7 +104,13 @@ func (l *loop) renewPresence(now time.Time) {
 		if errors.As(err, &ce) && ce.Current != nil && !ce.Current.Live() {
 			nrev, err = l.w.qs.bucket.CreateAfter(ctx, key, data, ttl, ce.Current.Revision)
 		}
+		// The server's clock again: this host's may drift from it over a
+		// long run, and run-at times, rate windows and schedules decide by it.
+		offset, early, herr := measureOffset(ctx, l.w.qs.bucket)
 		l.post(func() {
+			if herr == nil {
+				l.setOffset(offset, early)
+			}
 			l.presBusy = false
 			if err != nil {
 				l.renewAt = time.Now().Add(min(ttl/6, time.Second))
@@ -127,4 +133,26 @@ func (l *loop) leave() {
 	ctx, cancel := context.WithTimeout(context.Background(), l.w.qs.bucket.Client().Timeout())
 	defer cancel()
 	_ = l.w.qs.bucket.Delete(ctx, presenceKey(l.w.q, l.id), l.pres.rev, nil)
+}
+
+// measureOffset is the server's clock minus this host's, by the server's
+// time of one read, and how far that may be ahead of it (half the read's
+// round trip, and a millisecond).
+func measureOffset(ctx context.Context, b *kv.Bucket) (offset, early time.Duration, err error) {
+	t0 := time.Now()
+	_, serverNow, err := b.Head(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	rtt := time.Since(t0)
+	return serverNow.Sub(t0.Add(rtt / 2)), rtt/2 + time.Millisecond, nil
+}
+
+// setOffset takes a new measure of the server's clock, for the loop and
+// its index.
+func (l *loop) setOffset(offset, early time.Duration) {
+	l.offset, l.early = offset, early
+	if l.d != nil {
+		l.d.x.offset, l.d.x.early = offset, early
+	}
 }

@@ -184,14 +184,13 @@ func (w *Worker) Run(ctx context.Context) error {
 	_ = w.qs.m.Bucket().LearnHistory(ctx)
 	// The server's time gives the clock offset for backoffs and for the
 	// times written into records.
-	t0 := time.Now()
-	_, serverNow, err := w.qs.bucket.Head(ctx)
+	// (measured again at each renewal of the worker's presence).
+	offset, early, err := measureOffset(ctx, w.qs.bucket)
 	if err != nil {
 		return err
 	}
-	rtt := time.Since(t0)
 	l := &loop{
-		w: w, id: newWorkerID(), cfg: cfg, offset: serverNow.Sub(t0.Add(rtt / 2)), early: rtt/2 + time.Millisecond,
+		w: w, id: newWorkerID(), cfg: cfg, offset: offset, early: early,
 		results: make(chan func(), 64), taken: map[string]uint64{}, running: map[string]*runState{},
 		bySlot: map[string]*runState{}, byToken: map[int]*runState{}, recovering: map[string]bool{},
 		quit: make(chan struct{}), terms: make(chan term), resign: make(chan struct{}),
