@@ -106,6 +106,10 @@ func TestQueue_KeyRateHoldsPerKey(t *testing.T) {
 	w := newWorld(t)
 	a, b := w.host("host-a"), w.host("host-b")
 	a.must("queue", "create", "kr", "--key-rate", "4/1s", "--per-key", "2")
+	a.expect(3, []string{"queue", "create", "kr", "--key-rate", "5/1s", "--per-key", "2"}, "")
+	if ls := jsonOf(t, a.must("queue", "key", "set", "kr", "vip", "--rate", "8/1s", "--json").stdout); fmt.Sprint(ls["rate"]) != "map[max:8 period:1s]" {
+		t.Fatalf("key set --json: rate %v, want it as in the record", ls["rate"])
+	}
 	a.expect(2, []string{"queue", "key", "set", "kr", "vip", "--rate", "8/soon"}, "--rate")
 	a.expect(2, []string{"queue", "key", "set", "kr", "vip", "--weight", "0"}, "--weight")
 	if out := a.must("queue", "key", "set", "kr", "vip", "--rate", "8/1s").stdout; !strings.Contains(out, "rate 8/1s") {
@@ -117,7 +121,7 @@ func TestQueue_KeyRateHoldsPerKey(t *testing.T) {
 	if ls := a.must("queue", "key", "ls", "kr").stdout; !regexp.MustCompile(`(?m)^vip\s+queue's\s+1\s+8/1s\s`).MatchString(ls) {
 		t.Fatalf("key ls:\n%s", ls)
 	}
-	if st := a.must("queue", "status", "kr").stdout; !strings.Contains(st, "key_rate  at most 4 starts of each key in any 1s") || !strings.Contains(st, "key rate  vip: at most 8 starts in any 1s") {
+	if st := a.must("queue", "status", "kr").stdout; !strings.Contains(st, "key_rate  4/1s: at most 4 starts of each key in any 1s") || !strings.Contains(st, "key rate  vip: 8/1s, at most 8 starts in any 1s") {
 		t.Fatalf("status:\n%s", st)
 	}
 	qs := w.queues(t)

@@ -221,6 +221,9 @@ func (r *RateLimit) String() string {
 	return fmt.Sprintf("%d/%s", r.Max, shortDuration(time.Duration(r.Period)))
 }
 
+// PeriodText is the period as String writes it (1m, not 1m0s).
+func (r *RateLimit) PeriodText() string { return shortDuration(time.Duration(r.Period)) }
+
 // shortDuration is d as time.Duration writes it, without its zero tail:
 // 1m, 1h, 1h30m (not 1m0s, 1h0m0s, 1h30m0s).
 func shortDuration(d time.Duration) string {

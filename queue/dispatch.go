@@ -39,6 +39,8 @@ type dispatcher struct {
 	// rate is the queue's rate record and admissions (rate.go).
 	rate   rateState
 	krates keyRates
+	// admitting: an admission's writes are in flight (rate.go).
+	admitting bool
 }
 
 // remote is another worker of the queue, as the dispatcher knows it.
@@ -180,9 +182,18 @@ func (d *dispatcher) applyQueue(l *loop, e kv.Entry) {
 		d.applyKeyRate(l, e)
 		return
 	}
+	keyRate := d.x.cfg.KeyRate.String()
+	var key, ownRate string
+	if isKeyConfigKey(q, e.Key) {
+		key = keyOfKeyConfig(q, e.Key)
+		ownRate = d.x.keyCfg[key].Rate.String()
+	}
 	d.x.applyQueue(e, time.Now())
-	if isConfigKey(q, e.Key) || isKeyConfigKey(q, e.Key) {
-		d.keyRatesChanged(time.Now()) // a key's rate may have changed
+	switch {
+	case isConfigKey(q, e.Key) && d.x.cfg.KeyRate.String() != keyRate:
+		d.keyRatesChanged(time.Now())
+	case key != "" && d.x.keyCfg[key].Rate.String() != ownRate:
+		d.keyRateChanged(key, time.Now())
 	}
 	switch {
 	case isConfigKey(q, e.Key) && d.rate.until.After(time.Now()):

@@ -54,7 +54,14 @@ func (d *dispatcher) keyState(name string) *rateState {
 func (d *dispatcher) applyKeyRate(l *loop, e kv.Entry) {
 	name := keyOfKeyRate(l.w.q, e.Key)
 	ks := d.keyState(name)
+	ks.seen = max(ks.seen, e.Revision)
 	if !e.Live() {
+		if !ks.admitting && !d.x.rateHeld[name] {
+			// Its keys rest: forget it (a create that meets the marker
+			// follows it next time, after one refusal).
+			delete(d.krates.state, name)
+			return
+		}
 		ks.rev, ks.gone, ks.log, ks.written = 0, e.Revision, rateLog{}, time.Time{}
 	} else {
 		var rl rateLog
@@ -79,13 +86,21 @@ func (d *dispatcher) settleKey(name string, ks *rateState, now time.Time) {
 	}
 }
 
-// keyRatesChanged decides every held key again: a rate was set, changed
-// or lifted.
+// keyRatesChanged decides every held key again: the queue's key_rate was
+// set, changed or lifted.
 func (d *dispatcher) keyRatesChanged(now time.Time) {
 	for name := range d.x.rateHeld {
-		ks := d.keyState(name)
+		d.keyRateChanged(name, now)
+	}
+}
+
+// keyRateChanged decides key name again: its own rate changed.
+func (d *dispatcher) keyRateChanged(name string, now time.Time) {
+	if ks := d.krates.state[name]; ks != nil {
 		ks.until = time.Time{}
 		d.settleKey(name, ks, now)
+	} else if d.x.rateHeld[name] {
+		d.x.holdKey(name, false)
 	}
 }
 
@@ -101,14 +116,18 @@ func (d *dispatcher) wakeKeys(now time.Time) {
 	}
 }
 
-// keyWake is when the first key held for its window has room (zero:
-// none).
-func (d *dispatcher) keyWake() time.Time {
+// keyWake is when the first key held for its window has room, if after
+// now (zero: none; the loop lets back the keys whose time has come before
+// it sleeps).
+func (d *dispatcher) keyWake(now time.Time) time.Time {
 	h := &d.krates.wake
 	for h.Len() > 0 {
 		it := (*h)[0]
-		if ks := d.krates.state[it.key]; ks != nil && ks.until.Equal(it.at) {
+		if ks := d.krates.state[it.key]; ks != nil && ks.until.Equal(it.at) && it.at.After(now) {
 			return it.at
+		}
+		if ks := d.krates.state[it.key]; ks != nil && ks.until.Equal(it.at) {
+			return now.Add(time.Millisecond) // due: the loop's next turn lets it back
 		}
 		heap.Pop(h) // stale: the key was let back otherwise
 	}
@@ -122,6 +141,7 @@ type keyAdmission struct {
 	room  int
 	picks []pick
 	ws    []rateWindow // the record's windows, oldest first
+	sent  uint64       // the revision the watch had delivered at the decision
 }
 
 // keyRoom decides whether key name may take one more start in the
@@ -148,7 +168,7 @@ func (d *dispatcher) keyRoom(l *loop, batch map[string]*keyAdmission, name strin
 		d.x.holdKey(name, true)
 		return nil
 	}
-	ka := &keyAdmission{name: name, lim: lim, room: lim.Max - used, ws: ws}
+	ka := &keyAdmission{name: name, lim: lim, room: lim.Max - used, ws: ws, sent: ks.seen}
 	batch[name] = ka
 	return ka
 }
@@ -182,7 +202,7 @@ func (d *dispatcher) keyWrite(q string, ka *keyAdmission, at time.Time) (kv.Writ
 func (d *dispatcher) keyWritten(l *loop, ka *keyAdmission, res kv.WriteResult, now time.Time) bool {
 	ks := d.keyState(ka.name)
 	if res.Err == nil {
-		if ks.rev >= res.Rev {
+		if ks.seen >= res.Rev {
 			ks.admitting = false // the watch delivered it already
 			d.settleKey(ka.name, ks, now)
 		} else {
@@ -193,14 +213,9 @@ func (d *dispatcher) keyWritten(l *loop, ka *keyAdmission, res kv.WriteResult, n
 	ks.admitting = false
 	var ce *kv.ConflictError
 	switch {
-	case errors.As(res.Err, &ce) && ce.Current != nil && ce.Current.Live() && ce.Current.Revision > ks.rev:
-		// The watch brings the record in the way.
-		ks.admitting, ks.waitRev = true, ce.Current.Revision
-	case errors.As(res.Err, &ce) && ce.Current != nil && !ce.Current.Live():
-		ks.rev, ks.gone, ks.log = 0, ce.Current.Revision, rateLog{}
-	case errors.As(res.Err, &ce) && ce.Current == nil:
-		ks.rev, ks.gone, ks.log = 0, 0, rateLog{} // its marker went too
-	case !errors.Is(res.Err, kv.ErrConflict):
+	case errors.As(res.Err, &ce):
+		ks.refused(ce, ka.sent)
+	default:
 		l.w.emit(Event{Kind: EventError, Err: fmt.Errorf("rate limit of key %s of queue %s: %w", ka.name, l.w.q, res.Err)})
 		ks.until = now.Add(100 * time.Millisecond)
 		heap.Push(&d.krates.wake, wakeItem{at: ks.until, key: ka.name})

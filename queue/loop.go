@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/batonhq/baton/kv"
@@ -18,12 +19,14 @@ import (
 
 // loop is a running worker's state, owned by the goroutine of run.
 type loop struct {
-	w       *Worker
-	id      string // this worker's id: its presence and inbox keys
-	cfg     Config
-	offset  time.Duration // the server's clock minus this host's
-	early   time.Duration // how far offset may be ahead of it
-	results chan func()
+	w      *Worker
+	id     string // this worker's id: its presence and inbox keys
+	cfg    Config
+	offset time.Duration // the server's clock minus this host's
+	early  time.Duration // how far offset may be ahead of it
+	// stampOffset is offset, for goroutines other than the loop's.
+	stampOffset atomic.Int64
+	results     chan func()
 
 	// What this worker runs, and what it was offered.
 	mine     *kv.Watcher // its inbox and the queue's config, in one watch
@@ -92,6 +95,7 @@ func (l *loop) run(ctx context.Context) error {
 		now := time.Now()
 		if l.d != nil {
 			l.d.x.advance(now)
+			l.d.wakeKeys(now)
 			l.d.x.prune(now)
 			l.recover()
 			l.d.expireOffers(l, now)
@@ -307,7 +311,11 @@ func (l *loop) dispatch(now time.Time) {
 
 // stampNow is this host's clock corrected by the offset measured at start:
 // an estimate of the server's time, for the times written into records.
-func (l *loop) stampNow() time.Time { return time.Now().Add(l.offset).UTC() }
+// It is read by the goroutines of running tasks, hence its own copy of
+// the offset.
+func (l *loop) stampNow() time.Time {
+	return time.Now().Add(time.Duration(l.stampOffset.Load())).UTC()
+}
 
 func (l *loop) claimed(pk pick, cfg Config, c *claimed, err error) {
 	l.claims--

@@ -152,6 +152,7 @@ func measureOffset(ctx context.Context, b *kv.Bucket) (offset, early time.Durati
 // its index.
 func (l *loop) setOffset(offset, early time.Duration) {
 	l.offset, l.early = offset, early
+	l.stampOffset.Store(int64(offset))
 	if l.d != nil {
 		l.d.x.offset, l.d.x.early = offset, early
 	}

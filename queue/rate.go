@@ -38,6 +38,7 @@ func rateKey(q string) string { return q + ".rate" }
 // rateState is the dispatcher's view of its queue's rate record.
 type rateState struct {
 	known   bool      // the watch has delivered the record's state
+	seen    uint64    // the highest revision the watch delivered, live or not
 	rev     uint64    // its revision (0: none, or a tombstone's at gone)
 	gone    uint64    // the tombstone's revision when it was removed
 	written time.Time // server time of rev
@@ -56,6 +57,7 @@ type rateState struct {
 func (d *dispatcher) applyRate(l *loop, e kv.Entry) {
 	r := &d.rate
 	r.known = true
+	r.seen = max(r.seen, e.Revision)
 	if !e.Live() {
 		r.rev, r.gone, r.log, r.written = 0, e.Revision, rateLog{}, time.Time{}
 	} else {
@@ -121,12 +123,14 @@ func (l *loop) nextPick(now time.Time) (pick, bool) {
 		d.dropAdmitted(now, func(pick) bool { return true }) // the limit was lifted
 		return d.x.next()
 	}
+	if len(d.rate.admitted) == 0 {
+		d.admit(l, now) // picks that need no write are admitted at once
+	}
 	if len(d.rate.admitted) > 0 {
 		pk := d.rate.admitted[0]
 		d.rate.admitted = d.rate.admitted[1:]
 		return pk, true
 	}
-	d.admit(l, now)
 	return pick{}, false
 }
 
@@ -174,7 +178,10 @@ func (l *loop) freeRoom() int {
 // counted and not made).
 func (d *dispatcher) admit(l *loop, now time.Time) {
 	r, lim := &d.rate, d.x.cfg.Rate
-	if !d.qSynced || !d.x.synced {
+	if !d.qSynced || !d.x.synced || d.admitting {
+		// One admission at a time: its picks are not in freeRoom, so a
+		// second would admit more than the workers can take, and those
+		// would start late, bunched against the next window's.
 		return
 	}
 	d.wakeKeys(now)
@@ -197,12 +204,18 @@ func (d *dispatcher) admit(l *loop, now time.Time) {
 	var picks []pick
 	var keys []*keyAdmission
 	batch := map[string]*keyAdmission{}
-	for k := min(room, l.freeRoom(), 256); len(picks) < k; {
+	for k, n := min(room, l.freeRoom(), 256), 0; n < k; {
 		pk, ok := d.x.next()
 		if !ok {
 			break
 		}
-		if klim := d.x.keyRateOf(pk.key.name); klim != nil {
+		klim := d.x.keyRateOf(pk.key.name)
+		if lim == nil && klim == nil {
+			r.admitted = append(r.admitted, pk) // no rate bounds it
+			n++
+			continue
+		}
+		if klim != nil {
 			ka := d.keyRoom(l, batch, pk.key.name, klim, at, now)
 			if ka == nil {
 				d.x.release(pk, nil, now) // its key is held now
@@ -217,6 +230,7 @@ func (d *dispatcher) admit(l *loop, now time.Time) {
 			}
 		}
 		picks = append(picks, pk)
+		n++
 	}
 	if len(picks) == 0 {
 		return
@@ -252,6 +266,8 @@ func (d *dispatcher) admit(l *loop, now time.Time) {
 		d.keyState(ka.name).admitting = true
 		d.x.holdKey(ka.name, true)
 	}
+	d.admitting = true
+	sent := r.seen
 	l.bg.Add(1)
 	l.pool.Go(func() {
 		defer l.bg.Done()
@@ -262,7 +278,7 @@ func (d *dispatcher) admit(l *loop, now time.Time) {
 			if l.d != d {
 				return // the term ended: its picks went with its index
 			}
-			d.admitted(l, lim != nil, picks, keys, res)
+			d.admitted(l, lim != nil, sent, picks, keys, res)
 		})
 	})
 }
@@ -270,8 +286,9 @@ func (d *dispatcher) admit(l *loop, now time.Time) {
 // admitted takes the outcome of an admission's writes (the queue's
 // record's first if queued, then one per key of keys): the picks that
 // every write admitted are claimed or offered, the others given back.
-func (d *dispatcher) admitted(l *loop, queued bool, picks []pick, keys []*keyAdmission, res []kv.WriteResult) {
+func (d *dispatcher) admitted(l *loop, queued bool, sent uint64, picks []pick, keys []*keyAdmission, res []kv.WriteResult) {
 	r, now := &d.rate, time.Now()
+	d.admitting = false
 	ok := true
 	if queued {
 		qr := res[0]
@@ -279,11 +296,14 @@ func (d *dispatcher) admitted(l *loop, queued bool, picks []pick, keys []*keyAdm
 		if qr.Err != nil {
 			ok = false
 			r.admitting = false
-			if !errors.Is(qr.Err, kv.ErrConflict) {
+			var ce *kv.ConflictError
+			if errors.As(qr.Err, &ce) {
+				r.refused(ce, sent) // the watch brings the record in the way
+			} else {
 				l.w.emit(Event{Kind: EventError, Err: fmt.Errorf("rate limit of queue %s: %w", l.w.q, qr.Err)})
 				r.until = now.Add(100 * time.Millisecond)
-			} // a conflict: the watch brings the record in the way
-		} else if r.rev >= qr.Rev {
+			}
+		} else if r.seen >= qr.Rev {
 			r.admitting = false // the watch delivered it already
 		} else {
 			r.waitRev = qr.Rev
@@ -306,6 +326,28 @@ func (d *dispatcher) admitted(l *loop, queued bool, picks []pick, keys []*keyAdm
 	d.dropAdmitted(now, func(pk pick) bool { return pk.key.paused })
 }
 
+// refused takes a compare-and-set refused by what the server holds now,
+// if the watch has not delivered it yet: a live record is waited for (the
+// watch brings it; nothing is admitted meanwhile), a removal is followed
+// by the next create. sent is the revision the watch had delivered when
+// the write was decided.
+func (r *rateState) refused(ce *kv.ConflictError, sent uint64) {
+	switch cur := ce.Current; {
+	case cur == nil:
+		if r.seen == sent {
+			// Nothing at all under the key, not even a marker, and the
+			// watch said nothing since: the next create expects none.
+			r.rev, r.gone, r.log = 0, 0, rateLog{}
+		}
+	case cur.Revision <= r.seen:
+		// Delivered already: the state is as current as the conflict's.
+	case cur.Live():
+		r.admitting, r.waitRev = true, cur.Revision
+	default:
+		r.rev, r.gone, r.log = 0, cur.Revision, rateLog{}
+	}
+}
+
 // giveBack returns an admission's picks to the index, its keys settled.
 func (d *dispatcher) giveBack(picks []pick, keys []*keyAdmission, now time.Time) {
 	for _, pk := range picks {
@@ -325,7 +367,7 @@ func (d *dispatcher) rateWake(now time.Time) time.Time {
 	if d.x.cfg.Rate != nil && d.rate.until.After(now) {
 		at = d.rate.until
 	}
-	if k := d.keyWake(); !k.IsZero() && (at.IsZero() || k.Before(at)) {
+	if k := d.keyWake(now); !k.IsZero() && (at.IsZero() || k.Before(at)) {
 		at = k
 	}
 	return at

@@ -196,6 +196,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		quit: make(chan struct{}), terms: make(chan term), resign: make(chan struct{}),
 		pool: newGoPool(2*w.concurrency + 2),
 	}
+	l.stampOffset.Store(int64(offset))
 	el, err := w.qs.election(w.q, l.id, time.Duration(cfg.TTL))
 	if err != nil {
 		return err

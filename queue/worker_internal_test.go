@@ -26,3 +26,35 @@ func TestLoop_WakesOnlyForDeadlinesAhead(t *testing.T) {
 		t.Fatalf("wake in %s, want the end of the pause", d)
 	}
 }
+
+// A key held for its rate window whose time has come is let back by the
+// loop's next turn, and the loop does not sleep for a time already past:
+// a queue whose workers are all busy does not spin on a held key.
+func TestKeyRate_HeldKeyWakesOnceNotInALoop(t *testing.T) {
+	now := time.Now()
+	cfg := DefaultConfig("q")
+	cfg.KeyRate = &RateLimit{Max: 1, Period: Duration(time.Second)}
+	d := &dispatcher{x: newIndex("q", cfg)}
+	d.x.synced = true
+	l := &loop{w: &Worker{maxTasks: 1, idle: time.Hour}, d: d, started: 1}
+	ks := d.keyState("k")
+	ks.until = now.Add(-time.Millisecond) // its window freed a moment ago
+	d.krates.wake = wakeHeap{{at: ks.until, key: "k"}}
+	d.x.holdKey("k", true)
+	if w := l.wake(now); w < time.Millisecond {
+		t.Fatalf("wake in %s for a key whose time has come", w)
+	}
+	d.wakeKeys(now) // the loop's next turn
+	if d.x.rateHeld["k"] {
+		t.Fatal("the key is still held after its time")
+	}
+	if w := l.wake(now); w < time.Minute {
+		t.Fatalf("wake in %s with no key held, want a long sleep", w)
+	}
+	ks.until = now.Add(300 * time.Millisecond)
+	d.krates.wake = wakeHeap{{at: ks.until, key: "k"}}
+	d.x.holdKey("k", true)
+	if w := l.wake(now); w < 290*time.Millisecond || w > 310*time.Millisecond {
+		t.Fatalf("wake in %s, want the key's time 300ms ahead", w)
+	}
+}

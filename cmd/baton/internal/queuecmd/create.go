@@ -22,7 +22,7 @@ type CreateOptions struct {
 func newCmdCreate(f *cmdutil.Factory, runF Verbs) *cobra.Command {
 	o := &CreateOptions{F: f}
 	cmd := &cobra.Command{
-		Use:   "create QUEUE [--max-active N] [--per-key N] [--max-attempts N] [--timeout DUR] [--ttl DUR] [--slot-prefix P] [--backoff DUR] [--retention DUR]",
+		Use:   "create QUEUE [--max-active N] [--per-key N] [--max-attempts N] [--timeout DUR] [--ttl DUR] [--slot-prefix P] [--backoff DUR] [--retention DUR] [--rate N/PERIOD] [--key-rate N/PERIOD]",
 		Short: "Create a queue with its settings (each defaults as --help says)",
 		Long: `Create a queue. Its settings are one record in the cluster that every worker
 reads, so two workers never disagree about capacity; change them later with
@@ -86,7 +86,7 @@ func printCfg(f *cmdutil.Factory, c queue.Config) error {
 func newCmdConfig(f *cmdutil.Factory, runF Verbs) *cobra.Command {
 	o := &CreateOptions{F: f}
 	cmd := &cobra.Command{
-		Use:   "config QUEUE [--max-active N] [--per-key N] [--max-attempts N] [--timeout DUR] [--ttl DUR] [--slot-prefix P] [--backoff DUR] [--retention DUR] [--rate N/PERIOD|none]",
+		Use:   "config QUEUE [--max-active N] [--per-key N] [--max-attempts N] [--timeout DUR] [--ttl DUR] [--slot-prefix P] [--backoff DUR] [--retention DUR] [--rate N/PERIOD|none] [--key-rate N/PERIOD|none]",
 		Short: "Show a queue's settings, or change the ones given",
 		Long: `Without settings, print the queue's config. With some, change just those (a
 compare-and-set on the record read, so two changes at once do not undo each
@@ -99,7 +99,10 @@ that start after the change.
 server's clock, across every worker and host: tasks over it stay pending
 and start when the window has room. The queue's dispatcher admits each
 start by a compare-and-set on one record (<queue>.rate) before it is
-claimed (adr/0052); --rate none removes the limit.`,
+claimed (adr/0052); --rate none removes the limit. --key-rate N/PERIOD
+does the same for each key on its own (a customer's requests a minute),
+unless the key has a rate of its own (baton queue key set --rate), each
+key's starts on a record of its own (adr/0055).`,
 		Example: `  baton queue config agents
   baton queue config agents --max-active 16 --max-attempts 5
   baton queue config agents --rate 50/1m   # a provider's 50 requests a minute`,

@@ -264,20 +264,18 @@ func pausedText(p bool) string {
 
 // KeyRow is one line of key ls --json.
 type KeyRow struct {
-	Key       string `json:"key"`
-	Paused    bool   `json:"paused"`
-	PerKey    int    `json:"per_key,omitempty"`
-	Weight    int    `json:"weight"`
-	Rate      string `json:"rate,omitempty"` // its own, N/PERIOD
-	UpdatedAt string `json:"updated_at"`
-	Revision  uint64 `json:"revision"`
+	Key       string           `json:"key"`
+	Paused    bool             `json:"paused"`
+	PerKey    int              `json:"per_key,omitempty"`
+	Weight    int              `json:"weight"`
+	Rate      *queue.RateLimit `json:"rate,omitempty"` // its own, as in its record
+	UpdatedAt string           `json:"updated_at"`
+	Revision  uint64           `json:"revision"`
 }
 
 func keyRow(k queue.KeyConfig) KeyRow {
 	row := KeyRow{Key: k.Key, Paused: k.Paused, PerKey: k.PerKey, Weight: max(k.Weight, 1), UpdatedAt: cmdutil.Since(k.UpdatedAt), Revision: k.Revision}
-	if k.Rate != nil {
-		row.Rate = k.Rate.String()
-	}
+	row.Rate = k.Rate
 	return row
 }
 

@@ -184,14 +184,14 @@ func printStatus(o *StatusOptions, s *queue.Snapshot) error {
 	cmdutil.Fprintf(out, "queue %s: max_active %s, per_key %d, max_attempts %d, timeout %s, ttl %s\n",
 		c.Queue, maxText(c.MaxActive), c.PerKey, c.MaxAttempts, c.Timeout, c.TTL)
 	if c.Rate != nil {
-		cmdutil.Fprintf(out, "rate      at most %d starts in any %s (by the server's clock)\n", c.Rate.Max, time.Duration(c.Rate.Period))
+		cmdutil.Fprintf(out, "rate      %s: at most %d starts in any %s (by the server's clock)\n", c.Rate, c.Rate.Max, c.Rate.PeriodText())
 	}
 	if c.KeyRate != nil {
-		cmdutil.Fprintf(out, "key_rate  at most %d starts of each key in any %s, unless the key has its own\n", c.KeyRate.Max, time.Duration(c.KeyRate.Period))
+		cmdutil.Fprintf(out, "key_rate  %s: at most %d starts of each key in any %s, unless the key has its own\n", c.KeyRate, c.KeyRate.Max, c.KeyRate.PeriodText())
 	}
 	for _, k := range s.Keys {
 		if k.Rate != nil {
-			cmdutil.Fprintf(out, "key rate  %s: at most %d starts in any %s\n", k.Key, k.Rate.Max, time.Duration(k.Rate.Period))
+			cmdutil.Fprintf(out, "key rate  %s: %s, at most %d starts in any %s\n", k.Key, k.Rate, k.Rate.Max, k.Rate.PeriodText())
 		}
 	}
 	if c.Paused {
