@@ -44,7 +44,9 @@
 //     once or not at all (adr/0049).
 //   - Rate limits (Config.Rate): no window of the period, ending at any
 //     admission's write, admits more than its max, across hosts, by the
-//     server's times of the rate record's writes (adr/0052).
+//     server's times of the rate record's writes (adr/0052); the same
+//     holds for each key under Config.KeyRate or its KeyConfig.Rate, on a
+//     record per key (adr/0055).
 //   - Pause (Pause, PauseKey): nothing new is claimed once a worker sees
 //     its queue's config paused; a key's pause stops the dispatcher's
 //     offers of it (adr/0048). Weights and a key's own per_key bias and
