@@ -90,6 +90,7 @@ func (d *dispatcher) fireSchedules(l *loop, now time.Time) {
 			d.planSchedule(l, st) // woken early: nothing is due yet
 			continue
 		}
+		ticks = retained(ticks, serverNow, time.Duration(l.cfg.Retention))
 		st.firing = true
 		s := st.s
 		stamp := l.stampNow()
@@ -123,6 +124,21 @@ func (d *dispatcher) fireSchedules(l *loop, now time.Time) {
 			})
 		})
 	}
+}
+
+// retained are the ticks younger than the queue's retention at server
+// time now: a tick's task, had a dispatcher added it and died before its
+// last_tick was written, is still there to refuse a second create (a
+// task lives at least the retention past its end, which comes after its
+// tick). Older ticks are skipped, never added twice.
+func retained(ticks []time.Time, now time.Time, retention time.Duration) []time.Time {
+	out := ticks[:0]
+	for _, t := range ticks {
+		if now.Sub(t) < retention {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // ticksDue are the ticks of s to add at server time now, and the latest

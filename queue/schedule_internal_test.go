@@ -75,3 +75,19 @@ func TestSchedule_Validate(t *testing.T) {
 		}
 	}
 }
+
+// A tick older than the queue's retention is skipped, never added: its
+// task, had it been added by a dispatcher that died before writing
+// last_tick, may have gone with the retention, and a create would then
+// add the tick a second time.
+func TestRetainedTicks(t *testing.T) {
+	t0 := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	ticks := []time.Time{t0, t0.Add(time.Second), t0.Add(2 * time.Second)}
+	got := retained(slices.Clone(ticks), t0.Add(3*time.Second), 2*time.Second)
+	if want := ticks[2:]; !slices.Equal(got, want) {
+		t.Fatalf("retained %v, want %v", got, want)
+	}
+	if got := retained(slices.Clone(ticks), t0.Add(3*time.Second), 24*time.Hour); !slices.Equal(got, ticks) {
+		t.Fatalf("retained %v under a day's retention, want every tick", got)
+	}
+}
