@@ -45,7 +45,9 @@ run, and a crash in the middle of a tick adds it no second time.
 A tick late by up to twice the queue's TTL (a dispatcher's failover) is
 still added. Ticks missed for longer, while no worker ran, are added once
 (--catch-up one, the default: the latest of them) or not at all
-(--catch-up none).`,
+(--catch-up none). A tick older than the queue's retention (24h unless
+set) is never added: its task, had it been added, could be gone, and the
+tick would run twice.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {
 				return cmdutil.Usagef("unknown verb %q for baton queue schedule: use add, ls, rm, pause or resume", args[0])
