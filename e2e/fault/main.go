@@ -139,6 +139,7 @@ type harness struct {
 	qchk       *queueChecker
 	sled       *semLedger
 	rates      *rateLedger
+	qw         *qwatchLedger
 	checkerURL string
 	queueURL   string
 	semURL     string
@@ -157,6 +158,12 @@ type harness struct {
 
 	killCount int
 	failed    bool // keep the run's directory: it holds what a failure left
+
+	// When the schedule's add began and its revision; when the
+	// rate-limited queue's create began.
+	schedFrom time.Time
+	schedRev  uint64
+	rateFrom  time.Time
 }
 
 func newHarness(cfg config, out io.Writer) (*harness, error) {
@@ -169,7 +176,7 @@ func newHarness(cfg config, out io.Writer) (*harness, error) {
 		return nil, err
 	}
 	chk := newChecker()
-	h := &harness{cfg: cfg, bin: cfg.bin, self: self, dir: dir, out: out, chk: chk, qchk: newQueueChecker(), sled: newSemLedger(chk), rates: newRateLedger(),
+	h := &harness{cfg: cfg, bin: cfg.bin, self: self, dir: dir, out: out, chk: chk, qchk: newQueueChecker(), sled: newSemLedger(chk), rates: newRateLedger(), qw: newQwatchLedger(),
 		stats: newStats(), daemons: map[*daemon]bool{}, slots: map[string]*slotState{}, rng: rand.New(rand.NewPCG(cfg.seed, 0x5eed))}
 	if err := os.Mkdir(filepath.Join(dir, "clients"), 0o700); err != nil {
 		return nil, err
@@ -276,13 +283,25 @@ func (h *harness) run(ctx context.Context) (bool, error) {
 	if err := h.waitReady(ctx); err != nil {
 		return false, err
 	}
+	// The queue watch runs from before the queues are made until after
+	// the drain (checkFlow stops it).
+	qwctx, stopQwatch := context.WithCancel(ctx)
+	qwatched := make(chan struct{})
+	go func() { defer close(qwatched); h.qwatch(qwctx) }()
+	defer stopQwatch()
 	if err := h.createQueue(); err != nil {
+		return false, err
+	}
+	if h.rateFrom, err = h.createRateQueue(); err != nil {
 		return false, err
 	}
 	if err := h.createSem(ctx); err != nil {
 		return false, err
 	}
 	if err := h.createRate(ctx); err != nil {
+		return false, err
+	}
+	if h.schedFrom, h.schedRev, err = h.createSchedule(); err != nil {
 		return false, err
 	}
 	// The limiter's watch outlives the workload: it must bring the last
@@ -322,7 +341,9 @@ func (h *harness) run(ctx context.Context) (bool, error) {
 	}
 	for j, host := range hosts {
 		goActor(func(ctx context.Context) { h.queueWorker(ctx, host, j) })
+		goActor(func(ctx context.Context) { h.rateQueueWorker(ctx, host, j) })
 	}
+	goActor(h.rateQueueAdder)
 	for j := range semActors {
 		goActor(func(ctx context.Context) { h.semActor(ctx, hosts[j%len(hosts)], j, 1+j%2) })
 	}
@@ -362,9 +383,10 @@ func (h *harness) run(ctx context.Context) (bool, error) {
 	h.stats.roll = roll
 	fmt.Fprintf(h.out, "batonfault: rolling restart done in %s; draining the queue with one worker, no faults\n", roll.took.Round(time.Millisecond))
 	drained := time.Now()
-	h.drainQueue(ctx)
+	quiet := h.drainQueue(ctx)
 	fmt.Fprintf(h.out, "batonfault: queue drained in %s\n", time.Since(drained).Round(time.Millisecond))
 	q := h.checkQueue()
+	flow := h.checkFlow(ctx, func() { stopQwatch(); <-qwatched }, quiet)
 	checking := time.Now()
 	h.mu.Lock()
 	cuts := slices.Clone(h.cuts)
@@ -376,7 +398,7 @@ func (h *harness) run(ctx context.Context) (bool, error) {
 	h.stats.lin = lin
 	fmt.Fprintf(h.out, "batonfault: %d KV operations in %d histories checked for linearizability in %s\n", lin.Ops, lin.Histories, time.Since(checking).Round(time.Millisecond))
 	accepted, rejected, cv := h.chk.counts()
-	ok := h.stats.report(h.out, accepted, rejected, cv, q, sc, rc, time.Since(start))
+	ok := h.stats.report(h.out, accepted, rejected, cv, q, sc, rc, flow, time.Since(start))
 	h.failed = !ok
 	return ok, nil
 }
