@@ -244,11 +244,11 @@ func judgeQueueRate(revs []qrev, claims []uint64, limit int, period time.Duratio
 	}
 
 	// Uncertain stretches, and what they may hide.
-	type hidden struct {
-		from uint64
+	type step struct {
+		from uint64 // counted for claims after this revision
 		n    int
 	}
-	var hid []hidden
+	var hid []step
 	prev := qrev{rev: origin.rev, at: origin.at}
 	for _, o := range seen {
 		if gap := o.at.Add(-period).Sub(prev.at); gap > 0 {
@@ -258,7 +258,7 @@ func judgeQueueRate(revs []qrev, claims []uint64, limit int, period time.Duratio
 			}
 			c.uncertain++
 			c.allowance += n
-			hid = append(hid, hidden{prev.rev + 1, n})
+			hid = append(hid, step{prev.rev + 1, n})
 		}
 		prev = o
 	}
@@ -268,16 +268,9 @@ func judgeQueueRate(revs []qrev, claims []uint64, limit int, period time.Duratio
 	slices.Sort(claims)
 	claims = slices.Compact(claims)
 	c.starts = len(claims)
-	type step struct {
-		from uint64
-		n    int
-	}
-	var steps []step
+	steps := hid
 	for _, a := range adms {
 		steps = append(steps, step{a.from, a.n})
-	}
-	for _, h := range hid {
-		steps = append(steps, step{h.from, h.n})
 	}
 	slices.SortFunc(steps, func(a, b step) int { return cmpU(a.from, b.from) })
 	avail, k := 0, 0
