@@ -10,9 +10,11 @@
 // says so). One host's links go through toxiproxy, to be slowed, throttled,
 // reset and stalled. It runs a randomized workload of join, commit, close,
 // run and lead processes on several host ids and keys, library clients
-// whose clocks are hours off, a work queue, a semaphore (`sem run` on every
-// host) and a rate limiter (`rate take` on every host, and a library
-// client that keeps it full), while it SIGKILLs and
+// whose clocks are hours off, a work queue (with a schedule that adds a
+// task every second, and tasks that wait for a time: --in, --at), a
+// second queue with a rate limit (30 starts in 10 s), a semaphore (`sem
+// run` on every host) and a rate limiter (`rate take` on every host, and a
+// library client that keeps it full), while it SIGKILLs and
 // SIGSTOPs clients, injects one server or network fault after another
 // (server SIGKILLs, the stream leader partitioned with a host on its side,
 // 2/1 splits, a host cut off past its holders' TTL, flapping links, slow
@@ -28,13 +30,17 @@
 // fence at least as large as any it has seen. The semaphore's commands
 // report what they hold to a ledger (semaphore.go), and a watch of the
 // rate limiter's record gathers each admission with its server time
-// (ratelimit.go); both say there why their checks are sound. Every KV
+// (ratelimit.go); both say there why their checks are sound. A watch of
+// the queues bucket records every revision of the queues' tasks, the
+// schedule and the rate record, from which the schedule's ticks, the
+// delayed tasks' starts and the rate-limited queue's windows and claims
+// are judged (qsched.go, qdelay.go, qrate.go). Every KV
 // operation is traced (BATON_KV_TRACE, and the harness's own clients) and
 // each key's history is checked with porcupine; a history that is not
 // linearizable is drawn into the run's artifacts directory, which is then
 // kept. The last line is
 //
-//	fault: <ops> ops, <faults> faults, <v> exclusion violations, <l> acknowledged sessions lost, <s> stuck operations, <n> histories linearizable, <x> not; queue: <n> tasks done, <x> key exclusion violations, <c> over capacity, <l> acknowledged tasks lost; queue records garbaged: <g> (config <n>, token <n>, task <n>, key lock <n>, worker <n>, inbox <n>), <u> task records unreadable (<p> put back, <r> removed); full disk: <f> (<servers>), <a> writes acknowledged and <e> failed with exit 6 while full, resumed within <d> of the space coming back, <p> problems; rolling restart: <h> holders lost, longest write pause <d>; sem: <n> permits served, <x> unit exclusion violations, <o> over max, <b> bad permits; rate: <n> admitted, <r> refused, at most <k> in 1s (limit <m>), <w> windows over limit, <d> takes dropped, <p> other problems, <l> acknowledged takes lost
+//	fault: <ops> ops, <faults> faults, <v> exclusion violations, <l> acknowledged sessions lost, <s> stuck operations, <n> histories linearizable, <x> not; queue: <n> tasks done, <x> key exclusion violations, <c> over capacity, <l> acknowledged tasks lost; queue records garbaged: <g> (config <n>, token <n>, task <n>, key lock <n>, worker <n>, inbox <n>), <u> task records unreadable (<p> put back, <r> removed); full disk: <f> (<servers>), <a> writes acknowledged and <e> failed with exit 6 while full, resumed within <d> of the space coming back, <p> problems; rolling restart: <h> holders lost, longest write pause <d>; sem: <n> permits served, <x> unit exclusion violations, <o> over max, <b> bad permits; rate: <n> admitted, <r> refused, at most <k> in 1s (limit <m>), <w> windows over limit, <d> takes dropped, <p> other problems, <l> acknowledged takes lost; schedule: <n> ticks added, <d> doubled, <m> misplaced, <e> started early, <g> gaps (<k> ticks missing, <o> after an outage), <l> of <j> ticks lost with a worker and no faults; delayed: <n> added (<a> --at, <i> --in), <s> started, <e> started early, <x> never started; queue rate: <n> starts admitted, at most <k> in 10s (limit <m>) over <w> windows, <o> windows over limit, <d> admissions dropped, <b> of <c> claims beyond admissions, <p> other problems
 //
 // ("full disk SKIPPED (not root)" without the tmpfs), and the exit status
 // is non-zero unless every count of what went wrong is 0. See
@@ -139,6 +145,7 @@ type harness struct {
 	qchk       *queueChecker
 	sled       *semLedger
 	rates      *rateLedger
+	qw         *qwatchLedger
 	checkerURL string
 	queueURL   string
 	semURL     string
@@ -157,6 +164,12 @@ type harness struct {
 
 	killCount int
 	failed    bool // keep the run's directory: it holds what a failure left
+
+	// When the schedule's add began and its revision; when the
+	// rate-limited queue's create began.
+	schedFrom time.Time
+	schedRev  uint64
+	rateFrom  time.Time
 }
 
 func newHarness(cfg config, out io.Writer) (*harness, error) {
@@ -169,7 +182,7 @@ func newHarness(cfg config, out io.Writer) (*harness, error) {
 		return nil, err
 	}
 	chk := newChecker()
-	h := &harness{cfg: cfg, bin: cfg.bin, self: self, dir: dir, out: out, chk: chk, qchk: newQueueChecker(), sled: newSemLedger(chk), rates: newRateLedger(),
+	h := &harness{cfg: cfg, bin: cfg.bin, self: self, dir: dir, out: out, chk: chk, qchk: newQueueChecker(), sled: newSemLedger(chk), rates: newRateLedger(), qw: newQwatchLedger(),
 		stats: newStats(), daemons: map[*daemon]bool{}, slots: map[string]*slotState{}, rng: rand.New(rand.NewPCG(cfg.seed, 0x5eed))}
 	if err := os.Mkdir(filepath.Join(dir, "clients"), 0o700); err != nil {
 		return nil, err
@@ -276,13 +289,25 @@ func (h *harness) run(ctx context.Context) (bool, error) {
 	if err := h.waitReady(ctx); err != nil {
 		return false, err
 	}
+	// The queue watch runs from before the queues are made until after
+	// the drain (checkFlow stops it).
+	qwctx, stopQwatch := context.WithCancel(ctx)
+	qwatched := make(chan struct{})
+	go func() { defer close(qwatched); h.qwatch(qwctx) }()
+	defer stopQwatch()
 	if err := h.createQueue(); err != nil {
+		return false, err
+	}
+	if h.rateFrom, err = h.createRateQueue(); err != nil {
 		return false, err
 	}
 	if err := h.createSem(ctx); err != nil {
 		return false, err
 	}
 	if err := h.createRate(ctx); err != nil {
+		return false, err
+	}
+	if h.schedFrom, h.schedRev, err = h.createSchedule(); err != nil {
 		return false, err
 	}
 	// The limiter's watch outlives the workload: it must bring the last
@@ -322,7 +347,9 @@ func (h *harness) run(ctx context.Context) (bool, error) {
 	}
 	for j, host := range hosts {
 		goActor(func(ctx context.Context) { h.queueWorker(ctx, host, j) })
+		goActor(func(ctx context.Context) { h.rateQueueWorker(ctx, host, j) })
 	}
+	goActor(h.rateQueueAdder)
 	for j := range semActors {
 		goActor(func(ctx context.Context) { h.semActor(ctx, hosts[j%len(hosts)], j, 1+j%2) })
 	}
@@ -362,9 +389,10 @@ func (h *harness) run(ctx context.Context) (bool, error) {
 	h.stats.roll = roll
 	fmt.Fprintf(h.out, "batonfault: rolling restart done in %s; draining the queue with one worker, no faults\n", roll.took.Round(time.Millisecond))
 	drained := time.Now()
-	h.drainQueue(ctx)
+	quiet := h.drainQueue(ctx)
 	fmt.Fprintf(h.out, "batonfault: queue drained in %s\n", time.Since(drained).Round(time.Millisecond))
 	q := h.checkQueue()
+	flow := h.checkFlow(ctx, func() { stopQwatch(); <-qwatched }, quiet)
 	checking := time.Now()
 	h.mu.Lock()
 	cuts := slices.Clone(h.cuts)
@@ -376,7 +404,7 @@ func (h *harness) run(ctx context.Context) (bool, error) {
 	h.stats.lin = lin
 	fmt.Fprintf(h.out, "batonfault: %d KV operations in %d histories checked for linearizability in %s\n", lin.Ops, lin.Histories, time.Since(checking).Round(time.Millisecond))
 	accepted, rejected, cv := h.chk.counts()
-	ok := h.stats.report(h.out, accepted, rejected, cv, q, sc, rc, time.Since(start))
+	ok := h.stats.report(h.out, accepted, rejected, cv, q, sc, rc, flow, time.Since(start))
 	h.failed = !ok
 	return ok, nil
 }

@@ -42,6 +42,8 @@ type queueChecker struct {
 	recent []string
 	hit    map[string]bool
 	gone   map[string]bool
+	// delayed are the acknowledged adds of tasks that wait for a time.
+	delayed []delayedAdd
 }
 
 type taskRun struct {
@@ -135,19 +137,46 @@ func (c *queueChecker) removed(id string) {
 }
 
 // queueAdder adds tasks for random keys through the CLI, each working for
-// 200 ms to 1.5 s; an add that exits 0 is acknowledged.
+// 200 ms to 1.5 s; an add that exits 0 is acknowledged. One task in four
+// waits 1 to 12 s (--in), one in eight until a whole second from 3 s ago
+// to 12 s ahead (--at; qdelay.go).
 func (h *harness) queueAdder(ctx context.Context, i int) {
 	for n := 0; ctx.Err() == nil; n++ {
 		id := fmt.Sprintf("a%d-%d", i, n)
 		key := queueKeys[h.intn(len(queueKeys))]
 		work := h.between(200*time.Millisecond, 1500*time.Millisecond)
-		r := h.cli(hosts[h.intn(len(hosts))], "queue", "add", queueName, "--key", key, "--id", id,
-			"--payload", strconv.Itoa(int(work/time.Millisecond)))
+		args := []string{"queue", "add", queueName, "--key", key, "--id", id,
+			"--payload", strconv.Itoa(int(work / time.Millisecond)), "--json"}
+		var d delayedAdd
+		switch k := h.intn(8); {
+		case k < 2:
+			d.in = h.between(time.Second, 12*time.Second)
+			args = append(args, "--in", d.in.String())
+		case k == 2:
+			d.at = time.Now().Add(h.between(-3*time.Second, 12*time.Second)).Truncate(time.Second).UTC()
+			args = append(args, "--at", d.at.Format(time.RFC3339))
+		}
+		r := h.cli(hosts[h.intn(len(hosts))], args...)
 		if r.code == 0 {
 			h.qchk.acked(id)
+			if d.in > 0 || !d.at.IsZero() {
+				var doc struct {
+					Revision uint64 `json:"revision"`
+				}
+				_ = json.Unmarshal([]byte(r.stdout), &doc)
+				d.id, d.rev, d.from, d.to = id, doc.Revision, r.start, r.end
+				h.qchk.delay(d)
+			}
 		}
 		sleep(ctx, h.between(500*time.Millisecond, 2*time.Second))
 	}
+}
+
+// delay records an acknowledged add of a task that waits for a time.
+func (c *queueChecker) delay(d delayedAdd) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.delayed = append(c.delayed, d)
 }
 
 // queueWorker runs `baton queue work` on host again and again, each for a
@@ -177,26 +206,34 @@ func (h *harness) createQueue() error {
 	return nil
 }
 
+// minDrain is the least time the drain's worker runs: the schedule's
+// ticks are judged exactly while it does (qsched.go), with no faults.
+const minDrain = 30 * time.Second
+
 // drainQueue runs one worker, with no faults, until every acknowledged task
-// has ended, then stops it: what the workload left is worked off.
-func (h *harness) drainQueue(ctx context.Context) {
+// has ended (and for minDrain at least), then stops it: what the workload
+// left is worked off. It returns the time it ran, with no faults.
+func (h *harness) drainQueue(ctx context.Context) (quiet span) {
 	d, err := h.spawn("qw-drain", hosts[0], queueTTL, "queue", "work", queueName, "--concurrency", "3", "--grace", "2s",
 		"--", h.self, "qtask")
 	if err != nil {
 		h.stats.stick("start the draining worker: %v", err)
-		return
+		return span{}
 	}
+	quiet.start = time.Now()
 	deadline := time.Now().Add(90 * time.Second)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
-		if states, err := h.queueStates(); err == nil && h.allEnded(states) {
+		if states, err := h.queueStates(); err == nil && h.allEnded(states) && time.Since(quiet.start) >= minDrain {
 			break
 		}
 		sleep(ctx, time.Second)
 	}
+	quiet.end = time.Now()
 	if !d.finish() {
 		h.stats.stick("the draining worker did not end within %s of SIGTERM", stuckAfter)
 	}
 	h.untrack(d)
+	return quiet
 }
 
 // queueStates reads every task's state with `baton queue status --tasks`.

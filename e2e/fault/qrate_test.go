@@ -1,0 +1,154 @@
+package main
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+var qt0 = time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
+
+// admission is n starts admitted by a revision ms after qt0.
+type admission struct{ ms, n int }
+
+// rateChain is the revisions of a rate record that a correct dispatcher
+// writes for admissions (each deciding at its write's time), revision
+// 100, 120, 140, ... (room between them for the claims), each logging the
+// admissions before it within period.
+func rateChain(period time.Duration, as ...admission) []qrev {
+	var out []qrev
+	var log []rateWin
+	for i, a := range as {
+		at := qt0.Add(time.Duration(a.ms) * time.Millisecond)
+		var kept []rateWin
+		for _, w := range log {
+			if w.at.After(at.Add(-period)) {
+				kept = append(kept, w)
+			}
+		}
+		out = append(out, qrev{key: "fr.rate", rev: uint64(100 + 20*i), at: at, live: true, rate: &rateRev{log: kept, last: a.n}})
+		log = append(kept, rateWin{at, a.n})
+	}
+	return out
+}
+
+// claimsAfter is n claims of each revision's admissions, at the
+// revisions just after it.
+func claimsAfter(revs []qrev) []uint64 {
+	var out []uint64
+	for _, r := range revs {
+		for i := range r.rate.last {
+			out = append(out, r.rev+1+uint64(i))
+		}
+	}
+	return out
+}
+
+// steady is admissions of n every step ms, k of them.
+func steady(k, n, stepMS int) []admission {
+	var out []admission
+	for i := range k {
+		out = append(out, admission{i * stepMS, n})
+	}
+	return out
+}
+
+func TestJudgeQueueRate_ACleanHistoryPasses(t *testing.T) {
+	// 3 every second for a minute: 30 in every 10 s, the limit exactly.
+	revs := rateChain(10*time.Second, steady(60, 3, 1000)...)
+	c := judgeQueueRate(revs, claimsAfter(revs), 30, 10*time.Second, revTime{at: qt0.Add(-time.Second)})
+	if len(c.violations) != 0 {
+		t.Fatalf("violations: %q", c.violations)
+	}
+	if c.admitted != 180 || c.worst != 30 || c.windows != 60 || c.starts != 180 || c.uncertain != 0 {
+		t.Errorf("admitted %d, worst %d, windows %d, starts %d, uncertain %d; want 180, 30, 60, 180, 0", c.admitted, c.worst, c.windows, c.starts, c.uncertain)
+	}
+}
+
+func TestJudgeQueueRate_AnOverFullWindowIsCaught(t *testing.T) {
+	// 3 a second, and 2 more at 20.5 s: 32 in the 10 s up to then.
+	as := steady(40, 3, 1000)
+	as = slices.Insert(as, 21, admission{20500, 2})
+	revs := rateChain(10*time.Second, as...)
+	c := judgeQueueRate(revs, claimsAfter(revs), 30, 10*time.Second, revTime{at: qt0})
+	if c.over == 0 || c.worst != 32 {
+		t.Fatalf("over %d, worst %d; want windows over the limit, 32 at worst", c.over, c.worst)
+	}
+	if !strings.Contains(c.violations[0], "32 starts admitted in the 10s") {
+		t.Errorf("violations: %q", c.violations)
+	}
+	if c.dropped != 0 || c.beyond != 0 || c.other != 0 {
+		t.Errorf("dropped %d, beyond %d, other %d; want 0", c.dropped, c.beyond, c.other)
+	}
+}
+
+func TestJudgeQueueRate_AMissedRevisionIsKnownFromTheNextLog(t *testing.T) {
+	// The watch missed revisions 140..220 (2 s to 5 s), and the one over
+	// the limit among them (10 at 2.5 s): the next revision's log shows
+	// them, and the window up to it.
+	as := steady(20, 3, 1000)
+	as = slices.Insert(as, 3, admission{2500, 10})
+	all := rateChain(10*time.Second, as...)
+	seen := slices.Concat(all[:2], all[7:])
+	c := judgeQueueRate(seen, claimsAfter(all), 30, 10*time.Second, revTime{at: qt0})
+	if c.admitted != 70 || c.revisions != len(seen) || c.uncertain != 0 {
+		t.Errorf("admitted %d from %d revisions, uncertain %d; want 70 from %d, 0", c.admitted, c.revisions, c.uncertain, len(seen))
+	}
+	if c.over == 0 || c.beyond != 0 {
+		t.Errorf("over %d, beyond %d: want the full window caught, no claim beyond the admissions", c.over, c.beyond)
+	}
+}
+
+func TestJudgeQueueRate_AnAdmissionDroppedFromTheLogIsCaught(t *testing.T) {
+	revs := rateChain(10*time.Second, steady(10, 3, 1000)...)
+	// Revision 200 forgets the admission at 2 s, within its period.
+	o := revs[5]
+	o.rate = &rateRev{last: o.rate.last, log: slices.DeleteFunc(slices.Clone(o.rate.log), func(w rateWin) bool { return w.at.Equal(qt0.Add(2 * time.Second)) })}
+	revs[5] = o
+	c := judgeQueueRate(revs, claimsAfter(revs), 30, 10*time.Second, revTime{at: qt0})
+	if c.dropped != 1 || !strings.Contains(strings.Join(c.violations, "\n"), "are not in revision 200") {
+		t.Fatalf("dropped %d, violations %q; want one admission dropped by revision 200", c.dropped, c.violations)
+	}
+}
+
+func TestJudgeQueueRate_MoreClaimsThanAdmissionsAreCaught(t *testing.T) {
+	revs := rateChain(10*time.Second, steady(10, 2, 1000)...)
+	claims := claimsAfter(revs)
+	// A third claim after revision 120, which admitted two.
+	claims = append(claims, 133)
+	c := judgeQueueRate(revs, claims, 30, 10*time.Second, revTime{at: qt0})
+	if c.beyond == 0 || !strings.Contains(c.violations[0], "claim 5 (revision 133) came after 4 admissions") {
+		t.Fatalf("beyond %d, violations %q; want claim 5 at revision 133 after 4 admissions", c.beyond, c.violations)
+	}
+	// A claim before any admission.
+	c = judgeQueueRate(revs, append(claimsAfter(revs), 50), 30, 10*time.Second, revTime{at: qt0})
+	if c.beyond == 0 {
+		t.Fatal("a claim before the first admission was not caught")
+	}
+}
+
+func TestJudgeQueueRate_AStretchTheWatchMayHaveMissedAllowsWhatItsWindowLeaves(t *testing.T) {
+	// Admissions every second, and the watch saw none from 2 s to 14 s:
+	// the first it saw after is more than a period after the last before,
+	// so admissions between 2 s and 4 s may be unknown. The window ending
+	// there holds 9 known ones (0, 1, 2 s), so 21 may hide there.
+	all := rateChain(10*time.Second, steady(30, 3, 1000)...)
+	seen := slices.Concat(all[:3], all[14:])
+	c := judgeQueueRate(seen, claimsAfter(all), 30, 10*time.Second, revTime{at: qt0.Add(-time.Second)})
+	if c.uncertain != 1 || c.allowance != 21 {
+		t.Errorf("uncertain %d, allowance %d; want 1 and 21", c.uncertain, c.allowance)
+	}
+	if c.beyond != 0 || c.over != 0 {
+		t.Errorf("beyond %d, over %d; want 0: violations %q", c.beyond, c.over, c.violations)
+	}
+}
+
+func TestJudgeQueueRate_AnUndecodableRevisionIsAProblem(t *testing.T) {
+	revs := rateChain(10*time.Second, steady(3, 1, 1000)...)
+	revs = append(revs, qrev{key: "fr.rate", rev: 500, at: qt0.Add(5 * time.Second), live: true, bad: true})
+	c := judgeQueueRate(revs, nil, 30, 10*time.Second, revTime{at: qt0})
+	if c.undecodable != 1 || c.other != 1 {
+		t.Fatalf("undecodable %d, other %d; want 1 and 1", c.undecodable, c.other)
+	}
+}
