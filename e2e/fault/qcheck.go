@@ -15,12 +15,13 @@ type flowCounts struct {
 	sched   schedCounts
 	delayed delayCounts
 	rate    qrateCounts
+	keyRate keyRateCounts
 	watches int // queue watches started (more than one: it ended and was started again)
 }
 
 // violations counts every violation the three checks found.
 func (f flowCounts) violations() int {
-	return len(f.sched.violations) + len(f.delayed.violations) + len(f.rate.violations)
+	return len(f.sched.violations) + len(f.delayed.violations) + len(f.rate.violations) + len(f.keyRate.violations)
 }
 
 // checkFlow reads the queues' records once more, stops the queue watch
@@ -56,7 +57,8 @@ func (h *harness) checkFlow(ctx context.Context, stopWatch func(), quiet span) (
 
 	f.delayed = judgeDelayed(adds, fq, v, starts, gone)
 	f.rate = judgeQueueRate(v.byKey[rateQueue+".rate"], claimsOf(v.tasks(rateQueue)), rateQueueMax, rateQueuePeriod, revTime{at: h.rateFrom})
-	for _, vs := range [][]string{f.sched.violations, f.delayed.violations, f.rate.violations} {
+	f.keyRate = judgeKeyRates(v.keyRates(rateQueue), v.tasks(rateQueue), keyRateLimit, rateQueuePeriod, revTime{at: h.rateFrom})
+	for _, vs := range [][]string{f.sched.violations, f.delayed.violations, f.rate.violations, f.keyRate.violations} {
 		for _, s := range vs {
 			h.stats.violation("%s", s)
 		}
@@ -78,9 +80,12 @@ func (f flowCounts) report(w io.Writer) {
 	r := f.rate
 	fmt.Fprintf(w, "rate-limited queue %s (%d/%s, a worker of concurrency 1 per host): %d revisions of its rate record seen (%d queue watches), %d starts admitted, at most %d in any %s over %d windows; %d claims; %d stretches where the watch may have missed admissions (allowed up to %d more)\n",
 		rateQueue, rateQueueMax, rateQueuePeriod, r.revisions, f.watches, r.admitted, r.worst, rateQueuePeriod, r.windows, r.starts, r.uncertain, r.allowance)
+	k := f.keyRate
+	fmt.Fprintf(w, "its keys (%d/%s each, %s's own %d): %d keys' records judged, %d revisions, %d starts admitted, at most %d and %d (%s) in any %s over %d windows; %d claims\n",
+		keyRateMax, rateQueuePeriod, keyRateOwn, keyRateOwnMax, k.keys, k.revisions, k.admitted, k.worst[keyRateMax], k.worst[keyRateOwnMax], keyRateOwn, rateQueuePeriod, k.windows, k.starts)
 }
 
 // verdict is the three checks' part of the closing line.
 func (f flowCounts) verdict() string {
-	return f.sched.verdict() + "; " + f.delayed.verdict() + "; " + f.rate.verdict()
+	return f.sched.verdict() + "; " + f.delayed.verdict() + "; " + f.rate.verdict() + "; " + f.keyRate.verdict()
 }

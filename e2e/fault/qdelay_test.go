@@ -113,7 +113,7 @@ func TestDecodeQrev_ReadsTheRecordsBatonWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := decodeQrev(kv.Entry{Key: "fq.task." + task.ID, Value: data, Revision: 42, Created: sec(1), Op: kv.OpPut})
-	want := taskRev{id: task.ID, schedule: "tick", state: "active", attempts: 2, seq: 42, claimed: 42, runAt: qt0, delay: 3 * time.Second}
+	want := taskRev{id: task.ID, key: "qs", schedule: "tick", state: "active", attempts: 2, seq: 42, claimed: 42, runAt: qt0, delay: 3 * time.Second}
 	if r.bad || r.task == nil || *r.task != want {
 		t.Fatalf("decoded %+v; want %+v", r.task, want)
 	}
@@ -121,6 +121,10 @@ func TestDecodeQrev_ReadsTheRecordsBatonWrites(t *testing.T) {
 		Revision: 43, Created: sec(2), Op: kv.OpPut})
 	if rate.bad || rate.rate == nil || rate.rate.last != 2 || len(rate.rate.log) != 1 || !rate.rate.log[0].at.Equal(sec(0.5)) || rate.rate.log[0].n != 3 {
 		t.Fatalf("decoded %+v", rate.rate)
+	}
+	krate := decodeQrev(kv.Entry{Key: "fr.krate.r1", Value: []byte(`{"queue":"fr","key":"r1","log":[],"last":4}`), Revision: 46, Created: sec(3), Op: kv.OpPut})
+	if krate.bad || krate.rate == nil || krate.rate.last != 4 {
+		t.Fatalf("a key's rate record decoded %+v", krate.rate)
 	}
 	if g := decodeQrev(kv.Entry{Key: "fr.rate", Value: []byte("\x00junk"), Revision: 44, Op: kv.OpPut}); !g.bad {
 		t.Error("garbage decoded")

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -36,15 +37,33 @@ var (
 	rateQueuePeriod  = 10 * time.Second
 	rateQueueBacklog = 30
 	rateQueueWork    = "0.3" // seconds each task's command sleeps
+	// Each key's own limit too (adr/0055): keyRateMax per period for every
+	// key, and keyRateOwnMax for keyRateOwn, its own. Six keys at 6 pass
+	// the queue's 30, so that both bind at times.
+	keyRateMax    = 6
+	keyRateOwn    = "r1"
+	keyRateOwnMax = 10
 )
+
+// keyRateLimit is the most starts of key per rateQueuePeriod.
+func keyRateLimit(key string) int {
+	if key == keyRateOwn {
+		return keyRateOwnMax
+	}
+	return keyRateMax
+}
 
 // createRateQueue makes the rate-limited queue and returns when the
 // create started and its config's revision.
 func (h *harness) createRateQueue() (time.Time, error) {
 	r := h.cli("h1", "queue", "create", rateQueue, "--ttl", queueTTL.String(), "--max-attempts", "1000", "--backoff", "0s",
-		"--timeout", "1m", "--rate", fmt.Sprintf("%d/%s", rateQueueMax, rateQueuePeriod))
+		"--timeout", "1m", "--rate", fmt.Sprintf("%d/%s", rateQueueMax, rateQueuePeriod),
+		"--key-rate", fmt.Sprintf("%d/%s", keyRateMax, rateQueuePeriod))
 	if r.code != 0 {
 		return time.Time{}, fmt.Errorf("queue create %s: exit %d: %s", rateQueue, r.code, r.stderr)
+	}
+	if k := h.cli("h1", "queue", "key", "set", rateQueue, keyRateOwn, "--rate", fmt.Sprintf("%d/%s", keyRateOwnMax, rateQueuePeriod)); k.code != 0 {
+		return time.Time{}, fmt.Errorf("queue key set %s %s: exit %d: %s", rateQueue, keyRateOwn, k.code, k.stderr)
 	}
 	return r.start, nil
 }
@@ -301,6 +320,57 @@ func claimsOf(tasks map[string][]qrev) []uint64 {
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
+}
+
+// keyRateCounts are the rate-limited queue's keys' outcome: each key's
+// record judged as the queue's is, against the key's limit.
+type keyRateCounts struct {
+	keys, revisions, admitted, windows, over, dropped, starts, beyond, other int
+	worst                                                                    map[int]int // the most admitted in any window, by limit
+	violations                                                               []string
+}
+
+// judgeKeyRates judges each key of the rate-limited queue from the
+// revisions of its record (revs by key) and its tasks' claims. A key's
+// record expires once the key rests (its TTL is past its period) and is
+// made again with an empty log: every admission the old one logged is
+// older than the period by then, so judgeQueueRate's windows and its
+// check of dropped admissions hold across the expiry.
+func judgeKeyRates(revs map[string][]qrev, tasks map[string][]qrev, limit func(string) int, period time.Duration, origin revTime) keyRateCounts {
+	c := keyRateCounts{worst: map[int]int{}}
+	keys := slices.Sorted(maps.Keys(revs))
+	for _, key := range keys {
+		var claims []uint64
+		for _, trs := range tasks {
+			for _, r := range trs {
+				if r.task != nil && r.task.key == key && r.task.claimed != 0 {
+					claims = append(claims, r.task.claimed)
+				}
+			}
+		}
+		lim := limit(key)
+		k := judgeQueueRate(revs[key], claims, lim, period, origin)
+		c.keys++
+		c.revisions += k.revisions
+		c.admitted += k.admitted
+		c.windows += k.windows
+		c.over += k.over
+		c.dropped += k.dropped
+		c.starts += k.starts
+		c.beyond += k.beyond
+		c.other += k.other
+		c.worst[lim] = max(c.worst[lim], k.worst)
+		for _, v := range k.violations {
+			c.violations = append(c.violations, "key "+key+": "+strings.TrimPrefix(v, "queue rate: "))
+		}
+	}
+	return c
+}
+
+// verdict is the keys' part of the closing line.
+func (c keyRateCounts) verdict() string {
+	return fmt.Sprintf("key rates: %d keys, %d starts admitted, at most %d in %s (limit %d) and %d (limit %d, %s's own) over %d windows, %d windows over limit, %d admissions dropped, %d of %d claims beyond admissions, %d other problems",
+		c.keys, c.admitted, c.worst[keyRateMax], rateQueuePeriod, keyRateMax, c.worst[keyRateOwnMax], keyRateOwnMax, keyRateOwn, c.windows, c.over, c.dropped, c.beyond, c.starts, c.other)
 }
 
 // verdict is the rate-limited queue's part of the closing line.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -150,5 +151,72 @@ func TestJudgeQueueRate_AnUndecodableRevisionIsAProblem(t *testing.T) {
 	c := judgeQueueRate(revs, nil, 30, 10*time.Second, revTime{at: qt0})
 	if c.undecodable != 1 || c.other != 1 {
 		t.Fatalf("undecodable %d, other %d; want 1 and 1", c.undecodable, c.other)
+	}
+}
+
+// keyChain is rateChain for key's record, its revisions moved by base.
+func keyChain(key string, base uint64, as ...admission) []qrev {
+	revs := rateChain(10*time.Second, as...)
+	for i := range revs {
+		revs[i].key, revs[i].rev = "fr.krate."+key, revs[i].rev+base
+	}
+	return revs
+}
+
+// keyTasks are one task per claim of the revisions' admissions, of key.
+func keyTasks(key string, revs []qrev) map[string][]qrev {
+	out := map[string][]qrev{}
+	for i, cl := range claimsAfter(revs) {
+		id := key + "-" + string(rune('a'+i%26)) + string(rune('a'+i/26))
+		out[id] = []qrev{{key: "fr.task." + id, rev: cl, live: true, task: &taskRev{id: id, key: key, claimed: cl}}}
+	}
+	return out
+}
+
+func TestJudgeKeyRates_AKeyWhoseRecordExpiredAndCameBackPasses(t *testing.T) {
+	// 3 and 3 within a period, the record expires (its key rests), then a
+	// new record with an empty log: 6 at most in any 10 s, nothing dropped.
+	a := keyChain("r2", 0, admission{0, 3}, admission{5000, 3})
+	gone := qrev{key: "fr.krate.r2", rev: 400, at: qt0.Add(17 * time.Second)}
+	b := keyChain("r2", 1000, admission{20000, 3}, admission{25000, 3})
+	revs := append(append(slices.Clone(a), gone), b...)
+	tasks := keyTasks("r2", append(slices.Clone(a), b...))
+	c := judgeKeyRates(map[string][]qrev{"r2": revs}, tasks, keyRateLimit, 10*time.Second, revTime{at: qt0.Add(-time.Second)})
+	if len(c.violations) != 0 {
+		t.Fatalf("violations: %q", c.violations)
+	}
+	if c.keys != 1 || c.admitted != 12 || c.worst[keyRateMax] != 6 || c.starts != 12 {
+		t.Errorf("keys %d, admitted %d, worst %d, starts %d; want 1, 12, 6, 12", c.keys, c.admitted, c.worst[keyRateMax], c.starts)
+	}
+}
+
+func TestJudgeKeyRates_EachKeyAgainstItsOwnLimit(t *testing.T) {
+	// 10 in 10 s: within r1's own limit, over every other key's.
+	as := []admission{{0, 4}, {3000, 3}, {6000, 3}}
+	own, other := keyChain(keyRateOwn, 0, as...), keyChain("r2", 1000, as...)
+	tasks := keyTasks(keyRateOwn, own)
+	maps.Copy(tasks, keyTasks("r2", other))
+	c := judgeKeyRates(map[string][]qrev{keyRateOwn: own, "r2": other}, tasks, keyRateLimit, 10*time.Second, revTime{at: qt0.Add(-time.Second)})
+	if c.keys != 2 || c.worst[keyRateOwnMax] != 10 || c.worst[keyRateMax] != 10 {
+		t.Fatalf("keys %d, worst %v", c.keys, c.worst)
+	}
+	if c.over == 0 || len(c.violations) == 0 || !strings.HasPrefix(c.violations[0], "key r2: ") || !strings.Contains(c.violations[0], "(limit 6)") {
+		t.Fatalf("over %d, violations %q; want r2's windows over its limit of 6", c.over, c.violations)
+	}
+	for _, v := range c.violations {
+		if strings.Contains(v, "key "+keyRateOwn+" ") {
+			t.Errorf("%s is within its own limit: %s", keyRateOwn, v)
+		}
+	}
+}
+
+func TestJudgeKeyRates_MoreClaimsThanAKeysAdmissionsAreCaught(t *testing.T) {
+	revs := keyChain("r3", 0, admission{0, 2}, admission{4000, 2})
+	tasks := keyTasks("r3", revs)
+	tasks["extra"] = []qrev{{key: "fr.task.extra", rev: 103, live: true, task: &taskRev{id: "extra", key: "r3", claimed: 103}}}
+	tasks["other-key"] = []qrev{{key: "fr.task.o", rev: 104, live: true, task: &taskRev{id: "o", key: "r4", claimed: 104}}}
+	c := judgeKeyRates(map[string][]qrev{"r3": revs}, tasks, keyRateLimit, 10*time.Second, revTime{at: qt0.Add(-time.Second)})
+	if c.beyond == 0 || c.starts != 5 {
+		t.Fatalf("beyond %d of %d claims, violations %q; want some of 5 (another key's claim not counted)", c.beyond, c.starts, c.violations)
 	}
 }

@@ -36,12 +36,12 @@ type qrev struct {
 
 // taskRev is what the checks read of one revision of a task record.
 type taskRev struct {
-	id, schedule, state string
-	attempts            int
-	seq                 uint64 // the revision that added the task
-	claimed             uint64 // the revision that started its current or last attempt (0: none)
-	runAt               time.Time
-	delay               time.Duration
+	id, key, schedule, state string
+	attempts                 int
+	seq                      uint64 // the revision that added the task
+	claimed                  uint64 // the revision that started its current or last attempt (0: none)
+	runAt                    time.Time
+	delay                    time.Duration
 }
 
 // rateRev is one revision of a queue's rate record (queue/rate.go's
@@ -76,7 +76,7 @@ func newQwatchLedger() *qwatchLedger { return &qwatchLedger{byKey: map[string][]
 
 // watchPatterns are the keys the queue watch follows.
 func watchPatterns() []string {
-	return []string{queueName + ".task.>", queueName + ".schedule.>", rateQueue + ".task.>", rateQueue + ".rate"}
+	return []string{queueName + ".task.>", queueName + ".schedule.>", rateQueue + ".task.>", rateQueue + ".rate", rateQueue + ".krate.>"}
 }
 
 // qwatch follows the queue records of watchPatterns until ctx is done,
@@ -144,7 +144,7 @@ func decodeQrev(e kv.Entry) qrev {
 		return r
 	}
 	switch {
-	case strings.HasSuffix(e.Key, ".rate"):
+	case strings.HasSuffix(e.Key, ".rate"), strings.Contains(e.Key, ".krate."):
 		var doc struct {
 			Log []struct {
 				At time.Time `json:"at"`
@@ -166,7 +166,7 @@ func decodeQrev(e kv.Entry) qrev {
 			r.bad = true
 			return r
 		}
-		tr := &taskRev{id: t.ID, schedule: t.Schedule, state: string(t.State), attempts: t.Attempts, seq: t.Seq,
+		tr := &taskRev{id: t.ID, key: t.Key, schedule: t.Schedule, state: string(t.State), attempts: t.Attempts, seq: t.Seq,
 			runAt: t.RunAt, delay: time.Duration(t.Delay)}
 		switch {
 		case t.Run != nil:
@@ -270,6 +270,18 @@ func (v qview) bounds(rev uint64) (lo, hi time.Time) {
 }
 
 // tasks is the revisions of queue q's task records, by task id.
+// keyRates are the revisions of queue q's keys' rate records, by key.
+func (v qview) keyRates(q string) map[string][]qrev {
+	out := map[string][]qrev{}
+	prefix := q + ".krate."
+	for k, revs := range v.byKey {
+		if key, ok := strings.CutPrefix(k, prefix); ok {
+			out[key] = revs
+		}
+	}
+	return out
+}
+
 func (v qview) tasks(q string) map[string][]qrev {
 	out := map[string][]qrev{}
 	prefix := q + ".task."
