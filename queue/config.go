@@ -202,6 +202,11 @@ type RateLimit struct {
 	Period Duration `json:"period"`
 }
 
+// equal reports whether r and o are the same rate (nil: none).
+func (r *RateLimit) equal(o *RateLimit) bool {
+	return r == nil && o == nil || r != nil && o != nil && *r == *o
+}
+
 // validate checks a rate named what (nil: none, valid).
 func (r *RateLimit) validate(what string) error {
 	if r != nil && (r.Max < 1 || r.Max > MaxRate || time.Duration(r.Period) < time.Millisecond || time.Duration(r.Period) > 24*time.Hour) {

@@ -182,17 +182,22 @@ func (d *dispatcher) applyQueue(l *loop, e kv.Entry) {
 		d.applyKeyRate(l, e)
 		return
 	}
-	keyRate := d.x.cfg.KeyRate.String()
-	var key, ownRate string
-	if isKeyConfigKey(q, e.Key) {
+	// A rate changed: the keys it holds are decided again (a task's
+	// change, most of what comes, costs no look).
+	var key string
+	var keyRate, ownRate *RateLimit
+	switch {
+	case isConfigKey(q, e.Key):
+		keyRate = d.x.cfg.KeyRate
+	case isKeyConfigKey(q, e.Key):
 		key = keyOfKeyConfig(q, e.Key)
-		ownRate = d.x.keyCfg[key].Rate.String()
+		ownRate = d.x.keyCfg[key].Rate
 	}
 	d.x.applyQueue(e, time.Now())
 	switch {
-	case isConfigKey(q, e.Key) && d.x.cfg.KeyRate.String() != keyRate:
+	case isConfigKey(q, e.Key) && !d.x.cfg.KeyRate.equal(keyRate):
 		d.keyRatesChanged(time.Now())
-	case key != "" && d.x.keyCfg[key].Rate.String() != ownRate:
+	case key != "" && !d.x.keyCfg[key].Rate.equal(ownRate):
 		d.keyRateChanged(key, time.Now())
 	}
 	switch {

@@ -119,13 +119,19 @@ type dueItem struct {
 	gen  int
 }
 
-type dueHeap []dueItem
+func (d dueItem) when() time.Time { return d.at }
 
-func (h dueHeap) Len() int           { return len(h) }
-func (h dueHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
-func (h dueHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *dueHeap) Push(v any)        { *h = append(*h, v.(dueItem)) }
-func (h *dueHeap) Pop() any {
+// dueHeap orders the tasks waiting for their time (index.advance).
+type dueHeap = timeHeap[dueItem]
+
+// timeHeap is a container/heap of items, the earliest first.
+type timeHeap[T interface{ when() time.Time }] []T
+
+func (h timeHeap[T]) Len() int           { return len(h) }
+func (h timeHeap[T]) Less(i, j int) bool { return h[i].when().Before(h[j].when()) }
+func (h timeHeap[T]) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *timeHeap[T]) Push(v any)        { *h = append(*h, v.(T)) }
+func (h *timeHeap[T]) Pop() any {
 	old := *h
 	v := old[len(old)-1]
 	*h = old[:len(old)-1]

@@ -57,8 +57,8 @@ func (d *dispatcher) applyKeyRate(l *loop, e kv.Entry) {
 	ks.seen = max(ks.seen, e.Revision)
 	if !e.Live() {
 		if !ks.admitting && !d.x.rateHeld[name] {
-			// Its keys rest: forget it (a create that meets the marker
-			// follows it next time, after one refusal).
+			// Its key rests: forget it (the next create writes over the
+			// marker, which kv's create reads when it is in the way).
 			delete(d.krates.state, name)
 			return
 		}
@@ -123,13 +123,14 @@ func (d *dispatcher) keyWake(now time.Time) time.Time {
 	h := &d.krates.wake
 	for h.Len() > 0 {
 		it := (*h)[0]
-		if ks := d.krates.state[it.key]; ks != nil && ks.until.Equal(it.at) && it.at.After(now) {
-			return it.at
+		if ks := d.krates.state[it.key]; ks == nil || !ks.until.Equal(it.at) {
+			heap.Pop(h) // stale: the key was let back otherwise
+			continue
 		}
-		if ks := d.krates.state[it.key]; ks != nil && ks.until.Equal(it.at) {
+		if !it.at.After(now) {
 			return now.Add(time.Millisecond) // due: the loop's next turn lets it back
 		}
-		heap.Pop(h) // stale: the key was let back otherwise
+		return it.at
 	}
 	return time.Time{}
 }
@@ -230,15 +231,7 @@ type wakeItem struct {
 	key string
 }
 
-type wakeHeap []wakeItem
+func (w wakeItem) when() time.Time { return w.at }
 
-func (h wakeHeap) Len() int           { return len(h) }
-func (h wakeHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
-func (h wakeHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *wakeHeap) Push(v any)        { *h = append(*h, v.(wakeItem)) }
-func (h *wakeHeap) Pop() any {
-	old := *h
-	v := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return v
-}
+// wakeHeap orders the keys held for their window.
+type wakeHeap = timeHeap[wakeItem]

@@ -173,8 +173,7 @@ func (qs *Queues) Create(ctx context.Context, cfg Config) (Config, bool, error) 
 func sameSettings(a, b Config) bool {
 	return a.MaxActive == b.MaxActive && a.PerKey == b.PerKey && a.MaxAttempts == b.MaxAttempts &&
 		a.Timeout == b.Timeout && a.TTL == b.TTL && a.SlotPrefix == b.SlotPrefix &&
-		a.Backoff == b.Backoff && a.Retention == b.Retention && a.Rate.String() == b.Rate.String() &&
-		a.KeyRate.String() == b.KeyRate.String()
+		a.Backoff == b.Backoff && a.Retention == b.Retention && a.Rate.equal(b.Rate) && a.KeyRate.equal(b.KeyRate)
 }
 
 func (qs *Queues) remember(c Config) {

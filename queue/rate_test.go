@@ -23,11 +23,20 @@ type admission struct {
 // record until ctx is done.
 func watchAdmissions(t *testing.T, ctx context.Context, qs *queue.Queues, q string) func() []admission {
 	t.Helper()
-	w, err := qs.Bucket().Watch(ctx, q+".rate")
+	got := watchRateRecords(t, ctx, qs, q+".rate")
+	return func() []admission { return got()[""] }
+}
+
+// watchRateRecords collects every admission written to the rate records
+// that match pattern until ctx is done, by the key a record names ("" for
+// the queue's own).
+func watchRateRecords(t *testing.T, ctx context.Context, qs *queue.Queues, pattern string) func() map[string][]admission {
+	t.Helper()
+	w, err := qs.Bucket().Watch(ctx, pattern)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got []admission
+	got := map[string][]admission{}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -36,16 +45,23 @@ func watchAdmissions(t *testing.T, ctx context.Context, qs *queue.Queues, q stri
 				continue
 			}
 			var rec struct {
-				Last int `json:"last"`
+				Queue string `json:"queue"`
+				Key   string `json:"key"`
+				Last  int    `json:"last"`
 			}
 			if err := json.Unmarshal(e.Value, &rec); err == nil && rec.Last > 0 {
-				got = append(got, admission{e.Created, rec.Last})
+				if want := rec.Queue + ".krate." + rec.Key; rec.Key != "" && e.Key != want {
+					t.Errorf("record %s names key %q", e.Key, rec.Key)
+				}
+				got[rec.Key] = append(got[rec.Key], admission{e.Created, rec.Last})
 			}
 		}
 	}()
-	return func() []admission {
+	return func() map[string][]admission {
 		<-done
-		sort.Slice(got, func(i, j int) bool { return got[i].at.Before(got[j].at) })
+		for _, as := range got {
+			sort.Slice(as, func(i, j int) bool { return as[i].at.Before(as[j].at) })
+		}
 		return got
 	}
 }
@@ -126,43 +142,6 @@ func TestRate_Parse(t *testing.T) {
 	}
 }
 
-// watchKeyAdmissions collects every admission written to the rate records
-// of queue q's keys, by key, until ctx is done.
-func watchKeyAdmissions(t *testing.T, ctx context.Context, qs *queue.Queues, q string) func() map[string][]admission {
-	t.Helper()
-	w, err := qs.Bucket().Watch(ctx, q+".krate.>")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string][]admission{}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for e := range w.Updates() {
-			if e == nil || !e.Live() {
-				continue
-			}
-			var rec struct {
-				Key  string `json:"key"`
-				Last int    `json:"last"`
-			}
-			if err := json.Unmarshal(e.Value, &rec); err == nil && rec.Last > 0 {
-				if want := q + ".krate." + rec.Key; e.Key != want {
-					t.Errorf("record %s names key %q", e.Key, rec.Key)
-				}
-				got[rec.Key] = append(got[rec.Key], admission{e.Created, rec.Last})
-			}
-		}
-	}()
-	return func() map[string][]admission {
-		<-done
-		for _, as := range got {
-			sort.Slice(as, func(i, j int) bool { return as[i].at.Before(as[j].at) })
-		}
-		return got
-	}
-}
-
 // A key rate of 5 a second for every key, one key's own 15 a second, and a
 // queue rate of 40 a second, three workers on three hosts: no window of a
 // second holds more than its limit, for the queue or any key; each key
@@ -193,7 +172,7 @@ func TestRate_KeyRatesHoldPerKey(t *testing.T) {
 	}
 	wctx, stop := context.WithCancel(ctx)
 	queueAdm := watchAdmissions(t, wctx, qs, "q")
-	keyAdm := watchKeyAdmissions(t, wctx, qs, "q")
+	keyAdm := watchRateRecords(t, wctx, qs, "q.krate.>")
 	for _, h := range []string{"h1", "h2", "h3"} {
 		w, _ := e.queues(h).NewWorker("q", queue.HandlerFunc(func(context.Context, *queue.Task) error { return nil }), queue.WithConcurrency(8))
 		start(t, w)

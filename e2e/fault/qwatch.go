@@ -270,24 +270,18 @@ func (v qview) bounds(rev uint64) (lo, hi time.Time) {
 }
 
 // tasks is the revisions of queue q's task records, by task id.
-// keyRates are the revisions of queue q's keys' rate records, by key.
-func (v qview) keyRates(q string) map[string][]qrev {
-	out := map[string][]qrev{}
-	prefix := q + ".krate."
-	for k, revs := range v.byKey {
-		if key, ok := strings.CutPrefix(k, prefix); ok {
-			out[key] = revs
-		}
-	}
-	return out
-}
+func (v qview) tasks(q string) map[string][]qrev { return v.under(q + ".task.") }
 
-func (v qview) tasks(q string) map[string][]qrev {
+// keyRates are the revisions of queue q's keys' rate records, by key.
+func (v qview) keyRates(q string) map[string][]qrev { return v.under(q + ".krate.") }
+
+// under is the revisions of the records whose keys start with prefix, by
+// the rest of their key.
+func (v qview) under(prefix string) map[string][]qrev {
 	out := map[string][]qrev{}
-	prefix := q + ".task."
 	for k, revs := range v.byKey {
-		if id, ok := strings.CutPrefix(k, prefix); ok {
-			out[id] = revs
+		if rest, ok := strings.CutPrefix(k, prefix); ok {
+			out[rest] = revs
 		}
 	}
 	return out
