@@ -32,14 +32,15 @@ import (
 // coming at once and then none for a whole period.
 var (
 	rateQueue        = "fr"
-	rateQueueKeys    = []string{"r1", "r2", "r3", "r4", "r5", "r6"}
+	rateQueueKeys    = []string{"r1", "r2", "r3", "r4", "r5", "r6"} // keyRateOwn first
 	rateQueueMax     = 30
 	rateQueuePeriod  = 10 * time.Second
 	rateQueueBacklog = 30
 	rateQueueWork    = "0.3" // seconds each task's command sleeps
 	// Each key's own limit too (adr/0055): keyRateMax per period for every
 	// key, and keyRateOwnMax for keyRateOwn, its own. Six keys at 6 pass
-	// the queue's 30, so that both bind at times.
+	// the queue's 30, and two keys alone (the adder's narrow turns) have
+	// 16, so that both bind at times.
 	keyRateMax    = 6
 	keyRateOwn    = "r1"
 	keyRateOwnMax = 10
@@ -70,13 +71,26 @@ func (h *harness) createRateQueue() (time.Time, error) {
 
 // rateQueueAdder adds a batch of 4 to 10 tasks (`queue add --batch`) every
 // 1 to 2.5 s while fewer than rateQueueBacklog wait, as the watch sees them.
+// It takes turns: for 20 to 40 s the tasks go to all the keys, whose
+// fair shares of the queue's limit come near each key's (the queue's
+// limit binds); then for 25 to 40 s to two keys alone, keyRateOwn and
+// another (their own limits bind, and the other keys rest, so that their
+// records expire and are made again).
 func (h *harness) rateQueueAdder(ctx context.Context) {
 	file := filepath.Join(h.dir, "clients", "fr-batch.jsonl")
+	keys, turn := rateQueueKeys, time.Now().Add(h.between(20*time.Second, 40*time.Second))
 	for n := 0; ctx.Err() == nil; n++ {
+		if time.Now().After(turn) {
+			if len(keys) == len(rateQueueKeys) {
+				keys, turn = []string{keyRateOwn, rateQueueKeys[1]}, time.Now().Add(h.between(25*time.Second, 40*time.Second))
+			} else {
+				keys, turn = rateQueueKeys, time.Now().Add(h.between(20*time.Second, 40*time.Second))
+			}
+		}
 		if h.qw.backlog(rateQueue) < rateQueueBacklog {
 			var b strings.Builder
 			for i := range 4 + h.intn(7) {
-				fmt.Fprintf(&b, "{\"key\":%q,\"id\":\"b%d-%d\"}\n", rateQueueKeys[h.intn(len(rateQueueKeys))], n, i)
+				fmt.Fprintf(&b, "{\"key\":%q,\"id\":\"b%d-%d\"}\n", keys[h.intn(len(keys))], n, i)
 			}
 			if err := os.WriteFile(file, []byte(b.String()), 0o600); err != nil {
 				h.stats.stick("rate queue adder: %v", err)
