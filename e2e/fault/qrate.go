@@ -33,14 +33,16 @@ import (
 var (
 	rateQueue        = "fr"
 	rateQueueKeys    = []string{"r1", "r2", "r3", "r4", "r5", "r6"} // keyRateOwn first
-	rateQueueMax     = 30
+	rateQueueMax     = 20
 	rateQueuePeriod  = 10 * time.Second
 	rateQueueBacklog = 30
 	rateQueueWork    = "0.3" // seconds each task's command sleeps
 	// Each key's own limit too (adr/0055): keyRateMax per period for every
 	// key, and keyRateOwnMax for keyRateOwn, its own. Six keys at 6 pass
-	// the queue's 30, and two keys alone (the adder's narrow turns) have
-	// 16, so that both bind at times.
+	// the queue's 20, and two keys alone (the adder's narrow turns) have
+	// 16, under it, so that each binds at times. The queue's limit is well
+	// under what the workers start in a good spell (near 30 in 10 s), so
+	// that it binds in spite of the faults.
 	keyRateMax    = 6
 	keyRateOwn    = "r1"
 	keyRateOwnMax = 10
@@ -71,9 +73,8 @@ func (h *harness) createRateQueue() (time.Time, error) {
 
 // rateQueueAdder adds a batch of 4 to 10 tasks (`queue add --batch`) every
 // 1 to 2.5 s while fewer than rateQueueBacklog wait, as the watch sees them.
-// It takes turns: for 20 to 40 s the tasks go to all the keys, whose
-// fair shares of the queue's limit come near each key's (the queue's
-// limit binds); then for 25 to 40 s to two keys alone, keyRateOwn and
+// It takes turns: for 20 to 40 s the tasks go to all the keys (the
+// queue's limit binds); then for 25 to 40 s to two keys alone, keyRateOwn and
 // another (their own limits bind, and the other keys rest, so that their
 // records expire and are made again).
 func (h *harness) rateQueueAdder(ctx context.Context) {
