@@ -12,9 +12,9 @@
 // run and lead processes on several host ids and keys, library clients
 // whose clocks are hours off, a work queue (with a schedule that adds a
 // task every second, and tasks that wait for a time: --in, --at), a
-// second queue with a rate limit (30 starts in 10 s), a semaphore (`sem
-// run` on every host) and a rate limiter (`rate take` on every host, and a
-// library client that keeps it full), while it SIGKILLs and
+// second queue with a rate limit (20 starts in 10 s, and each key's), a
+// semaphore (`sem run` on every host) and a rate limiter (`rate take` on
+// every host, and a library client that keeps it full), while it SIGKILLs and
 // SIGSTOPs clients, injects one server or network fault after another
 // (server SIGKILLs, the stream leader partitioned with a host on its side,
 // 2/1 splits, a host cut off past its holders' TTL, flapping links, slow

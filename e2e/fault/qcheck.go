@@ -78,11 +78,12 @@ func (f flowCounts) report(w io.Writer) {
 	fmt.Fprintf(w, "delayed tasks of %s: %d acknowledged (%d --at, %d --in; %d with their time known exactly, the others judged against a lower bound of it), %d started, %d early, %d never; first start after their time: %s\n",
 		queueName, d.added, d.at, d.in, d.exact, d.started, d.early, d.never, quantiles(d.lateness))
 	r := f.rate
-	fmt.Fprintf(w, "rate-limited queue %s (%d/%s, a worker of concurrency 1 per host): %d revisions of its rate record seen (%d queue watches), %d starts admitted, at most %d in any %s over %d windows; %d claims; %d stretches where the watch may have missed admissions (allowed up to %d more)\n",
-		rateQueue, rateQueueMax, rateQueuePeriod, r.revisions, f.watches, r.admitted, r.worst, rateQueuePeriod, r.windows, r.starts, r.uncertain, r.allowance)
+	fmt.Fprintf(w, "rate-limited queue %s (%d/%s, a worker of concurrency 1 per host): %d revisions of its rate record seen (%d queue watches), %d starts admitted, at most %d in any %s over %d windows (%d at the limit); %d claims; %d stretches where the watch may have missed admissions (allowed up to %d more)\n",
+		rateQueue, rateQueueMax, rateQueuePeriod, r.revisions, f.watches, r.admitted, r.worst, rateQueuePeriod, r.windows, r.full, r.starts, r.uncertain, r.allowance)
 	k := f.keyRate
-	fmt.Fprintf(w, "its keys (%d/%s each, %s's own %d): %d keys' records judged, %d revisions, %d starts admitted, at most %d and %d (%s) in any %s over %d windows; %d claims\n",
-		keyRateMax, rateQueuePeriod, keyRateOwn, keyRateOwnMax, k.keys, k.revisions, k.admitted, k.worst[keyRateMax], k.worst[keyRateOwnMax], keyRateOwn, rateQueuePeriod, k.windows, k.starts)
+	fmt.Fprintf(w, "its keys (%d/%s each, %s's own %d): %d keys judged, %d revisions of their records and %d expiries, %d starts admitted, at most %d and %d (%s) in any %s over %d windows (%d and %d at the limit); %d claims; %d stretches where the watch may have missed admissions (allowed up to %d more)\n",
+		keyRateMax, rateQueuePeriod, keyRateOwn, keyRateOwnMax, k.keys, k.revisions, k.removed, k.admitted, k.worst[keyRateMax], k.worst[keyRateOwnMax], keyRateOwn, rateQueuePeriod, k.windows,
+		k.full[keyRateMax], k.full[keyRateOwnMax], k.starts, k.uncertain, k.allowance)
 }
 
 // verdict is the three checks' part of the closing line.

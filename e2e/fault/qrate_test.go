@@ -185,8 +185,63 @@ func TestJudgeKeyRates_AKeyWhoseRecordExpiredAndCameBackPasses(t *testing.T) {
 	if len(c.violations) != 0 {
 		t.Fatalf("violations: %q", c.violations)
 	}
-	if c.keys != 1 || c.admitted != 12 || c.worst[keyRateMax] != 6 || c.starts != 12 {
-		t.Errorf("keys %d, admitted %d, worst %d, starts %d; want 1, 12, 6, 12", c.keys, c.admitted, c.worst[keyRateMax], c.starts)
+	if c.keys != 1 || c.admitted != 12 || c.worst[keyRateMax] != 6 || c.full[keyRateMax] != 2 || c.starts != 12 {
+		t.Errorf("keys %d, admitted %d, worst %d, full %d, starts %d; want 1, 12, 6, 2, 12", c.keys, c.admitted, c.worst[keyRateMax], c.full[keyRateMax], c.starts)
+	}
+	// The expiry says nothing was admitted in the period before it: the
+	// key's rest is no stretch the watch may have missed admissions in.
+	// (Those between 5 s and 7 s may be unknown, but the window up to 7 s
+	// is full already.)
+	if c.revisions != 4 || c.removed != 1 || c.allowance != 0 {
+		t.Errorf("revisions %d, removed %d, allowance %d; want 4, 1, 0", c.revisions, c.removed, c.allowance)
+	}
+	// Without the expiry seen (the watch was down), the rest is such a
+	// stretch (the claims may have 3 more admissions before them), and
+	// still nothing is dropped.
+	c = judgeKeyRates(map[string][]qrev{"r2": slices.Concat(a, b)}, tasks, keyRateLimit, 10*time.Second, revTime{at: qt0.Add(-time.Second)})
+	if len(c.violations) != 0 || c.uncertain != 1 || c.allowance != 3 {
+		t.Fatalf("uncertain %d, allowance %d, violations %q; want 1, 3 and none", c.uncertain, c.allowance, c.violations)
+	}
+}
+
+func TestJudgeKeyRates_ARecordGoneWithAdmissionsInItsPeriodIsCaught(t *testing.T) {
+	// Expired 3 s after its last write: the 3 admitted at 5 s (and those
+	// at 0) were still within the period, so a write after it could
+	// admit against too few.
+	a := keyChain("r2", 0, admission{0, 3}, admission{5000, 3})
+	gone := qrev{key: "fr.krate.r2", rev: 400, at: qt0.Add(8 * time.Second)}
+	c := judgeKeyRates(map[string][]qrev{"r2": append(slices.Clone(a), gone)}, keyTasks("r2", a), keyRateLimit, 10*time.Second, revTime{at: qt0.Add(-time.Second)})
+	if c.dropped != 2 || !strings.Contains(strings.Join(c.violations, "\n"), "key r2: 3 starts admitted at") || !strings.Contains(c.violations[0], "of the record's removal (revision 400") {
+		t.Fatalf("dropped %d, violations %q; want both admissions dropped by the removal", c.dropped, c.violations)
+	}
+
+	// Made again at 9 s with an empty log, the removal unseen: the new
+	// record dropped them, and its window holds 9.
+	b := keyChain("r2", 1000, admission{9000, 3})
+	c = judgeKeyRates(map[string][]qrev{"r2": slices.Concat(a, b)}, keyTasks("r2", slices.Concat(a, b)), keyRateLimit, 10*time.Second, revTime{at: qt0.Add(-time.Second)})
+	if c.dropped != 2 || c.over != 1 || c.worst[keyRateMax] != 9 {
+		t.Fatalf("dropped %d, over %d, worst %d, violations %q; want 2, 1, 9", c.dropped, c.over, c.worst[keyRateMax], c.violations)
+	}
+}
+
+func TestJudgeKeyRates_AKeyOverItsOwnLimitIsCaught(t *testing.T) {
+	// 11 in 10 s: over r1's own 10.
+	own := keyChain(keyRateOwn, 0, admission{0, 4}, admission{3000, 4}, admission{6000, 3})
+	c := judgeKeyRates(map[string][]qrev{keyRateOwn: own}, keyTasks(keyRateOwn, own), keyRateLimit, 10*time.Second, revTime{at: qt0.Add(-time.Second)})
+	if c.over != 1 || c.worst[keyRateOwnMax] != 11 || len(c.violations) != 1 || !strings.Contains(c.violations[0], "key r1: 11 starts admitted in the 10s") || !strings.Contains(c.violations[0], "(limit 10)") {
+		t.Fatalf("over %d, worst %v, violations %q; want one window of 11 over r1's 10", c.over, c.worst, c.violations)
+	}
+}
+
+func TestJudgeKeyRates_AKeyClaimedWithNoRecordIsJudged(t *testing.T) {
+	// r4's tasks were claimed, and no record of r4 was ever seen: no
+	// admission stands behind those claims.
+	revs := keyChain("r3", 0, admission{0, 2})
+	tasks := keyTasks("r3", revs)
+	tasks["x"] = []qrev{{key: "fr.task.x", rev: 150, live: true, task: &taskRev{id: "x", key: "r4", claimed: 150}}}
+	c := judgeKeyRates(map[string][]qrev{"r3": revs}, tasks, keyRateLimit, 10*time.Second, revTime{at: qt0.Add(-time.Second)})
+	if c.keys != 2 || c.beyond != 1 || !strings.HasPrefix(c.violations[0], "key r4: claim 1 (revision 150) came after 0 admissions") {
+		t.Fatalf("keys %d, beyond %d, violations %q; want r4 judged, its claim beyond", c.keys, c.beyond, c.violations)
 	}
 }
 
@@ -204,7 +259,7 @@ func TestJudgeKeyRates_EachKeyAgainstItsOwnLimit(t *testing.T) {
 		t.Fatalf("over %d, violations %q; want r2's windows over its limit of 6", c.over, c.violations)
 	}
 	for _, v := range c.violations {
-		if strings.Contains(v, "key "+keyRateOwn+" ") {
+		if strings.HasPrefix(v, "key "+keyRateOwn+":") {
 			t.Errorf("%s is within its own limit: %s", keyRateOwn, v)
 		}
 	}
@@ -214,9 +269,16 @@ func TestJudgeKeyRates_MoreClaimsThanAKeysAdmissionsAreCaught(t *testing.T) {
 	revs := keyChain("r3", 0, admission{0, 2}, admission{4000, 2})
 	tasks := keyTasks("r3", revs)
 	tasks["extra"] = []qrev{{key: "fr.task.extra", rev: 103, live: true, task: &taskRev{id: "extra", key: "r3", claimed: 103}}}
+	// r4's claim, after r4's admission, counts for r4 alone.
 	tasks["other-key"] = []qrev{{key: "fr.task.o", rev: 104, live: true, task: &taskRev{id: "o", key: "r4", claimed: 104}}}
-	c := judgeKeyRates(map[string][]qrev{"r3": revs}, tasks, keyRateLimit, 10*time.Second, revTime{at: qt0.Add(-time.Second)})
-	if c.beyond == 0 || c.starts != 5 {
-		t.Fatalf("beyond %d of %d claims, violations %q; want some of 5 (another key's claim not counted)", c.beyond, c.starts, c.violations)
+	r4 := []qrev{{key: "fr.krate.r4", rev: 90, at: qt0.Add(-500 * time.Millisecond), live: true, rate: &rateRev{last: 1}}}
+	c := judgeKeyRates(map[string][]qrev{"r3": revs, "r4": r4}, tasks, keyRateLimit, 10*time.Second, revTime{at: qt0.Add(-time.Second)})
+	if c.beyond == 0 || c.starts != 6 || c.keys != 2 {
+		t.Fatalf("beyond %d of %d claims of %d keys, violations %q; want some of 6, of 2 keys", c.beyond, c.starts, c.keys, c.violations)
+	}
+	for _, v := range c.violations {
+		if !strings.HasPrefix(v, "key r3: claim ") {
+			t.Errorf("violation %q; want r3's claims alone", v)
+		}
 	}
 }
