@@ -72,3 +72,32 @@ func (p Process) String() string {
 func noProcess(pid int) error {
 	return fmt.Errorf("%w: pid %d", ErrNoProcess, pid)
 }
+
+// Lineage returns the process pid and its ancestors, parent first after
+// it, up to the first process of the system (pid 1), each with its start
+// token: so that a record naming a process can be matched against the
+// caller's ancestry (is this the agent that runs me?). It returns an error
+// wrapping ErrNoProcess if pid is not running, and one wrapping
+// ErrUnsupported on platforms without process parents.
+func Lineage(pid int) ([]Process, error) {
+	var out []Process
+	for len(out) < 256 { // a cycle cannot happen; bound it anyway
+		p, err := LookupProcess(pid)
+		if err != nil {
+			if len(out) > 0 {
+				return out, nil // the parent exited meanwhile: the lineage ends
+			}
+			return nil, err
+		}
+		out = append(out, p)
+		ppid, err := parentPID(pid)
+		if err != nil || ppid <= 0 || ppid == pid {
+			if len(out) == 1 && err != nil {
+				return nil, err
+			}
+			return out, nil
+		}
+		pid = ppid
+	}
+	return out, nil
+}

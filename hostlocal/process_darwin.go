@@ -35,3 +35,12 @@ func lookupProcess(pid int) (Process, error) {
 // thisBoot cannot tell on this platform: a start token does not name the
 // machine.
 func thisBoot(string) bool { return false }
+
+// parentPID is the parent of pid, as the kernel tells it.
+func parentPID(pid int) (int, error) {
+	kp, err := unix.SysctlKinfoProc("kern.proc.pid", pid)
+	if err != nil {
+		return 0, fmt.Errorf("hostlocal: process %d: %w", pid, err)
+	}
+	return int(kp.Eproc.Ppid), nil
+}

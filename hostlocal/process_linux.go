@@ -86,3 +86,21 @@ func thisBoot(start string) bool {
 	boot, err := bootID()
 	return err == nil && strings.HasPrefix(start, boot+":")
 }
+
+// parentPID is the parent of pid (field 4 of /proc/<pid>/stat).
+func parentPID(pid int) (int, error) {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, fmt.Errorf("hostlocal: read process %d: %w", pid, err)
+	}
+	line := string(data)
+	i := strings.LastIndexByte(line, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("hostlocal: process %d: malformed stat line %q", pid, line)
+	}
+	fields := strings.Fields(line[i+1:])
+	if len(fields) < 2 {
+		return 0, fmt.Errorf("hostlocal: process %d: malformed stat line %q", pid, line)
+	}
+	return strconv.Atoi(fields[1])
+}

@@ -162,3 +162,28 @@ func TestTryLock_HolderWithoutRecordIsNamedByTheKernel(t *testing.T) {
 		t.Errorf("Locks: %+v, want held by pid %d from /proc/locks", info, hp.pid())
 	}
 }
+
+func TestLineage_NamesTheCallerAndItsAncestors(t *testing.T) {
+	cmd := exec.Command("sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	got, err := Lineage(cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	self, err := Self()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) < 3 || got[0].PID != cmd.Process.Pid || got[1] != self || got[2].PID != os.Getppid() {
+		t.Fatalf("lineage of a child of pid %d (parent %d) = %v; want the child, this process, then its parent", self.PID, os.Getppid(), got)
+	}
+	if last := got[len(got)-1]; last.PID != 1 {
+		t.Errorf("lineage ends at %v, want pid 1", last)
+	}
+	if _, err := Lineage(1 << 30); !errors.Is(err, ErrNoProcess) {
+		t.Errorf("lineage of no process: %v, want ErrNoProcess", err)
+	}
+}

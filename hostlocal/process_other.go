@@ -14,3 +14,7 @@ func lookupProcess(pid int) (Process, error) {
 // thisBoot cannot tell on this platform: a start token does not name the
 // machine.
 func thisBoot(string) bool { return false }
+
+func parentPID(pid int) (int, error) {
+	return 0, fmt.Errorf("%w: process parents on %s (pid %d)", ErrUnsupported, runtime.GOOS, pid)
+}

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/batonhq/baton/hostlocal"
@@ -160,8 +159,8 @@ func (s *Semaphores) first(ctx context.Context, c Config, cfg acquireConfig, pla
 		return nil, err
 	}
 	defer w.Stop()
-	exits := newExitWait(ctx)
-	defer exits.stop()
+	exits := hostlocal.NewExitWatch(ctx)
+	defer exits.Stop()
 	h := s.newHanded(c, cfg, place)
 	defer func() {
 		if p == nil {
@@ -180,7 +179,7 @@ func (s *Semaphores) first(ctx context.Context, c Config, cfg acquireConfig, pla
 		case !errors.Is(err, ErrFull) && !errors.Is(err, kv.ErrConflict):
 			return nil, err
 		}
-		exits.watch(s, v.units)
+		s.watchExits(exits, v.units)
 		h.tell(place.Revision())
 		// Sleep until a unit is freed (released, expired), a holder
 		// commits a handoff, or a holder of this host exits; a unit taken
@@ -237,7 +236,7 @@ func (s *Semaphores) first(ctx context.Context, c Config, cfg acquireConfig, pla
 				// The unit just freed is the one it needs: take it at once,
 				// over the tombstone the watch brought, without a read.
 				return s.take(ctx, c, cfg, []int{i}, place)
-			case <-exits.c:
+			case <-exits.C():
 				woke = h.committed == ""
 			case <-late:
 				return nil, errBackInLine // a unit the commit names never came: freed as the wait ends
@@ -420,63 +419,18 @@ func (s *Semaphores) full(c Config, weight int, v view) error {
 	return &FullError{Name: c.Name, Max: c.Units(), Weight: weight, Free: free, Waiting: len(v.waiters), Holders: holdersOf(v.units)}
 }
 
-// exitWait waits for the processes of this host's holders to exit, and
-// then sends on c, so that a waiter frees their units at once.
-type exitWait struct {
-	ctx     context.Context
-	cancel  context.CancelFunc
-	c       chan struct{}
-	mu      sync.Mutex
-	waiting map[hostlocal.Process]bool
-	wg      sync.WaitGroup
-}
-
-func newExitWait(ctx context.Context) *exitWait {
-	ctx, cancel := context.WithCancel(ctx)
-	return &exitWait{ctx: ctx, cancel: cancel, c: make(chan struct{}, 1), waiting: map[hostlocal.Process]bool{}}
-}
-
-// watch starts a wait for the process, and the command, of each live
-// holder in st on this host not yet waited on.
-func (x *exitWait) watch(s *Semaphores, st []unitState) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
+// watchExits waits for the process, and the command, of each live holder
+// in st on this host.
+func (s *Semaphores) watchExits(x *hostlocal.ExitWatch, st []unitState) {
 	for _, u := range st {
 		if !u.live || u.rec == nil || u.rec.Host != s.host || u.rec.PID <= 0 {
 			continue
 		}
-		x.wait(hostlocal.Process{PID: u.rec.PID, Start: u.rec.PIDStart})
+		x.Add(hostlocal.Process{PID: u.rec.PID, Start: u.rec.PIDStart})
 		if u.rec.ChildPID > 0 {
-			x.wait(hostlocal.Process{PID: u.rec.ChildPID, Start: u.rec.ChildPIDStart})
+			x.Add(hostlocal.Process{PID: u.rec.ChildPID, Start: u.rec.ChildPIDStart})
 		}
 	}
-}
-
-// wait starts a wait for p, unless one runs; x.mu is held.
-func (x *exitWait) wait(p hostlocal.Process) {
-	if x.waiting[p] || !p.ThisBoot() {
-		return
-	}
-	x.waiting[p] = true
-	x.wg.Add(1)
-	go func() {
-		defer x.wg.Done()
-		if hostlocal.WaitExit(x.ctx, p) != nil {
-			return
-		}
-		x.mu.Lock()
-		delete(x.waiting, p)
-		x.mu.Unlock()
-		select {
-		case x.c <- struct{}{}:
-		default:
-		}
-	}()
-}
-
-func (x *exitWait) stop() {
-	x.cancel()
-	x.wg.Wait()
 }
 
 // holdersOf groups the live units of st by permit, lowest index first; a
