@@ -30,7 +30,7 @@ import (
 
 // batonBin is the binary under test, built once by TestMain; qtaskBin is
 // the queue tests' task command (e2e/qtask).
-var batonBin, qtaskBin, semtaskBin, ratetakerBin string
+var batonBin, qtaskBin, semtaskBin, ratetakerBin, resvtaskBin string
 
 func TestMain(m *testing.M) {
 	if os.Getenv(envHelper) != "" {
@@ -66,7 +66,8 @@ func TestMain(m *testing.M) {
 	// The queue tests' task command: small and without -race, so that
 	// starting hundreds of tasks costs little.
 	qtaskBin, semtaskBin, ratetakerBin = filepath.Join(dir, "qtask"), filepath.Join(dir, "semtask"), filepath.Join(dir, "ratetaker")
-	for _, prog := range []struct{ out, pkg string }{{qtaskBin, "qtask"}, {semtaskBin, "semtask"}, {ratetakerBin, "ratetaker"}} {
+	resvtaskBin = filepath.Join(dir, "resvtask")
+	for _, prog := range []struct{ out, pkg string }{{qtaskBin, "qtask"}, {semtaskBin, "semtask"}, {ratetakerBin, "ratetaker"}, {resvtaskBin, "resvtask"}} {
 		build := exec.Command("go", "build", "-o", prog.out, "github.com/batonhq/baton/e2e/"+prog.pkg)
 		build.Stdout, build.Stderr = os.Stderr, os.Stderr
 		if err := build.Run(); err != nil {

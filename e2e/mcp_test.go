@@ -188,7 +188,8 @@ func TestMCP_ToolsAreListedWithSchemasAndBadArgumentsAreErrors(t *testing.T) {
 		got[tool.Name] = tool
 	}
 	for _, name := range []string{"claim_slot", "heartbeat", "release_slot", "who_holds", "list_sessions",
-		"acquire_lease", "release_lease", "leader", "acquire_permit", "release_permit", "sem_status", "take_rate", "rate_status", "doctor", "queue_add", "queue_status", "queue_get", "queue_pause"} {
+		"acquire_lease", "release_lease", "leader", "acquire_permit", "release_permit", "sem_status", "take_rate", "rate_status", "doctor", "queue_add", "queue_status", "queue_get", "queue_pause",
+		"reserve_paths", "release_paths", "check_paths", "list_reservations"} {
 		tool := got[name]
 		if tool == nil {
 			t.Errorf("tools/list has no %s", name)
@@ -581,5 +582,48 @@ func TestMCP_PermitsOfASemaphore(t *testing.T) {
 	}
 	if out := <-got; out["acquired"] != true {
 		t.Fatalf("agent-b's wait: %v; want the permit once agent-a released it", out)
+	}
+}
+
+// Path reservations: two agents given the MCP server cannot hold the same
+// files at once; the second is told who holds them, waits its turn, and is
+// handed them when the first releases.
+func TestMCP_TwoAgentsCannotReserveTheSameFiles(t *testing.T) {
+	w := newWorld(t)
+	a := w.host("host-a").mcpAgent(t, "agent-a")
+	b := w.host("host-b").mcpAgent(t, "agent-b")
+	out, text, isErr := a.call("reserve_paths", map[string]any{"space": "github.com/acme/app", "patterns": []string{"src/parser/**"}, "task": "T-1"})
+	if isErr || out["reserved"] != true {
+		t.Fatalf("reserve_paths: %s %v", text, out)
+	}
+	if r := out["reservation"].(map[string]any); r["fence"].(float64) == 0 {
+		t.Fatalf("the reservation: %v; want a fence", r)
+	}
+	out, text, isErr = b.call("reserve_paths", map[string]any{"space": "github.com/acme/app", "patterns": []string{"src/parser/lexer.go", "docs/**"}})
+	if !isErr || out["reason"] != "held" || !strings.Contains(text, "agent agent-a") || !strings.Contains(text, "task T-1") || !strings.Contains(text, "host host-a") {
+		t.Fatalf("agent-b's reserve_paths of agent-a's files: %s %v; want refused naming agent-a", text, out)
+	}
+	cs := out["conflicts"].([]any)
+	if len(cs) != 1 || cs[0].(map[string]any)["theirs"] != "src/parser/**" {
+		t.Fatalf("conflicts: %v", cs)
+	}
+	out, _, _ = b.call("check_paths", map[string]any{"space": "github.com/acme/app", "paths": []string{"src/parser/lexer.go", "docs/a.md"}})
+	if out["free"] != false {
+		t.Fatalf("agent-b's check_paths: %v; want not free", out)
+	}
+	got := make(chan map[string]any, 1)
+	go func() {
+		out, _, _ := b.call("reserve_paths", map[string]any{"space": "github.com/acme/app", "patterns": []string{"src/parser/lexer.go"}, "wait_seconds": 20})
+		got <- out
+	}()
+	h := w.host("host-a")
+	waitFor(t, 10*time.Second, "agent-b in line", func() bool {
+		return strings.Contains(h.must("reserve", "ls", "github.com/acme/app").stdout, "waiting")
+	})
+	if out, text, isErr = a.call("release_paths", map[string]any{}); isErr || len(out["released"].([]any)) != 1 {
+		t.Fatalf("release_paths: %s %v", text, out)
+	}
+	if out := <-got; out["reserved"] != true {
+		t.Fatalf("agent-b's wait: %v; want the paths once agent-a released them", out)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/batonhq/baton/lease"
 	"github.com/batonhq/baton/queue"
 	"github.com/batonhq/baton/rate"
+	"github.com/batonhq/baton/reserve"
 	"github.com/batonhq/baton/sem"
 	"github.com/batonhq/baton/session"
 )
@@ -76,6 +77,7 @@ type Conn struct {
 	Queues   *queue.Queues
 	Sems     *sem.Semaphores
 	Limiters *rate.Limiters
+	Spaces   *reserve.Spaces
 }
 
 // Server is an MCP server of baton's tools for one agent. Serve it once.
@@ -92,9 +94,11 @@ type Server struct {
 	held        map[string]*hold
 	leaseHolds  map[string]*leaseHold
 	permitHolds map[string]*permitHold
+	resvHolds   map[string]*resvHold
 	lost        []LostSlot   // slot losses not yet reported in a tool result
 	lostLeases  []LostLease  // lease losses likewise
 	lostPermits []LostPermit // permit losses likewise
+	lostResvs   []LostReservation
 	ss          *mcp.ServerSession
 	wg          sync.WaitGroup // the loss watchers and background closes
 	feed        statusFeed
@@ -131,7 +135,7 @@ func New(connect func(context.Context) (*Conn, error), opts ...Option) (*Server,
 		}
 		cfg.agent = p
 	}
-	s := &Server{connect: connect, cfg: cfg, held: map[string]*hold{}, leaseHolds: map[string]*leaseHold{}, permitHolds: map[string]*permitHold{}, recent: map[string]LostSlot{}}
+	s := &Server{connect: connect, cfg: cfg, held: map[string]*hold{}, leaseHolds: map[string]*leaseHold{}, permitHolds: map[string]*permitHold{}, resvHolds: map[string]*resvHold{}, recent: map[string]LostSlot{}}
 	s.life, s.endLife = context.WithCancel(context.Background())
 	s.srv = mcp.NewServer(&mcp.Implementation{Name: "baton", Title: "baton: slots, leases and queues for agent fleets", Version: cfg.version},
 		&mcp.ServerOptions{Instructions: instructions, SubscribeHandler: s.subscribe, UnsubscribeHandler: s.unsubscribe})
@@ -139,6 +143,7 @@ func New(connect func(context.Context) (*Conn, error), opts ...Option) (*Server,
 	s.addLeaseTools()
 	s.addPermitTools()
 	s.addRateTools()
+	s.addReserveTools()
 	s.addInspectTools()
 	s.addStatusResource()
 	return s, nil
@@ -150,7 +155,7 @@ Before working on something shared (a repository, a branch, a deploy target), ca
 If it is refused, another agent holds the slot: do not work on it; call claim_slot again later, or with wait_seconds to wait your turn in line.
 While you hold a slot this server renews it for you; call heartbeat now and then with a short progress message.
 When done, call release_slot with result success or fail. If a result lists lost_slots, stop working on those slots at once.
-acquire_lease / release_lease guard short exclusive actions the same way; acquire_permit / release_permit take a place in a shared pool only so many may use at once (a test database, a GPU) and give you an index to pick your copy by; take_rate asks a shared rate limiter (an LLM provider's requests and tokens a minute) for room before a call it limits; leader says who leads a baton lead election; who_holds, list_sessions, doctor and the baton://status resource show the state; queue_add, queue_status and queue_get use work queues.`
+acquire_lease / release_lease guard short exclusive actions the same way; acquire_permit / release_permit take a place in a shared pool only so many may use at once (a test database, a GPU) and give you an index to pick your copy by; reserve_paths / release_paths reserve the files of a repository you will edit (call it before editing; if refused, do not edit those files), check_paths says whether files are reserved by others; take_rate asks a shared rate limiter (an LLM provider's requests and tokens a minute) for room before a call it limits; leader says who leads a baton lead election; who_holds, list_sessions, doctor and the baton://status resource show the state; queue_add, queue_status and queue_get use work queues.`
 
 // Serve runs the server on t until the client disconnects, the agent
 // process exits (WithAgentProcess) or ctx is done: each is a normal stop.
@@ -255,6 +260,14 @@ func (s *Server) releaseAll(result string) error {
 	for _, id := range s.heldPermits() {
 		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.closeTimeout)
 		err := s.releasePermitID(ctx, id)
+		cancel()
+		if err != nil && !errors.Is(err, ErrNotHeld) {
+			errs = append(errs, err)
+		}
+	}
+	for _, id := range s.heldReservations() {
+		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.closeTimeout)
+		err := s.releaseResvID(ctx, id)
 		cancel()
 		if err != nil && !errors.Is(err, ErrNotHeld) {
 			errs = append(errs, err)
@@ -431,7 +444,7 @@ func (s *Server) report(line string, data map[string]any) {
 func (s *Server) drainLost() Lost {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := Lost{LostSlots: s.lost, LostLeases: s.lostLeases, LostPermits: s.lostPermits}
-	s.lost, s.lostLeases, s.lostPermits = nil, nil, nil
+	out := Lost{LostSlots: s.lost, LostLeases: s.lostLeases, LostPermits: s.lostPermits, LostReservations: s.lostResvs}
+	s.lost, s.lostLeases, s.lostPermits, s.lostResvs = nil, nil, nil, nil
 	return out
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/batonhq/baton/mcpserver"
 	"github.com/batonhq/baton/queue"
 	"github.com/batonhq/baton/rate"
+	"github.com/batonhq/baton/reserve"
 	"github.com/batonhq/baton/sem"
 	"github.com/batonhq/baton/session"
 	"github.com/batonhq/baton/waitline"
@@ -65,7 +66,11 @@ func newEnv(t *testing.T, s *kvserver.Server) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn := &mcpserver.Conn{Sessions: m, Leases: ls, Sems: ss, Limiters: rl}
+	sp, err := reserve.New(c, reserve.WithHostID("h1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := &mcpserver.Conn{Sessions: m, Leases: ls, Sems: ss, Limiters: rl, Spaces: sp}
 	srv, err := mcpserver.New(func(context.Context) (*mcpserver.Conn, error) { return conn, nil }, mcpserver.WithCloseTimeout(time.Second))
 	if err != nil {
 		t.Fatal(err)

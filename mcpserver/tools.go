@@ -48,6 +48,8 @@ type Lost struct {
 	LostSlots   []LostSlot   `json:"lost_slots,omitempty" jsonschema:"slots you held that were lost since the last tool result: stop working on them now"`
 	LostLeases  []LostLease  `json:"lost_leases,omitempty" jsonschema:"leases you held that were lost since the last tool result: stop what they guard now"`
 	LostPermits []LostPermit `json:"lost_permits,omitempty" jsonschema:"semaphore permits you held that were lost since the last tool result: stop using what they guard now"`
+	// LostReservations are path reservations lost likewise.
+	LostReservations []LostReservation `json:"lost_reservations,omitempty" jsonschema:"path reservations you held that were lost since the last tool result: stop editing their paths now"`
 }
 
 // text is the losses as a tail of a one-line summary.
@@ -58,6 +60,9 @@ func (l Lost) text() string {
 	}
 	for _, x := range l.LostPermits {
 		fmt.Fprintf(&b, "; LOST permit %s of %s: stop using what it guards", x.Permit, x.Name)
+	}
+	for _, x := range l.LostReservations {
+		fmt.Fprintf(&b, "; LOST reservation %s of %s: stop editing its paths", x.ID, x.Space)
 	}
 	for _, x := range l.LostLeases {
 		fmt.Fprintf(&b, "; LOST lease %s: stop what it guards", x.Key)

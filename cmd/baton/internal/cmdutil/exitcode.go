@@ -20,6 +20,7 @@ import (
 	"github.com/batonhq/baton/lease"
 	"github.com/batonhq/baton/queue"
 	"github.com/batonhq/baton/rate"
+	"github.com/batonhq/baton/reserve"
 	"github.com/batonhq/baton/sem"
 	"github.com/batonhq/baton/session"
 	"github.com/batonhq/baton/view"
@@ -89,7 +90,7 @@ func Code(err error) ExitCode {
 		errors.Is(err, kv.ErrInvalidTTL), errors.Is(err, kv.ErrInvalidConfig), errors.Is(err, hostlocal.ErrInvalidName),
 		errors.Is(err, hostlocal.ErrStateDir), errors.Is(err, lease.ErrInvalid), errors.Is(err, queue.ErrInvalid),
 		errors.Is(err, view.ErrInvalid), errors.Is(err, view.ErrUnsafeListen),
-		errors.Is(err, queue.ErrStartFailed), errors.Is(err, sem.ErrInvalid), errors.Is(err, rate.ErrInvalid):
+		errors.Is(err, queue.ErrStartFailed), errors.Is(err, sem.ErrInvalid), errors.Is(err, rate.ErrInvalid), errors.Is(err, reserve.ErrInvalid):
 		return ExitUsage
 	case errors.Is(err, session.ErrForeignHost):
 		return ExitCrossHost
@@ -99,12 +100,13 @@ func Code(err error) ExitCode {
 		errors.Is(err, lease.ErrNotEligible), errors.Is(err, queue.ErrQueueExists), errors.Is(err, queue.ErrState), errors.Is(err, queue.ErrScheduleExists),
 		errors.Is(err, queue.ErrHeld), errors.Is(err, queue.ErrUndecodable),
 		errors.Is(err, sem.ErrExists), errors.Is(err, sem.ErrFull), errors.Is(err, sem.ErrLost), errors.Is(err, sem.ErrUndecodable),
-		errors.Is(err, rate.ErrExists), errors.Is(err, rate.ErrLimited), errors.Is(err, rate.ErrUndecodable):
+		errors.Is(err, rate.ErrExists), errors.Is(err, rate.ErrLimited), errors.Is(err, rate.ErrUndecodable),
+		errors.Is(err, reserve.ErrHeld), errors.Is(err, reserve.ErrLost), errors.Is(err, reserve.ErrUndecodable), errors.Is(err, reserve.ErrSpaceFull):
 		return ExitConflict
 	case errors.Is(err, session.ErrNotFound), errors.Is(err, lease.ErrNotFound), errors.Is(err, lease.ErrNoLeader),
 		errors.Is(err, lease.ErrNoCandidate), errors.Is(err, queue.ErrQueueNotFound), errors.Is(err, queue.ErrTaskNotFound), errors.Is(err, queue.ErrScheduleNotFound),
 		errors.Is(err, queue.ErrNoTask), errors.Is(err, sem.ErrNotFound), errors.Is(err, sem.ErrNoPermit),
-		errors.Is(err, rate.ErrNotFound), errors.Is(err, rate.ErrNoTake):
+		errors.Is(err, rate.ErrNotFound), errors.Is(err, rate.ErrNoTake), errors.Is(err, reserve.ErrNoReservation):
 		return ExitNotFound
 	case errors.Is(err, kv.ErrUnavailable), errors.Is(err, kv.ErrPermission), errors.Is(err, kv.ErrJetStreamDisabled),
 		errors.Is(err, kv.ErrBucketNotFound), errors.Is(err, kv.ErrBucketMismatch), errors.Is(err, kv.ErrStorageFull):
@@ -138,6 +140,12 @@ func Hint(err error) string {
 	case errors.Is(err, sem.ErrLost):
 		return "acquire a permit again to go on"
 	case errors.Is(err, sem.ErrUndecodable):
+		return "run `baton doctor` to inspect it"
+	case errors.Is(err, reserve.ErrHeld):
+		return "wait in line for them (--wait DUR), or ask the holder to release them; `baton reserve ls SPACE` shows every reservation"
+	case errors.Is(err, reserve.ErrLost):
+		return "reserve the paths again to go on"
+	case errors.Is(err, reserve.ErrUndecodable):
 		return "run `baton doctor` to inspect it"
 	case errors.Is(err, queue.ErrQueueNotFound):
 		return "create it with `baton queue create QUEUE`; `baton queue ls` lists the queues"
@@ -235,7 +243,7 @@ func Text(err error) string { return trimPrefixes(err.Error()) }
 // ("kv: ", "session: "), at the start of the message or of a wrapped part.
 // It is compiled at the first error, not at start-up.
 var packagePrefix = sync.OnceValue(func() *regexp.Regexp {
-	return regexp.MustCompile(`(^|: )(?:kv|session|lease|queue|sem|rate|hostlocal|natsctx|bad input): `)
+	return regexp.MustCompile(`(^|: )(?:kv|session|lease|queue|sem|rate|reserve|pattern|hostlocal|natsctx|bad input): `)
 })
 
 // trimPrefixes drops the package prefixes, which mean nothing to a user.

@@ -18,6 +18,7 @@ import (
 	"github.com/batonhq/baton/lease"
 	"github.com/batonhq/baton/queue"
 	"github.com/batonhq/baton/rate"
+	"github.com/batonhq/baton/reserve"
 	"github.com/batonhq/baton/sem"
 	"github.com/batonhq/baton/session"
 )
@@ -289,6 +290,16 @@ func (f *Factory) Semaphores(ctx context.Context, opts []sem.Option, natsOpts ..
 		return nil, err
 	}
 	return sem.New(client, append([]sem.Option{sem.WithPrefix(f.Config.Prefix), sem.WithHostID(f.Config.HostID)}, opts...)...)
+}
+
+// Spaces returns the path reservation spaces of this prefix and host,
+// connected; opts add to those.
+func (f *Factory) Spaces(ctx context.Context, opts []reserve.Option, natsOpts ...nats.Option) (*reserve.Spaces, error) {
+	client, err := f.Client(ctx, natsOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return reserve.New(client, append([]reserve.Option{reserve.WithPrefix(f.Config.Prefix), reserve.WithHostID(f.Config.HostID)}, opts...)...)
 }
 
 // Limiters returns the rate limiters of this prefix, connected.

@@ -16,6 +16,7 @@ import (
 	"github.com/batonhq/baton/hostlocal"
 	"github.com/batonhq/baton/lease"
 	"github.com/batonhq/baton/mcpserver"
+	"github.com/batonhq/baton/reserve"
 	"github.com/batonhq/baton/sem"
 )
 
@@ -95,7 +96,11 @@ func mcpRun(ctx context.Context, o *Options) error {
 		if err != nil {
 			return nil, err
 		}
-		return &mcpserver.Conn{Sessions: m, Leases: ls, Queues: qs, Sems: ss, Limiters: rl}, nil
+		sp, err := f.Spaces(ctx, []reserve.Option{reserve.WithProcess(agent)})
+		if err != nil {
+			return nil, err
+		}
+		return &mcpserver.Conn{Sessions: m, Leases: ls, Queues: qs, Sems: ss, Limiters: rl, Spaces: sp}, nil
 	}
 	srv, err := mcpserver.New(connect, mcpserver.WithAgentProcess(agent), mcpserver.WithVersion(cmdutil.Version()), mcpserver.WithLog(f.IO.ErrOut))
 	if err != nil {

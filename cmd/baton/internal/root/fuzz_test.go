@@ -25,6 +25,7 @@ import (
 	"github.com/batonhq/baton/cmd/baton/internal/ratecmd"
 	"github.com/batonhq/baton/cmd/baton/internal/root"
 	"github.com/batonhq/baton/cmd/baton/internal/runcmd"
+	"github.com/batonhq/baton/cmd/baton/internal/reservecmd"
 	"github.com/batonhq/baton/cmd/baton/internal/semcmd"
 	"github.com/batonhq/baton/cmd/baton/internal/statuscmd"
 	"github.com/batonhq/baton/cmd/baton/internal/uicmd"
@@ -33,6 +34,7 @@ import (
 	"github.com/batonhq/baton/kv/kvtest"
 	"github.com/batonhq/baton/queue"
 	"github.com/batonhq/baton/rate"
+	"github.com/batonhq/baton/reserve"
 	"github.com/batonhq/baton/sem"
 	"github.com/batonhq/baton/session"
 	"github.com/batonhq/baton/web"
@@ -134,6 +136,13 @@ func commandLines() []commandLine {
 		{"rate", []string{"settle", "openai", "--id", "req-7", "--cost", "950"}, "rate settle"},
 		{"rate", []string{"status", "openai"}, "rate status"},
 		{"rate", []string{"ls"}, "rate ls"},
+		{"reserve", []string{"github.com/acme/app", "src/parser/**", "docs/api.md", "--shared", "--task", "T-1", "--agent", "a", "--ttl", "10m", "--wait", "5s", "--pid", "1", "--meta", "k=v"}, "reserve"},
+		{"reserve", []string{"renew", "app", "r1"}, "reserve renew"},
+		{"reserve", []string{"release", "app", "--mine"}, "reserve release"},
+		{"reserve", []string{"run", "app", "src/**", "--grace", "2s", "--", "make"}, "reserve run"},
+		{"reserve", []string{"ls", "app", "--watch"}, "reserve ls"},
+		{"reserve", []string{"ls"}, "reserve ls"},
+		{"reserve", []string{"check", "app", "src/a.go", "--stdin", "--shared"}, "reserve check"},
 		{"lead", []string{"chat-bot", "--metrics", "127.0.0.1:0", "--", "./bot"}, "lead"},
 		{"run", []string{"lint", "--task", "T", "--metrics", ":9464", "--", "true"}, "run"},
 		{"queue", []string{"work", "agents", "--metrics", "[::1]:9464", "--", "./agent.sh"}, "queue work"},
@@ -173,6 +182,16 @@ func commandLines() []commandLine {
 		{"sem", []string{"acquire", "a.b"}, ""},
 		{"sem", []string{"acquire", "db", "--ttl", "500ms"}, ""},
 		{"sem", []string{"run", "db", "true"}, ""},
+		{"reserve", []string{"app"}, ""},
+		{"reserve", []string{"app", "/etc"}, ""},
+		{"reserve", []string{"app", "a/../b"}, ""},
+		{"reserve", []string{"app", "src/**", "--ttl", "500ms"}, ""},
+		{"reserve", []string{"has space", "src"}, ""},
+		{"reserve", []string{"run", "app", "--", "true"}, ""},
+		{"reserve", []string{"run", "app", "src"}, ""},
+		{"reserve", []string{"release", "app", "r1", "--mine"}, ""},
+		{"reserve", []string{"check", "app"}, ""},
+		{"reserve", []string{"ls", "--watch"}, ""},
 		{"rate", []string{"create", "api", "--limit", "5/xx"}, ""},
 		{"rate", []string{"create", "api"}, ""},
 		{"rate", []string{"take", "api", "--cost", "-1"}, ""},
@@ -427,6 +446,31 @@ func checkParsed(t *testing.T, args []string, r *stubbedRoot) {
 		case "status", "ls":
 		default:
 			t.Fatalf("baton %q: rate verb %q", args, o.Verb)
+		}
+	case *reservecmd.Options:
+		if o.Space != "" && reserve.ValidSpace(o.Space) != nil || o.Space == "" && o.Verb != "ls" {
+			t.Fatalf("baton %q: reserve %s of the space %q", args, o.Verb, o.Space)
+		}
+		durations(o.TTL, o.Wait, o.Grace)
+		switch o.Verb {
+		case "reserve", "run":
+			if _, err := reserve.ParsePatterns(o.Patterns); err != nil || kv.ValidateTTL(o.TTL.D) != nil {
+				t.Fatalf("baton %q: reserve %s with patterns %q, ttl %v", args, o.Verb, o.Patterns, o.TTL.D)
+			}
+			if o.Verb == "run" && len(o.Command) == 0 {
+				t.Fatalf("baton %q: reserve run without a command", args)
+			}
+		case "check":
+			if len(o.Patterns) == 0 && !o.Stdin {
+				t.Fatalf("baton %q: reserve check of no path", args)
+			}
+		case "release":
+			if o.Mine && len(o.IDs) > 0 {
+				t.Fatalf("baton %q: release --mine with ids", args)
+			}
+		case "renew", "ls":
+		default:
+			t.Fatalf("baton %q: reserve verb %q", args, o.Verb)
 		}
 	case *uicmd.Options:
 		durations(o.StaleAfter)

@@ -19,6 +19,7 @@ import (
 	"github.com/batonhq/baton/cmd/baton/internal/leasecmd"
 	"github.com/batonhq/baton/cmd/baton/internal/queuecmd"
 	"github.com/batonhq/baton/cmd/baton/internal/ratecmd"
+	"github.com/batonhq/baton/cmd/baton/internal/reservecmd"
 	"github.com/batonhq/baton/cmd/baton/internal/runcmd"
 	"github.com/batonhq/baton/cmd/baton/internal/semcmd"
 	"github.com/batonhq/baton/cmd/baton/internal/statuscmd"
@@ -157,6 +158,7 @@ gate busy, lost), 4 refused: another host's session, 5 not found,
 		{"queue", func() *cobra.Command { return queuecmd.NewCmdQueue(f, queueVerbs(stub)) }},
 		{"sem", func() *cobra.Command { return semcmd.NewCmdSem(f, semVerbs(stub)) }},
 		{"rate", func() *cobra.Command { return ratecmd.NewCmdRate(f, rateVerbs(stub)) }},
+		{"reserve", func() *cobra.Command { return reservecmd.NewCmdReserve(f, reserveVerbs(stub)) }},
 		{"status", func() *cobra.Command { return statuscmd.NewCmdStatus(f, Stubbed[*statuscmd.Options](stub, "status")) }},
 		{"doctor", func() *cobra.Command { return doctorcmd.NewCmdDoctor(f, Stubbed[*doctorcmd.Options](stub, "doctor")) }},
 		{cmdutil.SuperviseVerb, func() *cobra.Command { return supervise }},
@@ -218,6 +220,18 @@ func semVerbs(stub RunStub) func(*semcmd.Options) error {
 		return nil
 	}
 	return func(o *semcmd.Options) error { return stub("sem "+o.Verb, o) }
+}
+
+func reserveVerbs(stub RunStub) func(*reservecmd.Options) error {
+	if stub == nil {
+		return nil
+	}
+	return func(o *reservecmd.Options) error {
+		if o.Verb == "reserve" {
+			return stub("reserve", o)
+		}
+		return stub("reserve "+o.Verb, o)
+	}
 }
 
 func rateVerbs(stub RunStub) func(*ratecmd.Options) error {

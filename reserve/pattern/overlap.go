@@ -1,0 +1,206 @@
+package pattern
+
+import "unicode/utf8"
+
+// Overlaps reports whether some path is covered by both p and q.
+func (p Pattern) Overlaps(q Pattern) bool {
+	if len(p.segs) == 0 || len(q.segs) == 0 {
+		return false
+	}
+	return meet(p.segs, true, q.segs, true)
+}
+
+// Covers reports whether p covers path (a plain path, normalised as
+// Literal does: '*' and '?' in it stand for themselves): p matches it or
+// a directory above it. A path Literal refuses is covered by nothing.
+func (p Pattern) Covers(path string) bool {
+	l, err := Literal(path)
+	if err != nil || len(p.segs) == 0 {
+		return false
+	}
+	return meet(p.segs, true, l.segs, false)
+}
+
+// anySeg is the "**" a covering pattern ends with: what is beneath.
+var anySeg = seg{any: true, text: "**"}
+
+// meet reports whether a path of one or more segments is matched by both
+// p and q, each followed by an implicit "**" when its tail is set. It is
+// a walk of the product of the two patterns' automata: a state is a
+// position in each and whether a segment was matched yet; "**" may match
+// no segment (move on) or one (stay), and two ordinary segments move
+// together when some segment matches both (segMeet).
+func meet(p []seg, pTail bool, q []seg, qTail bool) bool {
+	// The literal segments both begin with decide at once where they
+	// differ, and need no table.
+	k := 0
+	for k < len(p) && k < len(q) && p[k].lit && q[k].lit {
+		if p[k].text != q[k].text {
+			return false
+		}
+		k++
+	}
+	n, m := len(p), len(q)
+	if pTail {
+		n++
+	}
+	if qTail {
+		m++
+	}
+	at := func(s []seg, i int) *seg {
+		if i < len(s) {
+			return &s[i]
+		}
+		return &anySeg
+	}
+	w := m + 1
+	size := (n + 1) * w * 2
+	var small [18 * 18 * 2]bool
+	var reach []bool
+	if size <= len(small) {
+		reach = small[:size]
+	} else {
+		reach = make([]bool, size)
+	}
+	idx := func(i, j, e int) int { return (i*w+j)*2 + e }
+	e0 := 0
+	if k > 0 {
+		e0 = 1
+	}
+	reach[idx(k, k, e0)] = true
+	for i := k; i <= n; i++ {
+		for j := k; j <= m; j++ {
+			if i < n && j < m && at(p, i).any && at(q, j).any && reach[idx(i, j, 0)] {
+				reach[idx(i, j, 1)] = true // both match one segment and stay
+			}
+			for e := 0; e < 2; e++ {
+				if !reach[idx(i, j, e)] {
+					continue
+				}
+				var x, y *seg
+				if i < n {
+					x = at(p, i)
+				}
+				if j < m {
+					y = at(q, j)
+				}
+				if x != nil && x.any {
+					reach[idx(i+1, j, e)] = true
+				}
+				if y != nil && y.any {
+					reach[idx(i, j+1, e)] = true
+				}
+				if x == nil || y == nil {
+					continue
+				}
+				switch {
+				case x.any && y.any:
+				case x.any:
+					reach[idx(i, j+1, 1)] = true // p's ** matches the segment q's matches
+				case y.any:
+					reach[idx(i+1, j, 1)] = true
+				case segMeet(x, y):
+					reach[idx(i+1, j+1, 1)] = true
+				}
+			}
+		}
+	}
+	return reach[idx(n, m, 1)]
+}
+
+// segMeet reports whether some segment (a non-empty string without '/')
+// is matched by both a and b, neither of them "**".
+func segMeet(a, b *seg) bool {
+	switch {
+	case a.lit && b.lit:
+		return a.text == b.text
+	case a.lit:
+		return globMatch(b.toks, a.text)
+	case b.lit:
+		return globMatch(a.toks, b.text)
+	}
+	return globsMeet(a.toks, b.toks)
+}
+
+// globMatch reports whether the glob toks matches s whole: the classic
+// walk that goes back to the last '*' on a mismatch.
+func globMatch(toks []int32, s string) bool {
+	ti, si := 0, 0
+	starT, starS := -1, 0
+	for si < len(s) {
+		r, size := utf8.DecodeRuneInString(s[si:])
+		if ti < len(toks) {
+			switch t := toks[ti]; {
+			case t == tokMany:
+				starT, starS = ti, si
+				ti++
+				continue
+			case t == tokOne || t == r:
+				ti++
+				si += size
+				continue
+			}
+		}
+		if starT < 0 {
+			return false
+		}
+		// Let the last '*' take one more character.
+		_, size = utf8.DecodeRuneInString(s[starS:])
+		starS += size
+		ti, si = starT+1, starS
+	}
+	for ti < len(toks) && toks[ti] == tokMany {
+		ti++
+	}
+	return ti == len(toks)
+}
+
+// globsMeet reports whether some non-empty string is matched by both
+// globs: the walk of the product of their automata, a state being a
+// position in each and whether a character was matched yet.
+func globsMeet(a, b []int32) bool {
+	n, m := len(a), len(b)
+	w := m + 1
+	size := (n + 1) * w * 2
+	var small [34 * 34 * 2]bool
+	var reach []bool
+	if size <= len(small) {
+		reach = small[:size]
+	} else {
+		reach = make([]bool, size)
+	}
+	idx := func(i, j, e int) int { return (i*w+j)*2 + e }
+	reach[idx(0, 0, 0)] = true
+	for i := 0; i <= n; i++ {
+		for j := 0; j <= m; j++ {
+			if i < n && j < m && a[i] == tokMany && b[j] == tokMany && reach[idx(i, j, 0)] {
+				reach[idx(i, j, 1)] = true // both '*' take a character and stay
+			}
+			for e := 0; e < 2; e++ {
+				if !reach[idx(i, j, e)] {
+					continue
+				}
+				if i < n && a[i] == tokMany {
+					reach[idx(i+1, j, e)] = true
+				}
+				if j < m && b[j] == tokMany {
+					reach[idx(i, j+1, e)] = true
+				}
+				if i == n || j == m {
+					continue
+				}
+				x, y := a[i], b[j]
+				switch {
+				case x == tokMany && y == tokMany:
+				case x == tokMany:
+					reach[idx(i, j+1, 1)] = true
+				case y == tokMany:
+					reach[idx(i+1, j, 1)] = true
+				case x == tokOne || y == tokOne || x == y:
+					reach[idx(i+1, j+1, 1)] = true
+				}
+			}
+		}
+	}
+	return reach[idx(n, m, 1)]
+}
