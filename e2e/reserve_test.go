@@ -228,3 +228,58 @@ func writeTree(t *testing.T, path, text string) {
 		t.Fatal(err)
 	}
 }
+
+// TestReserve_QueueTasksTouchPaths: queue add --touches: tasks of three
+// keys on two workers of two hosts; the two whose paths overlap never run
+// at once, the third runs beside the first, and each holds its paths in
+// the space while it runs, named by its task.
+func TestReserve_QueueTasksTouchPaths(t *testing.T) {
+	w := newWorld(t)
+	h1, h2 := w.host("h1"), w.host("h2")
+	h1.must("queue", "create", "q")
+	h1.expect(2, []string{"queue", "add", "q", "--key", "a", "--touches", "../x"}, "--touches", "..")
+	h1.expect(2, []string{"queue", "add", "q", "--key", "a", "--space", "app"}, "give the paths too")
+	dir := t.TempDir()
+	// Each task marks its start, waits for its release file, marks its end.
+	script := `echo start > ` + dir + `/$BATON_TASK.start; while [ ! -e ` + dir + `/$BATON_TASK.go ]; do sleep 0.02; done; echo end > ` + dir + `/$BATON_TASK.end`
+	for _, h := range []*host{h1, h2} {
+		h.startWorker(t, "q", "--concurrency", "3", "--", "sh", "-c", script)
+	}
+	started := func(id string) bool { _, err := os.Stat(filepath.Join(dir, id+".start")); return err == nil }
+	release := func(id string) {
+		if err := os.WriteFile(filepath.Join(dir, id+".go"), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h1.must("queue", "add", "q", "--key", "a", "--id", "A", "--touches", "src/**", "--space", "github.com/acme/app")
+	waitFor(t, 10*time.Second, "A running", func() bool { return started("A") })
+	h1.must("queue", "add", "q", "--key", "b", "--id", "B", "--touches", "src/parser/x.go,README.md", "--space", "github.com/acme/app")
+	h1.must("queue", "add", "q", "--key", "c", "--id", "C", "--touches", "docs/**", "--space", "github.com/acme/app")
+	waitFor(t, 10*time.Second, "C running beside A", func() bool { return started("C") })
+	ls := jsonOf(t, h2.must("reserve", "ls", "github.com/acme/app", "--json").stdout)
+	tasks := map[string]bool{}
+	for _, r := range ls["reservations"].([]any) {
+		tasks[r.(map[string]any)["task"].(string)] = true
+	}
+	if len(tasks) != 2 || !tasks["A"] || !tasks["C"] {
+		t.Fatalf("the space while A and C run: %v; want A's and C's reservations", ls)
+	}
+	// An agent cannot take A's paths while A runs.
+	h2.expect(3, []string{"reserve", "github.com/acme/app", "src/main.go"}, "task A")
+	time.Sleep(300 * time.Millisecond)
+	if started("B") {
+		t.Fatal("B started while A, whose paths overlap B's, runs")
+	}
+	release("A")
+	waitFor(t, 10*time.Second, "B running once A ended", func() bool { return started("B") })
+	release("B")
+	release("C")
+	for _, id := range []string{"A", "B", "C"} {
+		waitFor(t, 10*time.Second, id+" done", func() bool {
+			return jsonOf(t, h1.must("queue", "get", "q", id, "--json").stdout)["state"] == "done"
+		})
+	}
+	if b := jsonOf(t, h1.must("queue", "get", "q", "B", "--json").stdout); num(t, b, "attempts") != 1 {
+		t.Fatalf("B: %v; want one attempt", b)
+	}
+}

@@ -42,6 +42,8 @@ type QueueAddInput struct {
 	At          string            `json:"at,omitempty" jsonschema:"run no earlier than this time, RFC 3339 (2026-12-01T09:00:00Z), by the server's clock; a past time runs it at once"`
 	InMS        int64             `json:"in_ms,omitempty" jsonschema:"run no earlier than this many milliseconds after the server writes the task"`
 	WaitSeconds int               `json:"wait_seconds,omitempty" jsonschema:"wait up to this many seconds (0 to 3600) for the task to end, and return its result and exit code"`
+	Touches     []string          `json:"touches,omitempty" jsonschema:"the paths the task edits (as reserve_paths takes them): it runs only once its worker holds them, and waits while a running task or an agent holds any"`
+	Space       string            `json:"space,omitempty" jsonschema:"the reservation space of touches (the repository's id); default: the queue's name"`
 }
 
 // TaskInfo is a task as the tools show it.
@@ -301,6 +303,15 @@ func (s *Server) queueAdd(ctx context.Context, _ *mcp.CallToolRequest, in QueueA
 		opts = append(opts, queue.WithRunAt(at))
 	case in.InMS != 0:
 		opts = append(opts, queue.WithDelay(time.Duration(in.InMS)*time.Millisecond))
+	}
+	if len(in.Touches) > 0 {
+		space := in.Space
+		if space == "" {
+			space = in.Queue
+		}
+		opts = append(opts, queue.WithTouches(space, in.Touches...))
+	} else if in.Space != "" {
+		return withLost(refusal("invalid arguments: space names the space of touches: give the paths too"), lost), out, nil
 	}
 	if in.WaitSeconds < 0 || in.WaitSeconds > 3600 {
 		return withLost(refusal("invalid arguments: wait_seconds %d: use 0 to 3600", in.WaitSeconds), lost), out, nil

@@ -915,6 +915,8 @@ const (
 	taskFieldTimeout
 	taskFieldMaxAttempts
 	taskFieldAfter
+	taskFieldTouches
+	taskFieldSpace
 	taskFieldUnique
 )
 
@@ -938,8 +940,10 @@ var taskKnown = map[string]bool{
 	"run_at":           true,
 	"schedule":         true,
 	"seq":              true,
+	"space":            true,
 	"state":            true,
 	"timeout":          true,
+	"touches":          true,
 	"unique":           true,
 	"updated_at":       true,
 }
@@ -947,7 +951,7 @@ var taskKnown = map[string]bool{
 // encodeFast is v as encoding/json writes its fields, and false for what
 // only encoding/json may write (jsonappend).
 func (v *Task) encodeFast() ([]byte, bool) {
-	w := jsonappend.New(848 + 32*len(v.Labels) + len(v.Payload)*4/3 + 16*len(v.After))
+	w := jsonappend.New(884 + 32*len(v.Labels) + len(v.Payload)*4/3 + 16*len(v.After) + 16*len(v.Touches))
 	v.appendJSON(&w)
 	return w.B, w.OK
 }
@@ -1026,6 +1030,14 @@ func (v *Task) appendJSON(w *jsonappend.Writer) {
 		w.Raw(`,"after":`)
 		w.Strings(v.After)
 	}
+	if len(v.Touches) != 0 {
+		w.Raw(`,"touches":`)
+		w.Strings(v.Touches)
+	}
+	if v.Space != "" {
+		w.Raw(`,"space":`)
+		w.Str(v.Space)
+	}
 	if v.Unique != "" {
 		w.Raw(`,"unique":`)
 		w.Str(v.Unique)
@@ -1099,6 +1111,12 @@ func (v *Task) scanJSON(s *jsonrec.Scanner, skip jsonrec.Fields) bool {
 		return false
 	}
 	if s.Lit(`,"after":`) && !(skip&taskFieldAfter == 0 && s.Strings(&v.After) || skip&taskFieldAfter != 0 && s.SkipStrings()) {
+		return false
+	}
+	if s.Lit(`,"touches":`) && !(skip&taskFieldTouches == 0 && s.Strings(&v.Touches) || skip&taskFieldTouches != 0 && s.SkipStrings()) {
+		return false
+	}
+	if s.Lit(`,"space":`) && !(skip&taskFieldSpace == 0 && s.Str(&v.Space) || skip&taskFieldSpace != 0 && s.SkipStr()) {
 		return false
 	}
 	if s.Lit(`,"unique":`) && !(skip&taskFieldUnique == 0 && s.Str(&v.Unique) || skip&taskFieldUnique != 0 && s.SkipStr()) {
@@ -1682,7 +1700,7 @@ func (v *uniqueGen) scanJSON(s *jsonrec.Scanner, skip jsonrec.Fields) bool {
 func (v *indexFields) decodeFast(data []byte) bool {
 	*v = indexFields{}
 	s := jsonrec.NewScanner(data)
-	var refs [3]jsonrec.Ref
+	var refs [4]jsonrec.Ref
 	if !s.Lit(`{"id":`) || !s.StrRef(&refs[0]) {
 		return false
 	}
@@ -1746,6 +1764,12 @@ func (v *indexFields) decodeFast(data []byte) bool {
 	if s.Lit(`,"after":`) && !s.Strings(&v.After) {
 		return false
 	}
+	if s.Lit(`,"touches":`) && !s.Strings(&v.Touches) {
+		return false
+	}
+	if s.Lit(`,"space":`) && !s.StrRef(&refs[3]) {
+		return false
+	}
 	if s.Lit(`,"unique":`) && !s.SkipStr() {
 		return false
 	}
@@ -1755,6 +1779,7 @@ func (v *indexFields) decodeFast(data []byte) bool {
 	v.ID = s.String(refs[0])
 	v.Queue = s.String(refs[1])
 	v.Key = s.String(refs[2])
+	v.Space = s.String(refs[3])
 	return true
 }
 
@@ -1775,6 +1800,8 @@ func (v *indexFields) from(t *Task) {
 	v.RunAt = t.RunAt
 	v.Delay = t.Delay
 	v.After = t.After
+	v.Touches = t.Touches
+	v.Space = t.Space
 }
 
 // decodeFast decodes into v what it keeps of a Task record as the
@@ -1846,6 +1873,12 @@ func (v *statusFields) decodeFast(data []byte) bool {
 		return false
 	}
 	if s.Lit(`,"after":`) && !s.SkipStrings() {
+		return false
+	}
+	if s.Lit(`,"touches":`) && !s.SkipStrings() {
+		return false
+	}
+	if s.Lit(`,"space":`) && !s.SkipStr() {
 		return false
 	}
 	if s.Lit(`,"unique":`) && !s.SkipStr() {

@@ -71,6 +71,9 @@ var (
 	// ErrDraining: the worker is stopping and the task did not finish
 	// within the grace; it goes back to pending, its attempt not counted.
 	ErrDraining = errors.New("queue: worker draining")
+	// ErrPathsLost: the reservation of the paths the task touches was lost
+	// (expired, released by another, not renewed in time).
+	ErrPathsLost = errors.New("queue: the task's paths reservation lost")
 )
 
 // StateError says which state made an operation refuse a task.

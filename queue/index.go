@@ -38,6 +38,11 @@ type index struct {
 	// in no heap, like a paused key.
 	keyRates int
 	rateHeld map[string]bool
+	// touching are the tasks that touch paths and run or are being
+	// claimed; blocked the keys held back because their next task's paths
+	// clash with one of them (touches.go).
+	touching map[string]*itask
+	blocked  map[string]bool
 	// keyLanes counts the keys in keyCfg with more than one lane.
 	keyLanes int
 	// Tasks that wait for others (after.go): the pending ones not free to
@@ -138,6 +143,7 @@ type itask struct {
 	gen       int
 	claiming  bool
 	after     []string // the tasks it waits for (after.go)
+	paths     *paths   // the paths it edits (touches.go), nil if none
 }
 
 type ikey struct {
@@ -152,6 +158,9 @@ type ikey struct {
 	lanes  int
 	paused bool // its KeyConfig pauses it: in no heap
 	held   bool // its rate admits no start now: in no heap
+	// blocked: its next task's paths clash with a running task's
+	// (touches.go): in no heap until one ends.
+	blocked bool
 	// local counts this worker's claims in flight: the key sorts last
 	// meanwhile, as it will once the claim lands.
 	local    int
@@ -164,6 +173,7 @@ func newIndex(q string, cfg Config) *index {
 	x := &index{
 		q: q, cfg: cfg,
 		tasks: map[string]*itask{}, keys: map[string]*ikey{}, keyCfg: map[string]KeyConfig{}, rateHeld: map[string]bool{},
+		touching: map[string]*itask{}, blocked: map[string]bool{},
 		waiting: map[string]*itask{}, children: map[string][]string{}, finals: newExpiring[State](), doomed: map[string]string{}, active: map[string][]*itask{}, ahead: map[string]uint64{},
 		slots: map[string]*session.Session{}, tokens: map[int]*token{}, reserved: map[int]bool{},
 		suspects: map[string]*itask{}, sameHost: map[string]holder{}, undecodable: map[string]uint64{},
@@ -294,6 +304,8 @@ type taskVersion struct {
 	runAt   time.Time
 	delay   Duration
 	after   []string // the tasks it waits for
+	touches []string // the paths it edits, in space (touches.go)
+	space   string
 	rev     uint64
 	written time.Time
 }
@@ -301,7 +313,7 @@ type taskVersion struct {
 // versionOf is t as the view takes it.
 func versionOf(t *Task) taskVersion {
 	v := taskVersion{id: t.ID, key: t.Key, priority: t.Priority, state: t.State, attempts: t.Attempts, seq: t.Seq,
-		run: t.Run, claimed: t.claimedRev(), cancel: t.CancelRequested, retryAfter: t.RetryAfter, runAt: t.RunAt, delay: t.Delay, after: t.After, rev: t.Revision, written: t.Written}
+		run: t.Run, claimed: t.claimedRev(), cancel: t.CancelRequested, retryAfter: t.RetryAfter, runAt: t.RunAt, delay: t.Delay, after: t.After, touches: t.Touches, space: t.Space, rev: t.Revision, written: t.Written}
 	if t.Result != nil {
 		v.endFence, v.endReason = t.Result.Fence, t.Result.Reason
 	}
@@ -344,6 +356,7 @@ func (x *index) applyRecord(d *taskVersion, value []byte, now time.Time) {
 		x.unsetActive(t)
 	}
 	x.setBody(t, nil)
+	t.paths = pathsOf(d.space, d.touches, t.paths)
 	t.rev, t.state, t.attempts, t.cancel, t.seq = d.rev, d.state, d.attempts, d.cancel, d.seq
 	t.endFence, t.endReason = d.endFence, d.endReason
 	switch d.state {
@@ -355,6 +368,7 @@ func (x *index) applyRecord(d *taskVersion, value []byte, now time.Time) {
 		}
 		t.run = d.run
 		x.suspects[t.id] = t
+		x.touch(t, true)
 	case StatePending:
 		x.setBody(t, value)
 		t.after = d.after
@@ -426,6 +440,7 @@ func (x *index) drop(t *itask, now time.Time) {
 		x.unsetActive(t)
 	}
 	x.setBody(t, nil)
+	x.touch(t, false)
 	delete(x.suspects, t.id)
 	delete(x.tasks, t.id)
 	t.state = StateDone
@@ -451,6 +466,9 @@ func (x *index) unsetActive(t *itask) {
 	}
 	delete(x.suspects, t.id)
 	t.run = nil
+	if !t.claiming {
+		x.touch(t, false)
+	}
 }
 
 func (x *index) setBody(t *itask, b []byte) {
@@ -623,7 +641,7 @@ func (x *index) runsUnder(slot string) bool {
 // refresh puts k in the ready heap of each level where it has a task
 // waiting and a lane free, and takes it out of the others.
 func (x *index) refresh(k *ikey) {
-	runnable := !k.paused && !k.held && x.freeLane(k) >= 0
+	runnable := !k.paused && !k.held && !k.blocked && x.freeLane(k) >= 0
 	for p := range k.fifo {
 		head := k.peek(p)
 		in := k.pos[p] >= 0

@@ -25,6 +25,8 @@ type outcome struct {
 	// output is the work's result (SetResult); cut says it was longer.
 	output []byte
 	cut    bool
+	// wait is how long a task given back waits before its next turn.
+	wait time.Duration
 }
 
 func exitOutcome(code int) outcome { return outcome{reason: ReasonExit, exitCode: &code} }
@@ -46,7 +48,9 @@ func settle(cfg Config, t *Task, o outcome, ended time.Time) *Task {
 		Claimed: run.Claimed, StartedAt: run.StartedAt, EndedAt: ended,
 		Output: o.output, OutputTruncated: o.cut,
 	}
-	n.Run, n.RetryAfter = nil, 0
+	// An attempt ran: a delay the task was added with is spent (it would
+	// count again from this revision's time otherwise).
+	n.Run, n.RetryAfter, n.Delay = nil, 0, Duration(o.wait)
 	exit0 := o.reason == ReasonExit && o.exitCode != nil && *o.exitCode == 0
 	switch {
 	case exit0:

@@ -66,6 +66,10 @@ func (x *index) next() (pick, bool) {
 				x.refresh(c)
 				continue
 			}
+			if x.pathsBusy(c.peek(p)) {
+				x.block(c)
+				continue
+			}
 			k = c
 			break
 		}
@@ -90,6 +94,7 @@ func (x *index) hold(pk pick) {
 	t, k := pk.task, pk.key
 	x.dequeue(t)
 	t.claiming = true
+	x.touch(t, true)
 	if k.claiming == nil {
 		k.claiming = map[int]bool{}
 	}
@@ -147,6 +152,9 @@ func (x *index) release(pk pick, c *claimed, now time.Time) {
 	}
 	if x.tasks[t.id] == t && (t.state == StatePending || t.state == StateFailed) && !t.due.After(now) {
 		x.enqueue(t)
+	}
+	if t.state != StateActive {
+		x.touch(t, false)
 	}
 	x.refresh(k)
 	x.tidy(k, now)

@@ -14,6 +14,7 @@ import (
 	"github.com/batonhq/baton/hostlocal"
 	"github.com/batonhq/baton/kv"
 	"github.com/batonhq/baton/lease"
+	"github.com/batonhq/baton/reserve"
 	"github.com/batonhq/baton/session"
 )
 
@@ -31,6 +32,8 @@ type Queues struct {
 	configs map[string]Config // queues known to exist, for Add's one round trip
 
 	ends endWatches // AddWait's shared watches (endwatch.go)
+
+	spaces *reserve.Spaces // the workers' path reservations (touches.go), made at first use
 }
 
 // Option configures New.
@@ -276,6 +279,8 @@ type addConfig struct {
 	unique   string
 	debounce time.Duration
 	after    []string
+	space    string // touches.go
+	touches  []string
 }
 
 // addOptions applies opts to the defaults.
@@ -460,6 +465,7 @@ func (qs *Queues) newTask(qcfg Config, key string, payload []byte, opts []AddOpt
 		ID: cfg.id, Queue: qcfg.Queue, Key: key, Priority: cfg.priority, Labels: cfg.labels, Payload: payload,
 		State: StatePending, AddedAt: now, UpdatedAt: now, RunAt: cfg.runAt, Delay: Duration(cfg.delay),
 		Timeout: Duration(cfg.timeout), MaxAttempts: cfg.attempts, Unique: cfg.unique, After: cfg.after,
+		Touches: cfg.touches, Space: cfg.space,
 	}
 	data, err := encodeTask(t)
 	if err != nil {

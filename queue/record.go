@@ -100,6 +100,10 @@ const (
 	// ReasonStartFailed: the work could not be started; the attempt does
 	// not count.
 	ReasonStartFailed = "start_failed"
+	// ReasonPathsHeld: another held the paths the task touches when its
+	// worker came to reserve them; the attempt does not count, and the
+	// task waits a second before its next turn (adr/0056).
+	ReasonPathsHeld = "paths_held"
 )
 
 //go:generate go run ../internal/jsonrec/recgen
@@ -153,6 +157,13 @@ type Task struct {
 	// After are the tasks this one waits for: it runs once all are done,
 	// and is cancelled when one is dead or cancelled.
 	After []string `json:"after,omitempty"`
+	// Touches are the paths the task edits (patterns of package
+	// reserve/pattern) in the reservation space Space: a worker reserves
+	// them, exclusively, before the task starts and holds them while it
+	// runs; a task whose paths clash with a running one's waits
+	// (adr/0056).
+	Touches []string `json:"touches,omitempty"`
+	Space   string   `json:"space,omitempty"`
 	// Unique is how the task was added as its key's unique pending task
 	// (UniqueKeep, UniqueReplace, UniqueDebounce; empty: not so).
 	Unique string `json:"unique,omitempty"`

@@ -12,6 +12,7 @@ import (
 	"github.com/batonhq/baton/hostlocal"
 	"github.com/batonhq/baton/internal/keepalive"
 	"github.com/batonhq/baton/kv"
+	"github.com/batonhq/baton/reserve"
 	"github.com/batonhq/baton/session"
 )
 
@@ -42,7 +43,8 @@ type runState struct {
 	// pid); mu guards the fields below and is never held across a write.
 	writing sync.Mutex
 	mu      sync.Mutex
-	task    *Task // the latest version known
+	task    *Task                // the latest version known
+	paths   *reserve.Reservation // the paths it touches, while it runs (touches.go)
 	sess    *session.Session
 	tok     *token
 	stopped error // the first reason to stop
@@ -256,6 +258,25 @@ func (l *loop) work(r *runState) {
 	r.mu.Lock()
 	t := r.task.clone()
 	r.mu.Unlock()
+	if len(t.Touches) > 0 {
+		res, err := l.reservePaths(r.ctx, r, t)
+		if err != nil {
+			l.finish(r, err, 0)
+			return
+		}
+		r.mu.Lock()
+		r.paths = res
+		r.mu.Unlock()
+		go func() {
+			select {
+			case <-res.Done():
+				if !errors.Is(res.Err(), reserve.ErrReleased) {
+					r.stop(fmt.Errorf("%w: %w", ErrPathsLost, res.Err()), l.w.grace)
+				}
+			case <-r.kctx.Done():
+			}
+		}()
+	}
 	timeout := time.AfterFunc(t.TimeoutIn(r.cfg), func() { r.stop(ErrTimeout, l.w.grace) })
 	l.w.emit(Event{Kind: EventStarted, Task: t, Attempt: r.attempt, Fence: r.fence, Slot: r.slot})
 	began := time.Now()
@@ -274,6 +295,10 @@ func (r *runState) outcomeOf(err error) outcome {
 		return exitOutcome(0)
 	case errors.Is(err, ErrStartFailed):
 		return outcome{reason: ReasonStartFailed, err: err.Error(), giveBack: true}
+	case errors.Is(err, errPathsHeld):
+		return outcome{reason: ReasonPathsHeld, err: err.Error(), giveBack: true, wait: pathsHeldWait}
+	case errors.Is(cause, ErrPathsLost):
+		return outcome{reason: ReasonLost, err: context.Cause(r.ctx).Error()}
 	case errors.Is(cause, ErrLockLost):
 		return outcome{reason: ReasonLost, err: err.Error()}
 	case errors.Is(cause, ErrTimeout):
@@ -311,6 +336,12 @@ func (l *loop) finish(r *runState, err error, took time.Duration) {
 	t, sess, tok := r.task, r.sess, r.tok
 	r.mu.Unlock()
 	out, werr := l.w.qs.endAttempt(ctx, r.cfg, t, r.fence, o)
+	r.mu.Lock()
+	res := r.paths
+	r.mu.Unlock()
+	if res != nil {
+		_ = res.Release(ctx) // after the end is written: no other task starts on them before
+	}
 	// Both are compare-and-sets on what this run wrote last: a lock or
 	// token that was lost (taken, expired) is left alone, one given up at
 	// the local deadline is freed if the server can be reached now.

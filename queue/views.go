@@ -36,6 +36,8 @@ type indexFields struct {
 	RunAt           time.Time
 	Delay           Duration
 	After           []string
+	Touches         []string
+	Space           string
 }
 
 // indexTask decodes what the index keeps of a task entry, checked as
@@ -56,7 +58,7 @@ func indexTask(q string, e kv.Entry) (taskVersion, error) {
 		return taskVersion{}, err
 	}
 	d := taskVersion{id: v.ID, key: v.Key, priority: v.Priority, state: v.State, attempts: v.Attempts, seq: v.Seq,
-		run: v.Run, cancel: v.CancelRequested, retryAfter: v.RetryAfter, runAt: v.RunAt, delay: v.Delay, after: v.After, rev: e.Revision, written: e.Created}
+		run: v.Run, cancel: v.CancelRequested, retryAfter: v.RetryAfter, runAt: v.RunAt, delay: v.Delay, after: v.After, touches: v.Touches, space: v.Space, rev: e.Revision, written: e.Created}
 	settleRevision(e.Revision, &d.seq, d.run)
 	switch {
 	case d.run != nil:

@@ -40,7 +40,9 @@ type pendingStr struct {
 	off int
 }
 
-// Ref names a string StrRef read; String returns it once Done has.
+// Ref names a string StrRef read; String returns it once Done has. The
+// zero Ref names none (an optional field that was not there): String
+// returns "" for it.
 type Ref int
 
 // NewScanner scans data.
@@ -79,8 +81,8 @@ func (s *Scanner) StrRef(ref *Ref) bool {
 		*ref = Ref(-len(s.more))
 	default:
 		s.strs[s.nstrs] = pendingStr{v: v}
-		*ref = Ref(s.nstrs)
 		s.nstrs++
+		*ref = Ref(s.nstrs)
 		s.size += len(v)
 	}
 	return ok
@@ -88,10 +90,13 @@ func (s *Scanner) StrRef(ref *Ref) bool {
 
 // String is the string StrRef read as ref.
 func (s *Scanner) String(ref Ref) string {
-	if ref < 0 {
+	switch {
+	case ref < 0:
 		return s.more[-ref-1]
+	case ref == 0:
+		return ""
 	}
-	p := s.strs[ref]
+	p := s.strs[ref-1]
 	return s.all[p.off : p.off+len(p.v)]
 }
 

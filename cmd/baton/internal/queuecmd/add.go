@@ -12,6 +12,7 @@ import (
 
 	"github.com/batonhq/baton/cmd/baton/internal/cmdutil"
 	"github.com/batonhq/baton/queue"
+	"github.com/batonhq/baton/reserve"
 	"github.com/batonhq/baton/view"
 )
 
@@ -35,6 +36,8 @@ type AddOptions struct {
 	MaxAttempts int
 	Unique      string
 	After       []string
+	Touches     []string
+	Space       string
 	payloadSet  bool
 	attemptsSet bool
 }
@@ -42,7 +45,7 @@ type AddOptions struct {
 func newCmdAdd(f *cmdutil.Factory, runF Verbs) *cobra.Command {
 	o := &AddOptions{F: f, In: cmdutil.NewDurationFlag("in", 0), Timeout: cmdutil.NewDurationFlag("timeout", 0), TaskTimeout: cmdutil.NewDurationFlag("task-timeout", 0)}
 	cmd := &cobra.Command{
-		Use:   "add QUEUE --key K [--priority high|normal|low] [--id ID] [--label k=v]... [--at TIME | --in DUR] [--task-timeout DUR] [--max-attempts N] [--unique keep|replace|debounce=DUR] [--after ID,...] [--wait [--timeout DUR]] [--payload STR | --payload-file F | -] | add QUEUE --batch FILE|-",
+		Use:   "add QUEUE --key K [--priority high|normal|low] [--id ID] [--label k=v]... [--at TIME | --in DUR] [--task-timeout DUR] [--max-attempts N] [--unique keep|replace|debounce=DUR] [--after ID,...] [--touches PATTERN,... [--space S]] [--wait [--timeout DUR]] [--payload STR | --payload-file F | -] | add QUEUE --batch FILE|-",
 		Short: "Add a task for a key (or many, --batch); print its id",
 		Long: `Add a task to the queue and print its id. The task runs once no other task of
 its key holds the key's lock (per_key of them may at once), within the
@@ -72,6 +75,14 @@ number of attempts in place of the queue's.
 --after ID,... makes the task wait for those tasks of the queue: it runs
 once every one is done, and is cancelled, with the reason in its result,
 as soon as one is dead or cancelled (a fan-in: a task after N others).
+
+--touches PATTERN,... names the paths the task edits (as baton reserve
+takes them) in reservation space --space (default: the queue's name; give
+the repository's id to share the space with agents that run baton
+reserve): a worker reserves them, exclusively, before the task starts and
+holds them while it runs. A task whose paths overlap a running task's
+waits for it, while other keys go on; one whose paths an agent holds is
+given back (its attempt not counted) and tries again a second later.
 
 --unique keeps at most one pending task of the key among those added with
 it (its id is <key>.u<n>): with one waiting, keep adds nothing, replace
@@ -136,6 +147,8 @@ others go on; the exit code is then the first failure's.`,
 	fs.Var(o.In, "in", "run no earlier than DUR after the server writes the task (90s, 2h)")
 	fs.Var(o.TaskTimeout, "task-timeout", "this task's own timeout, in place of the queue's")
 	fs.StringSliceVar(&o.After, "after", nil, "wait for these tasks (ID,ID...): run once all are done; cancelled if one is dead or cancelled")
+	fs.StringSliceVar(&o.Touches, "touches", nil, "the paths the task edits (PATTERN,PATTERN...): it runs only holding them, exclusively")
+	fs.StringVar(&o.Space, "space", "", "the reservation space of --touches (default: the queue's name)")
 	fs.StringVar(&o.Unique, "unique", "", "the key's one pending unique task: keep (add nothing), replace (its payload) or debounce=DUR (replace it and wait DUR again)")
 	fs.IntVar(&o.MaxAttempts, "max-attempts", 0, "this task's own number of attempts, in place of the queue's")
 	fs.BoolVar(&o.Wait, "wait", false, "wait for the task to end; print its result and exit with its exit code")
@@ -202,6 +215,22 @@ func addRun(ctx context.Context, o *AddOptions) error {
 			}
 		}
 		opts = append(opts, queue.WithAfter(o.After...))
+	}
+	if len(o.Touches) > 0 || o.Space != "" {
+		if len(o.Touches) == 0 {
+			return cmdutil.Usagef("--space names the space of --touches: give the paths too")
+		}
+		space := o.Space
+		if space == "" {
+			space = o.Queue
+		}
+		if _, err := reserve.ParsePatterns(o.Touches); err != nil {
+			return cmdutil.Usagef("--touches: %s", cmdutil.Text(err))
+		}
+		if err := reserve.ValidSpace(space); err != nil {
+			return cmdutil.Usagef("--space: %s", cmdutil.Text(err))
+		}
+		opts = append(opts, queue.WithTouches(space, o.Touches...))
 	}
 	if o.Unique != "" {
 		u, err := uniqueOption("--unique", o.Unique)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/batonhq/baton/cmd/baton/internal/cmdutil"
 	"github.com/batonhq/baton/queue"
+	"github.com/batonhq/baton/reserve"
 )
 
 // BatchLine is one line of add --batch: the fields add takes.
@@ -37,6 +38,9 @@ type BatchLine struct {
 	// After are the tasks it waits for, as add's --after (earlier lines'
 	// ids or tasks the queue holds).
 	After []string `json:"after,omitempty"`
+	// Touches and Space are add's --touches and --space.
+	Touches []string `json:"touches,omitempty"`
+	Space   string   `json:"space,omitempty"`
 }
 
 // maxBatch bounds --batch's input, read whole before anything is written.
@@ -44,8 +48,8 @@ const maxBatch = 1 << 30
 
 func addBatchRun(ctx context.Context, o *AddOptions) error {
 	if o.Key != "" || o.ID != "" || o.payloadSet || o.PayloadFile != "" || o.Stdin || len(o.Labels) > 0 || o.Priority != string(queue.Normal) ||
-		o.At != "" || o.In.IsSet() || o.TaskTimeout.IsSet() || o.MaxAttempts != 0 || o.Unique != "" || len(o.After) > 0 || o.Wait || o.Timeout.IsSet() {
-		return cmdutil.Usagef("--batch takes each task's fields from its lines: give no --key, --id, --priority, --label, payload, --at, --in, --task-timeout, --max-attempts, --unique, --after or --wait with it")
+		o.At != "" || o.In.IsSet() || o.TaskTimeout.IsSet() || o.MaxAttempts != 0 || o.Unique != "" || len(o.After) > 0 || len(o.Touches) > 0 || o.Space != "" || o.Wait || o.Timeout.IsSet() {
+		return cmdutil.Usagef("--batch takes each task's fields from its lines: give no --key, --id, --priority, --label, payload, --at, --in, --task-timeout, --max-attempts, --unique, --after, --touches, --space or --wait with it")
 	}
 	in := o.F.IO.In
 	if o.Batch != "-" {
@@ -56,7 +60,7 @@ func addBatchRun(ctx context.Context, o *AddOptions) error {
 		defer f.Close()
 		in = f
 	}
-	tasks, lines, err := readBatch(in)
+	tasks, lines, err := readBatch(o.Queue, in)
 	if err != nil {
 		return err
 	}
@@ -112,7 +116,7 @@ func addBatchRun(ctx context.Context, o *AddOptions) error {
 // read whole and decoded as streams, a chunk of lines per core (a decoder
 // per line costs several times as much), each object checked to sit on a
 // line of its own.
-func readBatch(r io.Reader) ([]queue.NewTask, []int, error) {
+func readBatch(q string, r io.Reader) ([]queue.NewTask, []int, error) {
 	in, err := io.ReadAll(io.LimitReader(r, maxBatch+1))
 	if err != nil {
 		return nil, nil, fmt.Errorf("--batch: %w", err)
@@ -159,7 +163,7 @@ func readBatch(r io.Reader) ([]queue.NewTask, []int, error) {
 		}
 		for k, l := range c.lines {
 			n := c.at[k]
-			t, err := batchTask(l)
+			t, err := batchTask(q, l)
 			if err != nil {
 				return nil, nil, cmdutil.Usagef("--batch line %d: %s; nothing added", n, err)
 			}
@@ -222,7 +226,7 @@ func decodeLines(in []byte, first int) ([]BatchLine, []int, error) {
 }
 
 // batchTask is the task of one line's fields.
-func batchTask(l BatchLine) (queue.NewTask, error) {
+func batchTask(q string, l BatchLine) (queue.NewTask, error) {
 	if l.Key == "" {
 		return queue.NewTask{}, fmt.Errorf("\"key\" is required: the key that serializes the task")
 	}
@@ -270,6 +274,21 @@ func batchTask(l BatchLine) (queue.NewTask, error) {
 	}
 	if len(l.After) > 0 {
 		t.Options = append(t.Options, queue.WithAfter(l.After...))
+	}
+	if len(l.Touches) > 0 {
+		space := l.Space
+		if space == "" {
+			space = q
+		}
+		if _, err := reserve.ParsePatterns(l.Touches); err != nil {
+			return queue.NewTask{}, fmt.Errorf("\"touches\": %s", cmdutil.Text(err))
+		}
+		if err := reserve.ValidSpace(space); err != nil {
+			return queue.NewTask{}, fmt.Errorf("\"space\": %s", cmdutil.Text(err))
+		}
+		t.Options = append(t.Options, queue.WithTouches(space, l.Touches...))
+	} else if l.Space != "" {
+		return queue.NewTask{}, errors.New(`"space" names the space of "touches": give the paths too`)
 	}
 	if l.Unique != "" {
 		u, err := uniqueOption(`"unique"`, l.Unique)

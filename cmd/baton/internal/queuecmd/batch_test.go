@@ -11,14 +11,14 @@ import (
 // readBatch keeps each task's line number past blank lines, and refuses,
 // naming the line, what is not a task.
 func TestReadBatch(t *testing.T) {
-	tasks, lines, err := readBatch(strings.NewReader("\n{\"key\":\"a\",\"payload\":\"p\",\"id\":\"x\",\"priority\":\"high\",\"labels\":{\"l\":\"v\"}}\n\n  {\"key\":\"b\"}  \n"))
+	tasks, lines, err := readBatch("q", strings.NewReader("\n{\"key\":\"a\",\"payload\":\"p\",\"id\":\"x\",\"priority\":\"high\",\"labels\":{\"l\":\"v\"}}\n\n  {\"key\":\"b\"}  \n"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(tasks) != 2 || lines[0] != 2 || lines[1] != 4 {
 		t.Fatalf("tasks %d on lines %v; want 2, on lines 2 and 4", len(tasks), lines)
 	}
-	timed, _, err := readBatch(strings.NewReader("{\"key\":\"a\",\"at\":\"2026-12-01T09:00:00+01:00\"}\n{\"key\":\"b\",\"in\":\"90s\"}\n"))
+	timed, _, err := readBatch("q", strings.NewReader("{\"key\":\"a\",\"at\":\"2026-12-01T09:00:00+01:00\"}\n{\"key\":\"b\",\"in\":\"90s\"}\n"))
 	if err != nil || len(timed) != 2 || len(timed[0].Options) != 1 || len(timed[1].Options) != 1 {
 		t.Fatalf("lines with at and in: %+v, %v", timed, err)
 	}
@@ -39,8 +39,10 @@ func TestReadBatch(t *testing.T) {
 		{"{\"key\":\"a\",\"in\":\"soon\"}", "\"in\" \"soon\": want a duration"},
 		{"{\"key\":\"a\",\"in\":\"-1s\"}", "want 0 or a positive duration"},
 		{"{\"key\":\"a\",\"in\":\"1s\",\"at\":\"2026-12-01T09:00:00Z\"}", "not both"},
+		{"{\"key\":\"a\",\"touches\":[\"/etc\"]}", "\"touches\": bad pattern: \"/etc\" is an absolute path: give it relative to the root (etc); nothing added"},
+		{"{\"key\":\"a\",\"space\":\"app\"}", "give the paths too"},
 	} {
-		_, _, err := readBatch(strings.NewReader(c.in))
+		_, _, err := readBatch("q", strings.NewReader(c.in))
 		if !errors.Is(err, cmdutil.ErrUsage) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("readBatch(%.40q) = %v; want a usage error saying %q", c.in, err, c.want)
 		}
