@@ -37,6 +37,13 @@ var (
 	ErrUndecodable = errors.New("reserve: record does not decode")
 )
 
+// invalidError is bad input that a lower package described: its message
+// alone, matching ErrInvalid too.
+type invalidError struct{ err error }
+
+func (e invalidError) Error() string   { return e.err.Error() }
+func (e invalidError) Unwrap() []error { return []error{ErrInvalid, e.err} }
+
 // Conflict is one reservation in a request's way: which of the request's
 // patterns meets which of its own.
 type Conflict struct {

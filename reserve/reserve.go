@@ -143,7 +143,7 @@ func ParsePatterns(patterns []string) ([]pattern.Pattern, error) {
 	for _, p := range patterns {
 		c, err := pattern.Parse(p)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+			return nil, invalidError{err}
 		}
 		if !seen[c.String()] {
 			seen[c.String()] = true

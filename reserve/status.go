@@ -211,7 +211,7 @@ func (s *Spaces) Check(ctx context.Context, space string, paths []string, opts .
 	for i, p := range paths {
 		l, err := pattern.Literal(p)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+			return nil, invalidError{err}
 		}
 		lits[i] = l
 	}
