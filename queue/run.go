@@ -334,14 +334,15 @@ func (l *loop) finish(r *runState, err error, took time.Duration) {
 	defer cancel()
 	r.mu.Lock()
 	t, sess, tok := r.task, r.sess, r.tok
-	r.mu.Unlock()
-	out, werr := l.w.qs.endAttempt(ctx, r.cfg, t, r.fence, o)
-	r.mu.Lock()
 	res := r.paths
 	r.mu.Unlock()
 	if res != nil {
-		_ = res.Release(ctx) // after the end is written: no other task starts on them before
+		// Before the end is written: the dispatcher offers a task whose
+		// paths clash only once it sees this one end, and its worker must
+		// find them free. The work has stopped; nothing edits them now.
+		_ = res.Release(ctx)
 	}
+	out, werr := l.w.qs.endAttempt(ctx, r.cfg, t, r.fence, o)
 	// Both are compare-and-sets on what this run wrote last: a lock or
 	// token that was lost (taken, expired) is left alone, one given up at
 	// the local deadline is freed if the server can be reached now.
