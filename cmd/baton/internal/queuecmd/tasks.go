@@ -131,6 +131,9 @@ func printTask(f *cmdutil.Factory, cfg queue.Config, t *queue.Task) error {
 	if t.Timeout > 0 {
 		row("timeout", "%s (its own)", time.Duration(t.Timeout))
 	}
+	if len(t.Touches) > 0 {
+		row("touches", "%s (in space %s)", strings.Join(t.Touches, " "), t.Space)
+	}
 	if len(t.Labels) > 0 {
 		var ls []string
 		for k, v := range t.Labels {
