@@ -51,6 +51,9 @@ func settle(cfg Config, t *Task, o outcome, ended time.Time) *Task {
 	// An attempt ran: a delay the task was added with is spent (it would
 	// count again from this revision's time otherwise).
 	n.Run, n.RetryAfter, n.Delay = nil, 0, Duration(o.wait)
+	if o.reason == ReasonPathsHeld && t.Result != nil && t.Result.Reason == ReasonPathsHeld && t.Delay > 0 {
+		n.Delay = Duration(min(2*time.Duration(t.Delay), maxPathsHeldWait)) // held again: wait twice as long
+	}
 	exit0 := o.reason == ReasonExit && o.exitCode != nil && *o.exitCode == 0
 	switch {
 	case exit0:

@@ -117,6 +117,32 @@ func TestSettle(t *testing.T) {
 	}
 }
 
+// A task given back because its paths were held waits a second, twice as
+// long each time in a row, up to 30 s; a delay it was added with is spent
+// by any attempt.
+func TestSettle_PathsHeldWaitsLongerEachTime(t *testing.T) {
+	cfg := DefaultConfig("q")
+	held := outcome{reason: ReasonPathsHeld, giveBack: true, wait: pathsHeldWait}
+	task := &Task{ID: "t", Queue: "q", Key: "k", State: StateActive, Attempts: 1, Delay: Duration(time.Hour), Run: &Run{Attempt: 1, Slot: "k", Fence: 1}}
+	var waits []time.Duration
+	for range 7 {
+		n := settle(cfg, task, held, time.Unix(100, 0))
+		if n.State != StatePending || n.Attempts != 0 {
+			t.Fatalf("given back as %s with %d attempts; want pending, 0", n.State, n.Attempts)
+		}
+		waits = append(waits, time.Duration(n.Delay))
+		task = n.clone()
+		task.State, task.Attempts, task.Run = StateActive, 1, &Run{Attempt: 1, Slot: "k", Fence: 1}
+	}
+	want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 30 * time.Second, 30 * time.Second}
+	if !slices.Equal(waits, want) {
+		t.Fatalf("waits %v, want %v", waits, want)
+	}
+	if n := settle(cfg, task, exitOutcome(3), time.Unix(100, 0)); n.Delay != 0 {
+		t.Fatalf("after a failed attempt the delay is %s, want 0: it was spent", time.Duration(n.Delay))
+	}
+}
+
 // Fields of a newer version survive a rewrite by this one.
 func TestTask_KeepsUnknownFields(t *testing.T) {
 	rec := []byte(`{"id":"t","queue":"q","key":"k","priority":"normal","labels":{},"payload":"aGk=","state":"pending",` +

@@ -21,8 +21,13 @@ import (
 )
 
 // pathsHeldWait is how long a task whose paths another held waits before
-// its next turn.
-const pathsHeldWait = time.Second
+// its next turn; twice as long each time they are held again, up to
+// maxPathsHeldWait, so that an agent holding them for an hour costs the
+// queue a few writes a minute.
+const (
+	pathsHeldWait    = time.Second
+	maxPathsHeldWait = 30 * time.Second
+)
 
 // WithTouches says which paths the task edits, as patterns of package
 // reserve/pattern in reservation space space (a repository's id; empty:
