@@ -50,7 +50,8 @@ func TestReservations_ExpiredDeadUndecodableAndLarge(t *testing.T) {
 	}
 
 	const space = "github.com/acme/app"
-	live, err := other.TryReserve(ctx, space, []string{"README.md"}, reserve.WithAgent("alice"))
+	// Not renewed: a renewal would write the space, and drop bob's.
+	live, err := other.TryReserve(ctx, space, []string{"README.md"}, reserve.WithAgent("alice"), reserve.WithTTL(time.Minute), reserve.WithoutKeepAlive())
 	if err != nil {
 		t.Fatal(err)
 	}

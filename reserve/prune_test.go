@@ -16,7 +16,7 @@ func TestPrune_DropsTheExpiredAndTheDeadAndServesTheLine(t *testing.T) {
 	e := newEnv(t)
 	ctx := ctxT(t)
 	h1, h2 := e.spaces("h1"), e.spaces("h2")
-	mustReserve(t, h2, "repo", []string{"README.md"}, reserve.WithTTL(time.Minute))
+	mustReserve(t, h2, "repo", []string{"README.md"}, reserve.WithTTL(time.Minute), reserve.WithoutKeepAlive())
 	mustReserve(t, h2, "repo", []string{"docs/**"}, reserve.WithTTL(time.Second), reserve.WithoutKeepAlive())
 	cmd, p := child(t)
 	mustReserve(t, e.spaces("h1", reserve.WithProcess(p)), "repo", []string{"src/**"}, reserve.WithTTL(time.Minute), reserve.WithoutKeepAlive())
