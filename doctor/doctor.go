@@ -11,6 +11,7 @@ import (
 	"github.com/batonhq/baton/lease"
 	"github.com/batonhq/baton/queue"
 	"github.com/batonhq/baton/rate"
+	"github.com/batonhq/baton/reserve"
 	"github.com/batonhq/baton/sem"
 	"github.com/batonhq/baton/session"
 )
@@ -75,6 +76,7 @@ type Checker struct {
 	qs         *queue.Queues
 	ss         *sem.Semaphores
 	rl         *rate.Limiters
+	rs         *reserve.Spaces
 	now        func() time.Time
 	staleAfter time.Duration
 	maxSkew    time.Duration
@@ -176,6 +178,11 @@ func (c *Checker) Run(ctx context.Context) (*Report, error) {
 	}
 	if c.rl != nil {
 		if err := c.checkLimiters(ctx, r); err != nil && !errors.Is(err, kv.ErrBucketNotFound) {
+			return nil, err
+		}
+	}
+	if c.rs != nil {
+		if err := c.checkReservations(ctx, r); err != nil {
 			return nil, err
 		}
 	}

@@ -172,6 +172,13 @@ func TestDeploy_EveryMetricNameExistsOnALiveMetricsPage(t *testing.T) {
 	})
 	h.must("rate", "take", "dep-rate")
 	h.expect(3, []string{"rate", "take", "dep-rate"})
+	// Paths reserved, with a waiter in line behind them.
+	h.must("reserve", "dep-space", "src/**", "--ttl", "5m")
+	waiter := h.command("reserve", "dep-space", "src/main.go", "--wait", "5m")
+	if err := waiter.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = waiter.Process.Kill(); _ = waiter.Wait() })
 
 	pages := map[string]string{
 		"the dashboard": ui + "metrics",
@@ -189,7 +196,9 @@ func TestDeploy_EveryMetricNameExistsOnALiveMetricsPage(t *testing.T) {
 			value(s, "baton_queue_wait_seconds", "queue", "deployq") >= 2 &&
 			len(s["baton_stream_replica_lag"]) > 0 && len(s["baton_stream_leader_info"]) > 0 &&
 			value(s, "baton_sem_waiters", "sem", "dep-sem") == 1 && value(s, "baton_sem_units_held", "sem", "dep-sem") == 1 &&
-			value(s, "baton_rate_admitted_total", "limiter", "dep-rate") == 1 && value(s, "baton_rate_refused_total", "limiter", "dep-rate") == 1
+			value(s, "baton_rate_admitted_total", "limiter", "dep-rate") == 1 && value(s, "baton_rate_refused_total", "limiter", "dep-rate") == 1 &&
+			value(s, "baton_reservations_held", "space", "dep-space", "mode", "exclusive") == 1 &&
+			value(s, "baton_reservations_waiting", "space", "dep-space") == 1 && value(s, "baton_reservation_space_bytes", "space", "dep-space") > 0
 	})
 	awaitMetrics(t, pages["baton lead"], "the leader's series", func(s map[string][]sample) bool {
 		return value(s, "baton_is_leader", "agent_key", "deploy-bot") == 1
@@ -299,6 +308,7 @@ func checkAlertRules(t *testing.T, path string) {
 		"BatonQueueOldestPending":  "baton_queue_oldest_pending_age_seconds",
 		"BatonQueuePaused":         "baton_queue_paused",
 		"BatonSemaphoreWaitLong":   "baton_sem_oldest_wait_seconds",
+		"BatonReservationWaitLong": "baton_reservation_oldest_wait_seconds",
 		"BatonRateLimiterRefusing": "baton_rate_refused_total",
 	} {
 		if !strings.Contains(alerts[alert], mentions) {

@@ -155,3 +155,26 @@ func TestDoctor_MissingBucketsAreCreatedByFix(t *testing.T) {
 	h.must("queue", "create", "q", "--prefix", "fresh")
 	h.must("sem", "create", "s", "--max", "1", "--prefix", "fresh")
 }
+
+// TestDoctor_ReservationsPastTheirTTLArePrunedByFix: a space nobody writes
+// keeps a reservation past its TTL; doctor reports it (exit 7) and --fix
+// rewrites the space without it, leaving the live one.
+func TestDoctor_ReservationsPastTheirTTLArePrunedByFix(t *testing.T) {
+	w := newWorld(t)
+	h := w.host("host-a")
+	h.must("reserve", "app", "src/**", "--agent", "alice", "--ttl", "5m")
+	h.must("reserve", "app", "docs/**", "--agent", "bob", "--ttl", "1s")
+	time.Sleep(1100 * time.Millisecond)
+	found, _, code := h.findings()
+	if code != 7 || len(found["expired_visible"]) != 1 || found["expired_visible"][0]["key"] != "app" ||
+		!strings.Contains(found["expired_visible"][0]["detail"].(string), `agent "bob"`) {
+		t.Fatalf("doctor with an expired reservation: exit %d, %v", code, found)
+	}
+	if found, _, code = h.findings("--fix"); code != 0 || found["expired_visible"][0]["fixed"] != true {
+		t.Fatalf("doctor --fix: exit %d, %v", code, found)
+	}
+	st := jsonOf(t, h.must("reserve", "ls", "app", "--json").stdout)
+	if rs := st["reservations"].([]any); len(rs) != 1 || rs[0].(map[string]any)["agent"] != "alice" {
+		t.Errorf("after --fix: %v; want alice's alone", st)
+	}
+}

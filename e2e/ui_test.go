@@ -333,6 +333,8 @@ func TestUI_InABrowser(t *testing.T) {
 	b.until(5*time.Second, "the waiter served",
 		`document.querySelectorAll('[data-sem="testdb"] tr[data-waiter]').length === 0 && document.querySelectorAll('[data-sem="testdb"] tr[data-permit]').length === 2`)
 
+	reservationsInTheBrowser(t, b, url, h1, h2, h3)
+
 	b.run(chromedp.Navigate(url + "#/overview"))
 	b.until(10*time.Second, "the overview", `document.getElementById('main').innerText.includes('Servers')`)
 	b.screenshot("overview.png")

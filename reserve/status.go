@@ -123,22 +123,41 @@ func statusOf(space string, e kv.Entry, now time.Time) (Status, error) {
 	}
 	out := Status{Space: space, Revision: e.Revision, ServerTime: now, Size: len(e.Value), Reservations: make([]Row, 0, len(st.rec.Entries))}
 	for _, en := range st.rec.Entries {
-		r := Row{Entry: en, State: "held"}
-		if en.Waiting {
-			r.State = "waiting"
-		}
-		if en.expired(now) {
-			r.State = "expired"
-		}
-		if !en.Since.IsZero() && now.After(en.Since) {
-			r.AgeMS = now.Sub(en.Since).Milliseconds()
-		}
-		if exp := en.ExpiresAt(); exp.After(now) {
-			r.TTLLeftMS = exp.Sub(now).Milliseconds()
-		}
-		out.Reservations = append(out.Reservations, r)
+		out.Reservations = append(out.Reservations, rowAt(en, now))
 	}
 	return out, nil
+}
+
+// At is the status as of a later server time now: each reservation's
+// state, age and time left counted again, for a reader that keeps a
+// status while time passes (the dashboard) without decoding the record
+// again. Nothing else changes: no write is seen.
+func (st Status) At(now time.Time) Status {
+	out := st
+	out.ServerTime = now
+	out.Reservations = make([]Row, len(st.Reservations))
+	for i, r := range st.Reservations {
+		out.Reservations[i] = rowAt(r.Entry, now)
+	}
+	return out
+}
+
+// rowAt is entry en as a row at server time now.
+func rowAt(en Entry, now time.Time) Row {
+	r := Row{Entry: en, State: "held"}
+	if en.Waiting {
+		r.State = "waiting"
+	}
+	if en.expired(now) {
+		r.State = "expired"
+	}
+	if !en.Since.IsZero() && now.After(en.Since) {
+		r.AgeMS = now.Sub(en.Since).Milliseconds()
+	}
+	if exp := en.ExpiresAt(); exp.After(now) {
+		r.TTLLeftMS = exp.Sub(now).Milliseconds()
+	}
+	return r
 }
 
 // List reads every space's record, by space name.

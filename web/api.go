@@ -48,6 +48,10 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/v1/limits", s.apiLimits)
 	mux.HandleFunc("GET /api/v1/limits/semaphores/{name}", s.apiSemaphore)
 	mux.HandleFunc("GET /api/v1/limits/limiters/{name}", s.apiLimiter)
+	mux.HandleFunc("GET /api/v1/reservations", s.apiReservations)
+	// {space...}: a space's name may hold '/' (github.com/org/repo), sent
+	// as it is or escaped.
+	mux.HandleFunc("GET /api/v1/reservations/{space...}", s.apiSpace)
 	mux.HandleFunc("GET /api/v1/doctor", s.apiDoctor)
 	mux.HandleFunc("GET /api/v1/events", s.apiEvents)
 
@@ -110,7 +114,9 @@ type Overview struct {
 	Queues     []queue.Summary `json:"queues"`
 	// Limits is nil when the dashboard shows no limits.
 	Limits *LimitsSummary `json:"limits,omitempty"`
-	Doctor *DoctorSummary `json:"doctor"`
+	// Reservations is nil when the dashboard shows no reservations.
+	Reservations *ReservationsSummary `json:"reservations,omitempty"`
+	Doctor       *DoctorSummary       `json:"doctor"`
 }
 
 // DoctorSummary is the doctor's last report in counts.
@@ -129,6 +135,10 @@ func (s *Server) overview() Overview {
 	if s.limits != nil {
 		sum := s.limits.Summary()
 		o.Limits = &sum
+	}
+	if s.spaces != nil {
+		sum := s.spaces.Summary()
+		o.Reservations = &sum
 	}
 	if r, at := s.Report(); r != nil {
 		d := &DoctorSummary{OK: r.OK, Findings: len(r.Findings), ByKind: map[string]int{}, At: at}
@@ -309,6 +319,34 @@ func (s *Server) apiLimiter(w http.ResponseWriter, r *http.Request) {
 	}
 	if v == nil {
 		writeError(w, fmt.Errorf("%w: no rate limiter %q", ErrNotFound, r.PathValue("name")))
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+// Reservations is the Reservations page's list: every space in counts.
+type Reservations struct {
+	Spaces     []SpaceSummary `json:"spaces"`
+	ServerTime time.Time      `json:"server_time"`
+}
+
+func (s *Server) apiReservations(w http.ResponseWriter, r *http.Request) {
+	out := Reservations{Spaces: []SpaceSummary{}, ServerTime: s.model.ServerNow()}
+	if s.spaces != nil {
+		out.Spaces = s.spaces.Spaces()
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// apiSpace is one space, in the shape of `baton reserve ls SPACE --json`
+// with the counts of its summary; 404 when it holds no reservation.
+func (s *Server) apiSpace(w http.ResponseWriter, r *http.Request) {
+	var v *SpaceView
+	if s.spaces != nil {
+		v = s.spaces.Space(r.PathValue("space"))
+	}
+	if v == nil {
+		writeError(w, fmt.Errorf("%w: no reservation in space %q", ErrNotFound, r.PathValue("space")))
 		return
 	}
 	writeJSON(w, http.StatusOK, v)

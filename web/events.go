@@ -30,7 +30,7 @@ type Batch struct {
 // browsers keep it open.
 const heartbeat = 15 * time.Second
 
-var allKinds = []string{KindSession, KindLease, KindAgent, KindQueue, KindSemaphore, KindLimiter, KindOverview}
+var allKinds = []string{KindSession, KindLease, KindAgent, KindQueue, KindSemaphore, KindLimiter, KindSpace, KindOverview}
 
 // apiEvents streams changes as server-sent events: first "hello" (the
 // server time), then "changes" events (a Batch each). ?kinds=agent,session
@@ -145,6 +145,12 @@ func (s *Server) render(refs []ref) Batch {
 		case KindLimiter:
 			if s.limits != nil {
 				if v := s.limits.Limiter(r.key); v != nil {
+					doc = v
+				}
+			}
+		case KindSpace:
+			if s.spaces != nil {
+				if v := s.spaces.Space(r.key); v != nil {
 					doc = v
 				}
 			}

@@ -24,7 +24,7 @@ import (
 const semEvery = 250 * time.Millisecond
 
 // limitsTracker keeps the semaphores and rate limiters of the limits
-// bucket as the dashboard shows them, from one watch of the bucket. A
+// bucket as the dashboard shows them, from one watch of their keys. A
 // semaphore is read again (sem.Statuses: its record, units and lines) when
 // the watch says it changed, at most every semEvery; a limiter is one
 // record, which the watch brings whole. Takes admitted are counted from
@@ -92,8 +92,18 @@ func (t *limitsTracker) run(ctx context.Context, onErr func(error)) {
 			onErr(err)
 		}
 	}
+	// The keys of what it shows only: the bucket holds the reservation
+	// spaces too (resv.>, a record of up to a megabyte rewritten at each
+	// change), which the spaces' own watch follows.
+	var patterns []string
+	if t.ss != nil {
+		patterns = append(patterns, "sem.>")
+	}
+	if t.rl != nil {
+		patterns = append(patterns, "rate.>")
+	}
 	watchLoop(ctx, onErr, func(ctx context.Context) error {
-		w, err := t.bucket().Watch(ctx, "")
+		w, err := t.bucket().WatchPatterns(ctx, patterns)
 		if errors.Is(err, kv.ErrBucketNotFound) {
 			return nil // no limits yet; looked at again after the pause
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/batonhq/baton/lease"
 	"github.com/batonhq/baton/queue"
 	"github.com/batonhq/baton/rate"
+	"github.com/batonhq/baton/reserve"
 	"github.com/batonhq/baton/sem"
 	"github.com/batonhq/baton/session"
 	"github.com/batonhq/baton/web"
@@ -37,6 +38,7 @@ type env struct {
 	qs     *queue.Queues
 	ss     *sem.Semaphores
 	rl     *rate.Limiters
+	rs     *reserve.Spaces
 	srv    *web.Server
 	http   *httptest.Server
 }
@@ -60,13 +62,16 @@ func newEnv(t *testing.T, opts ...web.Option) *env {
 	if e.rl, err = rate.New(c); err != nil {
 		t.Fatal(err)
 	}
+	if e.rs, err = reserve.New(c, reserve.WithHostID("h1")); err != nil {
+		t.Fatal(err)
+	}
 	ctx := context.Background()
 	for _, ensure := range []func(context.Context, int) error{e.m.Ensure, e.ls.Ensure, e.qs.Ensure, e.ss.Ensure} {
 		if err := ensure(ctx, 1); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if e.srv, err = web.New(e.m, e.ls, e.qs, append([]web.Option{web.WithBatch(10 * time.Millisecond), web.WithLimits(e.ss, e.rl)}, opts...)...); err != nil {
+	if e.srv, err = web.New(e.m, e.ls, e.qs, append([]web.Option{web.WithBatch(10 * time.Millisecond), web.WithLimits(e.ss, e.rl), web.WithReservations(e.rs)}, opts...)...); err != nil {
 		t.Fatal(err)
 	}
 	rctx, cancel := context.WithCancel(ctx)

@@ -58,6 +58,10 @@ var (
 	descRateAdmCost = desc("baton_rate_admitted_cost_total", "Cost a rate limiter admitted since the dashboard started (as taken, before any settle).", "limiter")
 	descRateRef     = desc("baton_rate_refused_total", "Takes a rate limiter refused since the dashboard started (as its takers told; a take that waited and was admitted is not counted).", "limiter")
 	descRateRefCost = desc("baton_rate_refused_cost_total", "Cost of the takes a rate limiter refused since the dashboard started.", "limiter")
+	descResvHeld    = desc("baton_reservations_held", "Path reservations held in a space (not expired), by mode (shared, exclusive).", "space", "mode")
+	descResvWaiting = desc("baton_reservations_waiting", "Path reservations waiting in a space's line.", "space")
+	descResvBytes   = desc("baton_reservation_space_bytes", "The size of a reservation space's record: it holds what fits in one message of the server's.", "space")
+	descResvWaitAge = desc("baton_reservation_oldest_wait_seconds", "How long the longest waiter of a reservation space has waited (0 when none waits).", "space")
 	descFindings    = desc("baton_doctor_findings", "Problems the doctor found in its last check, by kind.", "kind")
 	descDoctorAt    = desc("baton_doctor_last_check_timestamp_seconds", "When the doctor last checked.")
 	descSkew        = desc("baton_server_skew_seconds", "This host's clock less the server's.")
@@ -135,6 +139,9 @@ func (cm *clusterMetrics) Collect(ch chan<- prometheus.Metric) {
 	}
 	if s.limits != nil {
 		cm.collectLimits(ch)
+	}
+	if s.spaces != nil {
+		cm.collectSpaces(ch)
 	}
 	if r, at := s.Report(); r != nil {
 		by := map[string]int{}
@@ -261,5 +268,21 @@ func (cm *clusterMetrics) collectLimits(ch chan<- prometheus.Metric) {
 		counter(descRateAdmCost, float64(v.AdmittedCost), v.Name)
 		counter(descRateRef, float64(v.Refused), v.Name)
 		counter(descRateRefCost, float64(v.RefusedCost), v.Name)
+	}
+}
+
+// collectSpaces reports each reservation space, at most maxAgents of them
+// (sorted by name): a fleet has a space per repository, not per task.
+func (cm *clusterMetrics) collectSpaces(ch chan<- prometheus.Metric) {
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	spaces := cm.s.spaces.Spaces()
+	for _, v := range spaces[:min(len(spaces), cm.s.maxAgents)] {
+		gauge(descResvHeld, float64(v.HeldShared), v.Space, "shared")
+		gauge(descResvHeld, float64(v.Held-v.HeldShared), v.Space, "exclusive")
+		gauge(descResvWaiting, float64(v.Waiting), v.Space)
+		gauge(descResvBytes, float64(v.Size), v.Space)
+		gauge(descResvWaitAge, float64(v.OldestWaitMS)/1000, v.Space)
 	}
 }

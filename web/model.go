@@ -107,6 +107,8 @@ const (
 	// KindSemaphore and KindLimiter are the limits (their key: the name).
 	KindSemaphore = "semaphore"
 	KindLimiter   = "limiter"
+	// KindSpace is a path reservation space (its key: the space's name).
+	KindSpace = "space"
 )
 
 func newModel(now func() time.Time, onChange func(kind, key string)) *Model {

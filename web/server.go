@@ -19,6 +19,7 @@ import (
 	"github.com/batonhq/baton/lease"
 	"github.com/batonhq/baton/queue"
 	"github.com/batonhq/baton/rate"
+	"github.com/batonhq/baton/reserve"
 	"github.com/batonhq/baton/sem"
 	"github.com/batonhq/baton/session"
 )
@@ -31,6 +32,7 @@ type Server struct {
 	qs *queue.Queues
 	ss *sem.Semaphores
 	rl *rate.Limiters
+	rs *reserve.Spaces
 
 	readOnly    bool
 	token       string
@@ -47,6 +49,7 @@ type Server struct {
 	model   *Model
 	queues  *queues
 	limits  *limitsTracker
+	spaces  *spacesTracker
 	metrics *clusterMetrics
 
 	mu       sync.RWMutex
@@ -121,6 +124,12 @@ func WithLimits(ss *sem.Semaphores, rl *rate.Limiters) Option {
 	return func(s *Server) error { s.ss, s.rl = ss, rl; return nil }
 }
 
+// WithReservations shows the path reservation spaces of rs on the
+// Reservations page, in /metrics and to the doctor.
+func WithReservations(rs *reserve.Spaces) Option {
+	return func(s *Server) error { s.rs = rs; return nil }
+}
+
 // WithVersion is the version the overview and baton_ui_info show.
 func WithVersion(v string) Option { return func(s *Server) error { s.version = v; return nil } }
 
@@ -153,6 +162,9 @@ func New(m *session.Manager, ls *lease.Leases, qs *queue.Queues, opts ...Option)
 	if s.ss != nil || s.rl != nil {
 		s.limits = newLimitsTracker(s.ss, s.rl, s.m.Prefix(), s.model.ServerNow, s.hub.publish)
 	}
+	if s.rs != nil {
+		s.spaces = newSpacesTracker(s.rs, s.model.ServerNow, s.hub.publish)
+	}
 	return s, nil
 }
 
@@ -180,6 +192,9 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	if s.limits != nil {
 		wg.Go(func() { s.limits.run(ctx, onErr("limits")) })
+	}
+	if s.spaces != nil {
+		wg.Go(func() { s.spaces.run(ctx, onErr("reservations")) })
 	}
 	wg.Go(func() { s.every(ctx, s.healthEvery, s.checkHealth) })
 	wg.Go(func() {
@@ -248,8 +263,11 @@ func (s *Server) buckets() []*kv.Bucket {
 	if s.qs != nil {
 		b = append(b, s.qs.Bucket())
 	}
-	if s.limits != nil {
+	switch {
+	case s.limits != nil:
 		b = append(b, s.limits.bucket())
+	case s.spaces != nil:
+		b = append(b, s.spaces.bucket) // the same bucket
 	}
 	return b
 }
@@ -345,6 +363,9 @@ func (s *Server) checker() *doctor.Checker {
 	}
 	if s.rl != nil {
 		opts = append(opts, doctor.WithLimiters(s.rl))
+	}
+	if s.rs != nil {
+		opts = append(opts, doctor.WithReservations(s.rs))
 	}
 	return doctor.New(s.m, opts...)
 }

@@ -1,5 +1,7 @@
-// baton dashboard. Plain module, no build step. Every record field is put
+// baton dashboard. Plain modules, no build step. Every record field is put
 // in the page as text (textContent), never as markup.
+
+import { viewReservations } from './reservations.js';
 
 const api = (path, opts) => fetch('/api/v1/' + path, Object.assign({ credentials: 'same-origin', headers: { 'Accept': 'application/json' } }, opts))
   .then(async r => {
@@ -12,7 +14,7 @@ const post = (path, body) => api(path, { method: 'POST', headers: { 'Content-Typ
 
 // h builds an element; props set properties (className, onclick, ...) or
 // attributes (data-*, aria-*, title); children are nodes or text.
-function h(tag, props, ...children) {
+export function h(tag, props, ...children) {
   const e = document.createElement(tag);
   for (const [k, v] of Object.entries(props || {})) {
     if (v === undefined || v === null || v === false) continue;
@@ -26,7 +28,7 @@ function h(tag, props, ...children) {
   return e;
 }
 
-const state = {
+export const state = {
   config: { read_only: true },
   view: 'overview',
   overview: null,
@@ -35,6 +37,7 @@ const state = {
   queues: new Map(),
   sems: new Map(), // semaphore name -> its view
   limiters: new Map(), // rate limiter name -> its view
+  spaces: new Map(), // reservation space -> its view
   tasks: new Map(), // queue -> its task list, while shown
   sessions: null, // the page shown
   sessionQuery: { q: '', host: '', state: '', sort: 'slot', desc: false, offset: 0, limit: 100 },
@@ -48,7 +51,7 @@ const state = {
 };
 
 // Durations, for people.
-function dur(ms) {
+export function dur(ms) {
   if (ms === null || ms === undefined || isNaN(ms)) return '-';
   const neg = ms < 0; ms = Math.abs(ms);
   let s;
@@ -59,7 +62,7 @@ function dur(ms) {
   return neg ? '-' + s : s;
 }
 // elapsed is the local time since the documents were received.
-const elapsed = () => Date.now() - state.received;
+export const elapsed = () => Date.now() - state.received;
 const serverNow = () => state.serverTime ? new Date(state.serverTime.getTime() + elapsed()) : null;
 const hhmmss = t => t ? new Date(t).toISOString().slice(11, 19) : '-';
 
@@ -89,6 +92,9 @@ async function loadAll() {
   const lim = await api('limits');
   state.sems = new Map(lim.semaphores.map(x => [x.name, x]));
   state.limiters = new Map(lim.limiters.map(x => [x.name, x]));
+  const rv = await api('reservations');
+  const spaces = await Promise.all(rv.spaces.map(s => api('reservations/' + encodeURIComponent(s.space)).catch(() => null)));
+  state.spaces = new Map(spaces.filter(Boolean).map(d => [d.space, d]));
   await loadSessions();
   render();
 }
@@ -151,6 +157,9 @@ function apply(c) {
     case 'limiter':
       if (c.op === 'delete') state.limiters.delete(c.key); else state.limiters.set(c.key, c.doc);
       break;
+    case 'space':
+      if (c.op === 'delete') state.spaces.delete(c.key); else state.spaces.set(c.key, c.doc);
+      break;
     case 'overview':
       state.overview = c.doc;
       break;
@@ -175,7 +184,7 @@ function scheduleRender() {
 
 // ---------- views ----------
 
-const views = { overview: viewOverview, agents: viewAgents, sessions: viewSessions, leases: viewLeases, queues: viewQueues, limits: viewLimits, doctor: viewDoctor };
+const views = { overview: viewOverview, agents: viewAgents, sessions: viewSessions, leases: viewLeases, queues: viewQueues, limits: viewLimits, reservations: viewReservations, doctor: viewDoctor };
 
 // A render replaces the view's elements: one between a button's press and
 // its release would swallow the click, so renders wait for the release.
@@ -204,9 +213,9 @@ function render() {
   document.getElementById('clock').textContent = now ? 'server ' + now.toISOString().slice(11, 19) + ' UTC' : '';
 }
 
-function card(n, label, cls) { return h('div', { className: 'card' }, h('div', { className: 'n ' + (cls || '') }, n), h('div', { className: 'l' }, label)); }
+export function card(n, label, cls) { return h('div', { className: 'card' }, h('div', { className: 'n ' + (cls || '') }, n), h('div', { className: 'l' }, label)); }
 
-function table(head, rows, opts) {
+export function table(head, rows, opts) {
   opts = opts || {};
   return h('table', { className: opts.className || '' },
     h('thead', {}, h('tr', {}, head.map(c => typeof c === 'string' ? h('th', {}, c) : c))),
@@ -232,6 +241,9 @@ function viewOverview() {
       o.limits && o.limits.semaphores ? card(o.limits.units_held + ' / ' + o.limits.units_max, 'semaphore units held', o.limits.waiters ? 'warn' : '') : null,
       o.limits && o.limits.waiters ? card(o.limits.waiters, 'waiting for a permit', 'warn') : null,
       o.limits && o.limits.limiters ? card(o.limits.limiters, 'rate limiters') : null,
+      o.reservations && o.reservations.spaces ? card(o.reservations.held, 'path reservations held in ' + o.reservations.spaces + (o.reservations.spaces === 1 ? ' space' : ' spaces')) : null,
+      o.reservations && o.reservations.waiting ? card(o.reservations.waiting, 'waiting for paths, the longest ' + dur(o.reservations.oldest_wait_ms + elapsed()), 'warn') : null,
+      o.reservations && o.reservations.undecodable ? card(o.reservations.undecodable, 'reservation spaces that do not decode', 'bad') : null,
       card(doc ? (doc.ok ? 'ok' : doc.findings) : '…', doc ? (doc.ok ? 'doctor: no problems' : 'doctor findings') : 'doctor', doc && !doc.ok ? 'bad' : 'ok')),
     h('div', { className: 'panel' },
       h('h3', {}, 'Servers'),

@@ -36,14 +36,18 @@ link or other non-file planted there), buckets missing or set up otherwise than
 baton expects, and clock skew between this host and the server. For each
 queue: tasks whose worker died (active, their lock gone), key locks not
 renewed or held by a dead process of this host, tasks past the queue's
-timeout, dead tasks, and capacity tokens whose lock is gone. An unreachable
-server is exit 6, naming the URL; problems are exit 7.
+timeout, dead tasks, and capacity tokens whose lock is gone. For each path
+reservation space: a record that does not decode, reservations past their
+TTL still in it, reservations held by a dead process of this host, and a
+record past half the server's largest message. An unreachable server is
+exit 6, naming the URL; problems are exit 7.
 
 --fix removes stale sessions and leases and stale undecodable records with a
 compare-and-set on what was seen, so one renewed meanwhile survives; frees
 stale key locks and orphaned tokens and puts their tasks back to pending,
-likewise; clears leftover files; creates missing buckets and applies baton's
-bucket settings. Dead tasks, tasks past their timeout and unusable gate
+likewise; rewrites a reservation space without its expired reservations and
+those of dead processes of this host (compare-and-set); clears leftover
+files; creates missing buckets and applies baton's bucket settings. Dead tasks, tasks past their timeout and unusable gate
 paths are only reported.`,
 		Example: `  baton doctor
   baton doctor --fix --stale-after 10m
@@ -86,8 +90,12 @@ func doctorRun(ctx context.Context, o *Options) error {
 	if err != nil {
 		return unreachable(o, err)
 	}
+	rs, err := o.F.Spaces(ctx, nil)
+	if err != nil {
+		return unreachable(o, err)
+	}
 	c := doctor.New(m, doctor.WithStaleAfter(o.StaleAfter.D), doctor.WithReplicas(o.Replicas), doctor.WithLeases(ls), doctor.WithQueues(qs),
-		doctor.WithSemaphores(ss), doctor.WithLimiters(rl))
+		doctor.WithSemaphores(ss), doctor.WithLimiters(rl), doctor.WithReservations(rs))
 	r, err := c.Run(ctx)
 	if err != nil {
 		return unreachable(o, err)

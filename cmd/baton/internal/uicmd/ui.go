@@ -100,5 +100,9 @@ func uiRun(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
-	return dashboard.Serve(ctx, o.F, dashboard.Config{Listen: o.Listen, Token: o.Token, ReadOnly: o.ReadOnly, StaleAfter: o.StaleAfter.D}, m, ls, qs, ss, rl)
+	rs, err := o.F.Spaces(ctx, nil, nopts...)
+	if err != nil {
+		return err
+	}
+	return dashboard.Serve(ctx, o.F, dashboard.Config{Listen: o.Listen, Token: o.Token, ReadOnly: o.ReadOnly, StaleAfter: o.StaleAfter.D}, m, ls, qs, ss, rl, rs)
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/batonhq/baton/lease"
 	"github.com/batonhq/baton/queue"
 	"github.com/batonhq/baton/rate"
+	"github.com/batonhq/baton/reserve"
 	"github.com/batonhq/baton/sem"
 	"github.com/batonhq/baton/session"
 )
@@ -349,7 +350,11 @@ func serveUI(ctx context.Context, o *Options, client *kv.Client) error {
 	if err != nil {
 		return err
 	}
-	return dashboard.Serve(ctx, o.F, dashboard.Config{Listen: o.UI, Token: o.UIToken, ReadOnly: o.UIReadOnly}, m, ls, qs, ss, rl)
+	rs, err := reserve.New(client, reserve.WithPrefix(prefixOf(o)), reserve.WithHostID(o.F.Config.HostID))
+	if err != nil {
+		return err
+	}
+	return dashboard.Serve(ctx, o.F, dashboard.Config{Listen: o.UI, Token: o.UIToken, ReadOnly: o.UIReadOnly}, m, ls, qs, ss, rl, rs)
 }
 
 // ensureBuckets creates baton's buckets, waiting while JetStream is not

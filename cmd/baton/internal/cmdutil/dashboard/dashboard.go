@@ -18,6 +18,7 @@ import (
 	"github.com/batonhq/baton/lease"
 	"github.com/batonhq/baton/queue"
 	"github.com/batonhq/baton/rate"
+	"github.com/batonhq/baton/reserve"
 	"github.com/batonhq/baton/sem"
 	"github.com/batonhq/baton/session"
 	"github.com/batonhq/baton/web"
@@ -34,16 +35,16 @@ type Config struct {
 	StaleAfter time.Duration
 }
 
-// Serve serves the dashboard of m, ls, qs, ss and rl on cfg.Listen until ctx is
-// done, printing its address (with the token, to open once) on stdout and
+// Serve serves the dashboard of m, ls, qs, ss, rl and rs on cfg.Listen until
+// ctx is done, printing its address (with the token, to open once) on stdout and
 // its log on stderr.
-func Serve(ctx context.Context, f *cmdutil.Factory, cfg Config, m *session.Manager, ls *lease.Leases, qs *queue.Queues, ss *sem.Semaphores, rl *rate.Limiters) error {
+func Serve(ctx context.Context, f *cmdutil.Factory, cfg Config, m *session.Manager, ls *lease.Leases, qs *queue.Queues, ss *sem.Semaphores, rl *rate.Limiters, rs *reserve.Spaces) error {
 	if err := web.CheckListen(cfg.Listen, cfg.Token, cfg.ReadOnly); err != nil {
 		return cmdutil.Usagef("%v", err)
 	}
 	logger := slog.New(slog.NewTextHandler(f.IO.ErrOut, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	srv, err := web.New(m, ls, qs, web.WithReadOnly(cfg.ReadOnly), web.WithToken(cfg.Token), web.WithLogger(logger),
-		web.WithStaleAfter(cfg.StaleAfter), web.WithVersion(cmdutil.Version()), web.WithLimits(ss, rl))
+		web.WithStaleAfter(cfg.StaleAfter), web.WithVersion(cmdutil.Version()), web.WithLimits(ss, rl), web.WithReservations(rs))
 	if err != nil {
 		return err
 	}
