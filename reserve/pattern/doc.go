@@ -25,6 +25,9 @@
 // a path covered by both patterns exists (checked against a brute-force
 // search in the package's tests and fuzz target), so it never answers "no
 // overlap" where two reservations meet. Covers is exact likewise. Both
-// are safe for concurrent use and allocate nothing for patterns of up to
-// 16 segments of up to 32 characters.
+// are safe for concurrent use. Overlaps walks both patterns once and
+// allocates nothing: tens of nanoseconds for typical patterns, at most
+// about half a millisecond for two segments of a thousand characters
+// built to be slow; Covers allocates only for patterns of more than 16
+// segments.
 package pattern

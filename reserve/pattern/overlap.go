@@ -1,13 +1,27 @@
 package pattern
 
-import "unicode/utf8"
+import (
+	"slices"
+	"unicode/utf8"
+)
 
 // Overlaps reports whether some path is covered by both p and q.
 func (p Pattern) Overlaps(q Pattern) bool {
 	if len(p.segs) == 0 || len(q.segs) == 0 {
 		return false
 	}
-	return meet(p.segs, true, q.segs, true)
+	// Both cover everything beneath what they match, so the walk goes down
+	// both at once: a "**" in either takes all that is left of the other
+	// (and what follows it in its own is matched beneath that), as does a
+	// pattern that ends; two ordinary segments must admit one segment.
+	for i := 0; ; i++ {
+		if i == len(p.segs) || i == len(q.segs) || p.segs[i].any || q.segs[i].any {
+			return true
+		}
+		if !segMeet(&p.segs[i], &q.segs[i]) {
+			return false
+		}
+	}
 }
 
 // Covers reports whether p covers path (a plain path, normalised as
@@ -156,51 +170,79 @@ func globMatch(toks []int32, s string) bool {
 }
 
 // globsMeet reports whether some non-empty string is matched by both
-// globs: the walk of the product of their automata, a state being a
-// position in each and whether a character was matched yet.
+// globs. With a '*' in each, their fixed starts (before the first '*')
+// and ends (after the last) must agree where both have them: the stars
+// take everything between. With a '*' in one only, the other is a string
+// of fixed length whose '?' take any character: the first is matched
+// against it (tokMatch). With none, they must agree character for
+// character. No case needs more than a pass over the two.
 func globsMeet(a, b []int32) bool {
-	n, m := len(a), len(b)
-	w := m + 1
-	size := (n + 1) * w * 2
-	var small [34 * 34 * 2]bool
-	var reach []bool
-	if size <= len(small) {
-		reach = small[:size]
-	} else {
-		reach = make([]bool, size)
+	sa, sb := slices.Index(a, tokMany), slices.Index(b, tokMany)
+	switch {
+	case sa >= 0 && sb >= 0:
+		ea, eb := len(a)-1-lastStar(a), len(b)-1-lastStar(b)
+		return agree(a[:sa], b[:sb], false) && agree(a[len(a)-ea:], b[len(b)-eb:], true)
+	case sa >= 0:
+		return tokMatch(a, b)
+	case sb >= 0:
+		return tokMatch(b, a)
 	}
-	idx := func(i, j, e int) int { return (i*w+j)*2 + e }
-	reach[idx(0, 0, 0)] = true
-	for i := 0; i <= n; i++ {
-		for j := 0; j <= m; j++ {
-			if i < n && j < m && a[i] == tokMany && b[j] == tokMany && reach[idx(i, j, 0)] {
-				reach[idx(i, j, 1)] = true // both '*' take a character and stay
-			}
-			for e := 0; e < 2; e++ {
-				if !reach[idx(i, j, e)] {
-					continue
-				}
-				if i < n && a[i] == tokMany {
-					reach[idx(i+1, j, e)] = true
-				}
-				if j < m && b[j] == tokMany {
-					reach[idx(i, j+1, e)] = true
-				}
-				if i == n || j == m {
-					continue
-				}
-				x, y := a[i], b[j]
-				switch {
-				case x == tokMany && y == tokMany:
-				case x == tokMany:
-					reach[idx(i, j+1, 1)] = true
-				case y == tokMany:
-					reach[idx(i+1, j, 1)] = true
-				case x == tokOne || y == tokOne || x == y:
-					reach[idx(i+1, j+1, 1)] = true
-				}
-			}
+	return len(a) == len(b) && agree(a, b, false)
+}
+
+func lastStar(toks []int32) int {
+	for i := len(toks) - 1; i >= 0; i-- {
+		if toks[i] == tokMany {
+			return i
 		}
 	}
-	return reach[idx(n, m, 1)]
+	return -1
+}
+
+// agree reports whether two runs of tokens without '*' admit a common
+// string where they overlap: from their starts, or from their ends.
+func agree(x, y []int32, fromEnd bool) bool {
+	n := min(len(x), len(y))
+	for i := range n {
+		a, b := x[i], y[i]
+		if fromEnd {
+			a, b = x[len(x)-n+i], y[len(y)-n+i]
+		}
+		if a != b && a != tokOne && b != tokOne {
+			return false
+		}
+	}
+	return true
+}
+
+// tokMatch reports whether glob g matches some string of the fixed-length
+// token run f (no '*'; a '?' in f stands for any character): the walk of
+// globMatch, going back to the last '*' on a mismatch, with a '?' on
+// either side matching anything.
+func tokMatch(g, f []int32) bool {
+	gi, fi := 0, 0
+	starG, starF := -1, 0
+	for fi < len(f) {
+		if gi < len(g) {
+			switch t := g[gi]; {
+			case t == tokMany:
+				starG, starF = gi, fi
+				gi++
+				continue
+			case t == tokOne || f[fi] == tokOne || t == f[fi]:
+				gi++
+				fi++
+				continue
+			}
+		}
+		if starG < 0 {
+			return false
+		}
+		starF++
+		gi, fi = starG+1, starF
+	}
+	for gi < len(g) && g[gi] == tokMany {
+		gi++
+	}
+	return gi == len(g)
 }

@@ -2,6 +2,7 @@ package pattern
 
 import (
 	"errors"
+	"fmt"
 	pathpkg "path"
 	"strings"
 	"testing"
@@ -290,9 +291,15 @@ func BenchmarkOverlaps(b *testing.B) {
 		{"internal/*/x_test.go", "internal/queue/**"},
 		{"**/*.go", "docs/**/*.md"},
 		{"a*b*c*d*/**/x?y*z", "**/*a*b*/*c?d*/x*z"},
+		{strings.Repeat("a", 1000), "*" + strings.Repeat("a", 500) + "b*"},
+		{"*" + strings.Repeat("a?", 300) + "*", "*" + strings.Repeat("?a", 300) + "b"},
 	} {
 		p, q := MustParse(c[0]), MustParse(c[1])
-		b.Run(c[0]+" vs "+c[1], func(b *testing.B) {
+		name := c[0] + " vs " + c[1]
+		if len(name) > 60 {
+			name = fmt.Sprintf("%d and %d bytes", len(c[0]), len(c[1]))
+		}
+		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				p.Overlaps(q)
