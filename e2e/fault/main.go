@@ -40,7 +40,7 @@
 // linearizable is drawn into the run's artifacts directory, which is then
 // kept. The last line is
 //
-//	fault: <ops> ops, <faults> faults, <v> exclusion violations, <l> acknowledged sessions lost, <s> stuck operations, <n> histories linearizable, <x> not; queue: <n> tasks done, <x> key exclusion violations, <c> over capacity, <l> acknowledged tasks lost; queue records garbaged: <g> (config <n>, token <n>, task <n>, key lock <n>, worker <n>, inbox <n>), <u> task records unreadable (<p> put back, <r> removed); full disk: <f> (<servers>), <a> writes acknowledged and <e> failed with exit 6 while full, resumed within <d> of the space coming back, <p> problems; rolling restart: <h> holders lost, longest write pause <d>; sem: <n> permits served, <x> unit exclusion violations, <o> over max, <b> bad permits; rate: <n> admitted, <r> refused, at most <k> in 1s (limit <m>), <w> windows over limit, <d> takes dropped, <p> other problems, <l> acknowledged takes lost; schedule: <n> ticks added, <d> doubled, <m> misplaced, <e> started early, <g> gaps (<k> ticks missing, <o> after an outage), <l> of <j> ticks lost with a worker and no faults; delayed: <n> added (<a> --at, <i> --in), <s> started, <e> started early, <x> never started; queue rate: <n> starts admitted, at most <k> in 10s (limit <m>) over <w> windows, <o> windows over limit, <d> admissions dropped, <b> of <c> claims beyond admissions, <p> other problems
+//	fault: <ops> ops, <faults> faults, <v> exclusion violations, <l> acknowledged sessions lost, <s> stuck operations, <n> histories linearizable, <x> not; queue: <n> tasks done, <x> key exclusion violations, <c> over capacity, <l> acknowledged tasks lost; queue records garbaged: <g> (config <n>, token <n>, task <n>, key lock <n>, worker <n>, inbox <n>), <u> task records unreadable (<p> put back, <r> removed); full disk: <f> (<servers>), <a> writes acknowledged and <e> failed with exit 6 while full, resumed within <d> of the space coming back, <p> problems; rolling restart: <h> holders lost, longest write pause <d>; sem: <n> permits served, <x> unit exclusion violations, <o> over max, <b> bad permits; rate: <n> admitted, <r> refused, at most <k> in 1s (limit <m>), <w> windows over limit, <d> takes dropped, <p> other problems, <l> acknowledged takes lost; schedule: <n> ticks added, <d> doubled, <m> misplaced, <e> started early, <g> gaps (<k> ticks missing, <o> after an outage), <l> of <j> ticks lost with a worker and no faults; delayed: <n> added (<a> --at, <i> --in), <s> started, <e> started early, <x> never started; queue rate: <n> starts admitted, at most <k> in 10s (limit <m>) over <w> windows, <o> windows over limit, <d> admissions dropped, <b> of <c> claims beyond admissions, <p> other problems; reserve: <n> reservations served (<s> shared), <c> clashes, <b> bad fences
 //
 // ("full disk SKIPPED (not root)" without the tmpfs), and the exit status
 // is non-zero unless every count of what went wrong is 0. See
@@ -74,6 +74,9 @@ func main() {
 	}
 	if len(os.Args) > 1 && os.Args[1] == "semhold" {
 		os.Exit(semholdMain(os.Args[2:]))
+	}
+	if len(os.Args) > 1 && os.Args[1] == "resvhold" {
+		os.Exit(resvholdMain(os.Args[2:]))
 	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
@@ -144,11 +147,13 @@ type harness struct {
 	chk        *checker
 	qchk       *queueChecker
 	sled       *semLedger
+	rled       *resvLedger
 	rates      *rateLedger
 	qw         *qwatchLedger
 	checkerURL string
 	queueURL   string
 	semURL     string
+	resvURL    string
 	httpSrv    *http.Server
 	stats      *stats
 
@@ -182,7 +187,7 @@ func newHarness(cfg config, out io.Writer) (*harness, error) {
 		return nil, err
 	}
 	chk := newChecker()
-	h := &harness{cfg: cfg, bin: cfg.bin, self: self, dir: dir, out: out, chk: chk, qchk: newQueueChecker(), sled: newSemLedger(chk), rates: newRateLedger(), qw: newQwatchLedger(),
+	h := &harness{cfg: cfg, bin: cfg.bin, self: self, dir: dir, out: out, chk: chk, qchk: newQueueChecker(), sled: newSemLedger(chk), rled: newResvLedger(chk), rates: newRateLedger(), qw: newQwatchLedger(),
 		stats: newStats(), daemons: map[*daemon]bool{}, slots: map[string]*slotState{}, rng: rand.New(rand.NewPCG(cfg.seed, 0x5eed))}
 	if err := os.Mkdir(filepath.Join(dir, "clients"), 0o700); err != nil {
 		return nil, err
@@ -274,10 +279,12 @@ func (h *harness) run(ctx context.Context) (bool, error) {
 	h.checkerURL = "http://" + l.Addr().String() + "/write"
 	h.queueURL = "http://" + l.Addr().String() + "/qevent"
 	h.semURL = "http://" + l.Addr().String() + "/sevent"
+	h.resvURL = "http://" + l.Addr().String() + "/revent"
 	mux := http.NewServeMux()
 	mux.Handle("/write", h.chk)
 	mux.Handle("/qevent", h.qchk)
 	mux.Handle("/sevent", h.sled)
+	mux.Handle("/revent", h.rled)
 	h.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = h.httpSrv.Serve(l) }()
 
@@ -353,6 +360,9 @@ func (h *harness) run(ctx context.Context) (bool, error) {
 	for j := range semActors {
 		goActor(func(ctx context.Context) { h.semActor(ctx, hosts[j%len(hosts)], j, 1+j%2) })
 	}
+	for j := range resvActors {
+		goActor(func(ctx context.Context) { h.resvActor(ctx, hosts[j%len(hosts)], j) })
+	}
 	for _, host := range hosts {
 		goActor(func(ctx context.Context) { h.rateTaker(ctx, host) })
 	}
@@ -370,6 +380,7 @@ func (h *harness) run(ctx context.Context) (bool, error) {
 	wg.Wait()
 	h.finishAll()
 	sc := h.checkSem()
+	rv := h.checkResv()
 	rc := h.checkRate(func() { stopRateWatch(); <-rateWatched })
 	h.judgeLosses()
 	h.checkPauses()
@@ -404,7 +415,7 @@ func (h *harness) run(ctx context.Context) (bool, error) {
 	h.stats.lin = lin
 	fmt.Fprintf(h.out, "batonfault: %d KV operations in %d histories checked for linearizability in %s\n", lin.Ops, lin.Histories, time.Since(checking).Round(time.Millisecond))
 	accepted, rejected, cv := h.chk.counts()
-	ok := h.stats.report(h.out, accepted, rejected, cv, q, sc, rc, flow, time.Since(start))
+	ok := h.stats.report(h.out, accepted, rejected, cv, q, sc, rc, rv, flow, time.Since(start))
 	h.failed = !ok
 	return ok, nil
 }

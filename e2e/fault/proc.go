@@ -127,7 +127,7 @@ func (d *daemon) kill() bool {
 // spawn starts a long-running baton process for actor on host.
 func (h *harness) spawn(actor, host string, ttl time.Duration, args ...string) (*daemon, error) {
 	cmd := h.net.command(host, h.bin, args...)
-	cmd.Env = append(h.env(host), "FAULT_ACTOR="+actor, "FAULT_CHECKER="+h.checkerURL, "FAULT_QUEUE="+h.queueURL, "FAULT_SEM="+h.semURL)
+	cmd.Env = append(h.env(host), "FAULT_ACTOR="+actor, "FAULT_CHECKER="+h.checkerURL, "FAULT_QUEUE="+h.queueURL, "FAULT_SEM="+h.semURL, "FAULT_RESV="+h.resvURL)
 	logf, err := os.Create(filepath.Join(h.dir, "clients", actor+".log"))
 	if err != nil {
 		return nil, err

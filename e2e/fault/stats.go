@@ -186,7 +186,7 @@ type queueCounts struct {
 }
 
 // report prints the figures, then the closing line last.
-func (s *stats) report(w io.Writer, accepted, rejected int, checkerViolations []string, q queueCounts, sc semCounts, rc rateCounts, f flowCounts, elapsed time.Duration) (ok bool) {
+func (s *stats) report(w io.Writer, accepted, rejected int, checkerViolations []string, q queueCounts, sc semCounts, rc rateCounts, rv resvCounts, f flowCounts, elapsed time.Duration) (ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	violations := append(slices.Clone(s.violations), checkerViolations...)
@@ -238,6 +238,8 @@ func (s *stats) report(w io.Writer, accepted, rejected int, checkerViolations []
 		semName, semMax, semTTL, semActors, sc.served, sc.ended, sc.paused)
 	fmt.Fprintf(w, "rate limiter %s (%d/%s): %d admissions in %d revisions seen by its watch (%d watches), %d acknowledged to takers, %d refused; at most %d in any %s; %d acknowledged admissions the watch missed (each counted in the windows that hold its whole call)\n",
 		rateName, rateMax, ratePeriod, rc.admitted, rc.revisions, rc.watches, rc.acked, rc.refused, rc.worst, ratePeriod, rc.unplaced)
+	fmt.Fprintf(w, "path reservations in space %s (TTL %s, %d reserve run actors over a tree of %d paths): %d commands given a reservation (%d shared), %d of them ended by themselves; %d left out of the clash check (their reserve run was paused while they ran)\n",
+		resvSpace, resvTTL, resvActors, len(resvTree()), rv.served, rv.shared, rv.ended, rv.paused)
 	f.report(w)
 	l := s.lin
 	fmt.Fprintf(w, "linearizability: %d KV operations (%d of unknown outcome) in %d histories: %d linearizable, %d not, %d too long to check within %s; %d reads answered while a server was cut off from the majority left out, %d of them stale (adr/0015), and %d creates refused then taken as of unknown outcome (adr/0026)\n",
@@ -263,10 +265,10 @@ func (s *stats) report(w io.Writer, accepted, rejected int, checkerViolations []
 		diskProblems += len(d.problems)
 	}
 	semViolations := sc.exclusion + sc.overMax + sc.badPermit
-	fmt.Fprintf(w, "fault: %d ops, %d faults, %d exclusion violations, %d acknowledged sessions lost, %d stuck operations, %d histories linearizable, %d not%s; queue: %d tasks done, %d key exclusion violations, %d over capacity, %d acknowledged tasks lost; %s, %d task records unreadable (%d put back, %d removed); %s; rolling restart: %d holders lost, longest write pause %s; %s; %s; %s\n",
-		s.ops, faults, len(violations)-q.exclusion-q.overCapacity-semViolations-len(rc.violations)-f.violations(), len(s.lost)-q.lost-len(rc.losses), len(s.stuck), l.Linearizable, l.NotLinearizable, undecided(l.TimedOut), q.done, q.exclusion, q.overCapacity, q.lost,
+	fmt.Fprintf(w, "fault: %d ops, %d faults, %d exclusion violations, %d acknowledged sessions lost, %d stuck operations, %d histories linearizable, %d not%s; queue: %d tasks done, %d key exclusion violations, %d over capacity, %d acknowledged tasks lost; %s, %d task records unreadable (%d put back, %d removed); %s; rolling restart: %d holders lost, longest write pause %s; %s; %s; %s; %s\n",
+		s.ops, faults, len(violations)-q.exclusion-q.overCapacity-semViolations-len(rc.violations)-f.violations()-rv.violations(), len(s.lost)-q.lost-len(rc.losses), len(s.stuck), l.Linearizable, l.NotLinearizable, undecided(l.TimedOut), q.done, q.exclusion, q.overCapacity, q.lost,
 		queueGarbage(s.faults), q.garbaged, q.garbaged-q.removed, q.removed, diskVerdict(s.diskSkipped, s.disks), len(r.lost), r.pause.Round(10*time.Millisecond),
-		sc.verdict(), rc.verdict(), f.verdict())
+		sc.verdict(), rc.verdict(), f.verdict(), rv.verdict())
 	return len(violations) == 0 && len(s.lost) == 0 && len(s.stuck) == 0 && len(r.lost) == 0 && l.NotLinearizable == 0 && l.TimedOut == 0 && diskProblems == 0
 }
 
