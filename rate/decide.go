@@ -92,3 +92,11 @@ func fits(l Limit, takes []Take, d time.Time, cost int64) (time.Duration, bool) 
 	}
 	return period, false // cannot happen: room < 0 is refused on create
 }
+
+// holds reports whether rec admitted a take of id (in its log, or last).
+func (rec Limiter) holds(id string) bool {
+	if rec.Last != nil && rec.Last.ID == id {
+		return true
+	}
+	return slices.ContainsFunc(rec.Log, func(t Take) bool { return t.ID == id })
+}

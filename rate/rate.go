@@ -318,6 +318,11 @@ func (ls *Limiters) take(ctx context.Context, name string, s seen, lower time.Ti
 		if err != nil {
 			return nil, s, err
 		}
+		if lost > 0 && rec.holds(cfg.id) {
+			// A write of this call whose answer was lost landed before the
+			// one in the way: the take is admitted already.
+			return &Admission{Name: name, ID: cfg.id, Cost: cfg.cost, Revision: e.Revision}, s, nil
+		}
 		for _, l := range rec.Limits {
 			if n := l.count(cfg.cost); n > l.Max+l.Burst {
 				return nil, s, fmt.Errorf("%w: a take of cost %d never fits %s", ErrInvalid, cfg.cost, Describe([]Limit{l}))
