@@ -25,7 +25,9 @@
 // only a write decided at a time past that, or on the holder's own host
 // once its process is gone, removes it. A request is granted whole or not
 // at all. A reservation's fence (the revision that granted it) is higher
-// than that of every reservation granted before it in the space. Waiters
+// than that of every reservation granted before it in the space; waiters
+// granted by one write (a release that frees several) share it, and
+// never clash with each other. Waiters
 // whose patterns clash are served in the order they began to wait, and a
 // request clashing with a waiter is not served before it (no writer
 // starves behind a stream of readers); a waiter is woken by the write

@@ -26,7 +26,8 @@ func TestJudgeResv(t *testing.T) {
 		{"two exclusive at once", []*resvHold{hold("r1", 5, false, 0, 100, "*/x/*.go"), hold("r2", 6, false, 99, 200, "c")}, 1, 0, "both cover c/x/1.go"},
 		{"a later grant with a smaller fence", []*resvHold{hold("r1", 9, false, 0, 100, "a/x/1.go"), hold("r2", 6, false, 150, 200, "a/**")}, 0, 1, "granted fence 6 after r1"},
 		{"no fence", []*resvHold{hold("r1", 0, false, 0, 100, "a/x/1.go")}, 0, 1, "without a fence"},
-		{"one fence twice", []*resvHold{hold("r1", 7, false, 0, 100, "a"), hold("r2", 7, false, 150, 200, "b")}, 0, 1, "fence 7 given to"},
+		{"one fence for two that do not clash", []*resvHold{hold("r1", 7, false, 0, 100, "a"), hold("r2", 7, false, 50, 200, "b")}, 0, 0, ""},
+		{"one fence for two that clash", []*resvHold{hold("r1", 7, false, 0, 100, "a"), hold("r2", 7, false, 150, 200, "a/x")}, 0, 1, "granted fence 7 after r1"},
 	} {
 		clashes, bad := judgeResv(c.holds, l.covered)
 		if len(clashes) != c.clashes || len(bad) != c.bads {
