@@ -30,6 +30,11 @@ type Reservation struct {
 	entry    Entry // as last written or seen
 	granted  chan struct{}
 	err      error // why it ended, once done is closed
+	// lastSent is when the last write that renewed the entry was sent,
+	// and budget the stop budget: the holder's local deadline is
+	// lastSent + TTL - the clock margin - budget (internal/keepalive).
+	lastSent time.Time
+	budget   time.Duration
 
 	done   chan struct{}
 	cancel context.CancelFunc // stops the keepalive
@@ -40,7 +45,8 @@ type Reservation struct {
 // and starts its keepalive; sent is when the write that made it was sent.
 func (s *Spaces) hold(space string, req *request, st *state, sent time.Time) *Reservation {
 	r := &Reservation{s: s, space: space, id: req.entry.ID, ttl: req.cfg.ttl, entry: req.entry,
-		granted: make(chan struct{}), done: make(chan struct{}), kept: make(chan struct{})}
+		granted: make(chan struct{}), done: make(chan struct{}), kept: make(chan struct{}),
+		lastSent: sent, budget: keepalive.New(req.cfg.ttl, req.cfg.grace, sent).StopBudget()}
 	r.observe(st)
 	if !req.cfg.keepAlive && !r.entry.Waiting {
 		close(r.kept)
@@ -155,7 +161,31 @@ func (r *Reservation) Renew(ctx context.Context) error {
 
 // renew writes the entry with a renewal time of its own revision.
 func (r *Reservation) renew(ctx context.Context) error {
-	return r.update(ctx, time.Time{}, func(e *Entry) { e.Renewed = time.Time{} })
+	sent := time.Now()
+	err := r.update(ctx, time.Time{}, func(e *Entry) { e.Renewed = time.Time{} })
+	if err == nil {
+		r.mu.Lock()
+		if sent.After(r.lastSent) {
+			r.lastSent = sent
+		}
+		r.mu.Unlock()
+	}
+	return err
+}
+
+// live reports whether the reservation still counts as held here: not
+// ended, and its local deadline not passed. A waiter told it holds the
+// paths after its deadline (cut off while it was granted) must not act:
+// the server may have let another take them already.
+func (r *Reservation) live() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	select {
+	case <-r.done:
+		return false
+	default:
+	}
+	return time.Now().Before(r.lastSent.Add(r.ttl - keepalive.Margin(r.ttl) - r.budget))
 }
 
 // update changes the reservation's entry with f, at a decision time of at

@@ -53,6 +53,18 @@ func (s *Spaces) Reserve(ctx context.Context, space string, patterns []string, o
 	if err := s.await(ctx, res, req, w, st); err != nil {
 		return nil, err
 	}
+	if !res.live() {
+		// Granted, but seen only past the local deadline (a waiter cut off
+		// from the servers): another may hold the paths by now.
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.bucket.Client().Timeout())
+		_ = res.Release(lctx)
+		cancel()
+		err := res.Err()
+		if err == nil || errors.Is(err, ErrReleased) {
+			err = errors.New("granted only after its local deadline: not renewed in time")
+		}
+		return nil, &LostError{Space: res.space, ID: res.id, Cause: err}
+	}
 	if !req.cfg.keepAlive {
 		res.cancel() // it renewed its place in line; held, it lives by its TTL
 		<-res.kept
@@ -98,6 +110,11 @@ func (s *Spaces) await(ctx context.Context, res *Reservation, req *request, w *k
 		return err
 	}
 	for {
+		select {
+		case <-res.done: // before granted: a grant seen once it ended does not count
+			return res.Err()
+		default:
+		}
 		select {
 		case <-res.granted:
 			return nil
