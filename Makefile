@@ -49,7 +49,7 @@ fuzz:
 fuzz-short:
 	GO=$(GO) ./scripts/fuzz.sh 3s
 
-## fault: every fuzz target for 30s (about 13 minutes), then three baton up as one cluster, each server and client host in a network namespace of its own (as root), under a randomized workload (sessions, runs, leaders, a work queue with a schedule and delayed tasks, a rate-limited queue with key rates, a semaphore, a rate limiter) while clients and servers are killed, paused and fed garbage (sessions, leaders, every kind of queue record), links are partitioned, flapped and slowed (toxiproxy), one server's disk fills (its store on a tmpfs, as root), then a rolling restart (FAULT_SECONDS of workload, default 240; about 17 minutes in all); the last line is the verdict
+## fault: every fuzz target for 30s (about 13 minutes), then three baton up as one cluster, each server and client host in a network namespace of its own (as root), under a randomized workload (sessions, runs, leaders, a work queue with a schedule and delayed tasks, a rate-limited queue with key rates, a semaphore, a rate limiter, path reservations) while clients and servers are killed, paused and fed garbage (sessions, leaders, every kind of queue record), links are partitioned, flapped and slowed (toxiproxy), one server's disk fills (its store on a tmpfs, as root), then a rolling restart (FAULT_SECONDS of workload, default 240; about 17 minutes in all); the last line is the verdict
 FAULT_SECONDS ?= 240
 fault: build
 	GO=$(GO) ./scripts/fuzz.sh 30s
