@@ -736,20 +736,22 @@ const (
 	rateLogFieldKey
 	rateLogFieldLog
 	rateLogFieldLast
+	rateLogFieldWriter
 )
 
 // rateLogKnown are the JSON names of rateLog's fields.
 var rateLogKnown = map[string]bool{
-	"key":   true,
-	"last":  true,
-	"log":   true,
-	"queue": true,
+	"key":    true,
+	"last":   true,
+	"log":    true,
+	"queue":  true,
+	"writer": true,
 }
 
 // encodeFast is v as encoding/json writes its fields, and false for what
 // only encoding/json may write (jsonappend).
 func (v *rateLog) encodeFast() ([]byte, bool) {
-	w := jsonappend.New(73 + 160*len(v.Log))
+	w := jsonappend.New(99 + 160*len(v.Log))
 	v.appendJSON(&w)
 	return w.B, w.OK
 }
@@ -787,6 +789,10 @@ func (v *rateLog) appendJSON(w *jsonappend.Writer) {
 	}
 	w.Raw(`,"last":`)
 	w.Int(int64(v.Last))
+	if v.Writer != "" {
+		w.Raw(`,"writer":`)
+		w.Str(v.Writer)
+	}
 	w.Raw(`}`)
 }
 
@@ -805,6 +811,9 @@ func (v *rateLog) scanJSON(s *jsonrec.Scanner, skip jsonrec.Fields) bool {
 		return false
 	}
 	if !s.Lit(`,"last":`) || !(skip&rateLogFieldLast == 0 && s.Int(&v.Last) || skip&rateLogFieldLast != 0 && s.SkipInt()) {
+		return false
+	}
+	if s.Lit(`,"writer":`) && !(skip&rateLogFieldWriter == 0 && s.Str(&v.Writer) || skip&rateLogFieldWriter != 0 && s.SkipStr()) {
 		return false
 	}
 	return s.Lit(`}`)

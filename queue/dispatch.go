@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/batonhq/baton/kv"
 )
@@ -18,7 +21,10 @@ const offerTimeout = 2 * time.Second
 // term: the index of the queue and the key locks, the other workers present
 // and what it offered them, and the attempts they run.
 type dispatcher struct {
-	term   term
+	term term
+	// nonce and writes name its rate records' writes (writer).
+	nonce  string
+	writes uint64
 	x      *index
 	qw, sw *kv.Watcher
 	stop   context.CancelFunc // ends the watches
@@ -134,7 +140,7 @@ func (l *loop) startTerm(t term) {
 		close(t.done)
 		return
 	}
-	l.d = &dispatcher{term: t, x: x, qw: qw, sw: sw, stop: stop, head: head,
+	l.d = &dispatcher{term: t, nonce: uuid.NewString()[:8], x: x, qw: qw, sw: sw, stop: stop, head: head,
 		workers: map[string]*remote{}, dirty: map[string]struct{}{}, offers: map[string]*outOffer{}, runs: map[string]remoteRun{}, scheds: map[string]*schedState{}}
 }
 
@@ -552,4 +558,10 @@ func (d *dispatcher) flush(l *loop) {
 			})
 		})
 	}
+}
+
+// writer names one write of this term's rate records.
+func (d *dispatcher) writer() string {
+	d.writes++
+	return d.nonce + "." + strconv.FormatUint(d.writes, 10)
 }

@@ -178,7 +178,7 @@ func (d *dispatcher) keyRoom(l *loop, batch map[string]*keyAdmission, name strin
 // server time at.
 func (d *dispatcher) keyWrite(q string, ka *keyAdmission, at time.Time) (kv.Write, bool) {
 	period := time.Duration(ka.lim.Period)
-	next := rateLog{Queue: q, Key: ka.name, Last: len(ka.picks)}
+	next := rateLog{Queue: q, Key: ka.name, Last: len(ka.picks), Writer: d.writer()}
 	for _, w := range ka.ws {
 		if w.At.After(at.Add(-period)) {
 			next.Log = append(next.Log, w)

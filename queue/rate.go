@@ -25,6 +25,11 @@ type rateLog struct {
 	Key   string       `json:"key,omitempty"` // a key's record (keyrate.go)
 	Log   []rateWindow `json:"log"`
 	Last  int          `json:"last"`
+	// Writer names the write: its dispatcher term and the admission's
+	// number in it. Two writes never carry the same bytes, so kv can tell
+	// a write of its own whose answer was lost from a rival's (a new term
+	// that computed the same log and count would write them otherwise).
+	Writer string `json:"writer,omitempty"`
 }
 
 // rateWindow is n starts admitted by a write at server time At.
@@ -237,7 +242,7 @@ func (d *dispatcher) admit(l *loop, now time.Time) {
 	}
 	var writes []kv.Write
 	if lim != nil {
-		next := rateLog{Queue: l.w.q, Last: len(picks)}
+		next := rateLog{Queue: l.w.q, Last: len(picks), Writer: d.writer()}
 		for _, w := range ws {
 			if w.At.After(at.Add(-time.Duration(lim.Period))) {
 				next.Log = append(next.Log, w)
