@@ -104,14 +104,17 @@ func (b *bench) reserveRows(ctx context.Context) ([]row, error) {
 	rows := []row{{metric: fmt.Sprintf("reservation space record at %s reservations", kilo(resvLive)), unit: unitKiB, noRatios: true,
 		baton: val(float64(len(e.rec))), floor: missing("—"), etcd: missing("—")}}
 	for _, part := range []struct {
-		name string
-		fn   func(context.Context, *resvEnv) ([]row, error)
+		name  string
+		fn    func(context.Context, *resvEnv) ([]row, error)
+		named bool // run only when -only names it (says "beside")
 	}{
-		{"reservations reserve", b.reserveOpRows},
-		{"reservations check", b.reserveCheckRows},
-		{"reservations contention", b.reserveContention},
+		{"reservations reserve", b.reserveOpRows, false},
+		{"reservations check", b.reserveCheckRows, false},
+		{"reservations contention", b.reserveContention, false},
+		{"reservations contention beside " + kilo(resvLive), b.reserveContentionBeside, true},
 	} {
-		if strings.HasPrefix(b.only, "reservations ") && !strings.Contains(part.name, b.only) {
+		if strings.HasPrefix(b.only, "reservations ") && !strings.Contains(part.name, b.only) ||
+			part.named && !strings.Contains(b.only, "beside") {
 			continue
 		}
 		b.progress("  %s", part.name)
@@ -293,17 +296,26 @@ func (t *casCounter) Return(r kv.TraceReturn) {
 
 // reserveContention runs resvAgents agents (handles of their own, on four
 // connections), each reserving and releasing a path of its own over and
-// over, in space (beside its live reservations) for a while: the changes
-// a second, each change's latency, and the share of compare-and-sets
-// lost. The floor: as many goroutines rewriting one key by
-// compare-and-set with a record of the space's size, each going on from
-// the revision its last conflict showed.
+// over, in a space of their own for a while: the changes a second, each
+// change's latency, and the share of compare-and-sets lost. The floor:
+// as many goroutines rewriting one key by compare-and-set with a record
+// of the space's size (half the agents holding their paths), each going
+// on from the revision its last conflict showed.
 func (b *bench) reserveContention(ctx context.Context, e *resvEnv) ([]row, error) {
-	space, rec, recTTL := e.space, e.rec, e.ttl
-	window := 5 * time.Second
-	if b.quick {
-		window = 2 * time.Second
-	}
+	return b.contend(ctx, e.space+"-agents", nil, "in a space of their own")
+}
+
+// reserveContentionBeside is reserveContention in the space of resvLive
+// live reservations: the design's limit, run only when named (-only
+// "reservations contention beside"), as it takes a minute.
+func (b *bench) reserveContentionBeside(ctx context.Context, e *resvEnv) ([]row, error) {
+	return b.contend(ctx, e.space, e.rec, "beside "+kilo(resvLive)+" live reservations")
+}
+
+// contend runs the agents in space; the floor writes rec, or if nil the
+// space's record while half the agents hold their paths.
+func (b *bench) contend(ctx context.Context, space string, rec []byte, where string) ([]row, error) {
+	window := contentionWindow(b.quick)
 	var counter casCounter
 	conns := make([]*kv.Client, 4)
 	for i := range conns {
@@ -322,6 +334,31 @@ func (b *bench) reserveContention(ctx context.Context, e *resvEnv) ([]row, error
 		}
 		agents[i] = s
 	}
+	path := func(i int) []string { return []string{fmt.Sprintf("agents/a%d/**", i)} }
+	// Every agent reads the space (its first write reads it, as any
+	// handle's does), reserving its path; the record the floor writes is
+	// the space's once half of them hold theirs. Then they release.
+	held := make([]*reserve.Reservation, resvAgents)
+	for i, s := range agents {
+		r, err := s.TryReserve(ctx, space, path(i), reserve.WithTTL(time.Minute), reserve.WithoutKeepAlive())
+		if err != nil {
+			return nil, err
+		}
+		held[i] = r
+		if i == resvAgents/2-1 && rec == nil {
+			cur, err := s.Bucket().Latest(ctx, reserve.Key(space))
+			if err != nil {
+				return nil, err
+			}
+			rec = cur.Value
+		}
+	}
+	for _, r := range held {
+		if err := r.Release(ctx); err != nil {
+			return nil, err
+		}
+	}
+	recTTL := 15*time.Minute + 2*time.Second
 	type result struct {
 		lat samples
 		err error
@@ -359,21 +396,11 @@ func (b *bench) reserveContention(ctx context.Context, e *resvEnv) ([]row, error
 		}
 		return all, float64(len(all)) / took.Seconds(), nil
 	}
-	// Every agent first reads the space, as its first write would.
-	for i, s := range agents {
-		r, err := s.TryReserve(ctx, space, []string{fmt.Sprintf("agents/a%d/**", i)}, reserve.WithTTL(time.Minute), reserve.WithoutKeepAlive())
-		if err != nil {
-			return nil, err
-		}
-		if err := r.Release(ctx); err != nil {
-			return nil, err
-		}
-	}
 	counter.writes.Store(0)
 	counter.lost.Store(0)
 	out, took := run(func(ctx context.Context, i int, lat *samples) error {
 		t0 := time.Now()
-		r, err := agents[i].TryReserve(ctx, space, []string{fmt.Sprintf("agents/a%d/**", i)}, reserve.WithTTL(time.Minute), reserve.WithoutKeepAlive())
+		r, err := agents[i].TryReserve(ctx, space, path(i), reserve.WithTTL(time.Minute), reserve.WithoutKeepAlive())
 		if err != nil {
 			return err
 		}
@@ -392,8 +419,7 @@ func (b *bench) reserveContention(ctx context.Context, e *resvEnv) ([]row, error
 	writes, lost := counter.writes.Load(), counter.lost.Load()
 
 	// The floor: one key of the record's size, rewritten by as many.
-	c := conns[0]
-	floorKV, err := floorBucket(ctx, c, "floor-resv")
+	floorKV, err := floorBucket(ctx, conns[0], "floor-resv")
 	if err != nil {
 		return nil, err
 	}
@@ -447,20 +473,34 @@ func (b *bench) reserveContention(ctx context.Context, e *resvEnv) ([]row, error
 	if err != nil {
 		return nil, fmt.Errorf("%d writers of one key: %w", resvAgents, err)
 	}
-	label := fmt.Sprintf("%d agents reserving and releasing a path each, beside %s live reservations (floor: get and CAS of one key of the record's size from as many)", resvAgents, kilo(resvLive))
 	share := func(lost, writes int64) value {
 		if writes == 0 {
 			return missing("none")
 		}
 		return val(float64(lost) / float64(writes))
 	}
+	label := fmt.Sprintf("%d agents %s", resvAgents, where)
 	return []row{
-		{metric: label + ", changes/s", unit: unitRate, baton: val(batonRate), floor: val(floorRate), etcd: missing("—")},
-		{metric: fmt.Sprintf("%d agents: a change's latency median", resvAgents), unit: unitDuration,
+		{metric: fmt.Sprintf("%s, reserving and releasing a path each: changes/s (floor: get and CAS of one key of the record's size, %s, from as many)", label, kib(len(rec))), unit: unitRate,
+			baton: val(batonRate), floor: val(floorRate), etcd: missing("—")},
+		// The floor retries at once: its latencies are reported, not
+		// compared.
+		{metric: label + ": a change's latency median", unit: unitDuration, noRatios: true,
 			baton: dur(batonLat.median()), floor: dur(floorLat.median()), etcd: missing("—")},
-		{metric: fmt.Sprintf("%d agents: a change's latency %s", resvAgents, tail(len(batonLat))), unit: unitDuration,
+		{metric: label + ": a change's latency " + tail(len(batonLat)), unit: unitDuration, noRatios: true,
 			baton: dur(batonLat.p99()), floor: dur(floorLat.p99()), etcd: missing("—")},
-		{metric: fmt.Sprintf("%d agents: share of compare-and-sets lost", resvAgents), unit: unitRatio, noRatios: true,
+		{metric: label + ": share of compare-and-sets lost", unit: unitRatio, noRatios: true,
 			baton: share(lost, writes), floor: share(floorLost.Load(), floorWrites.Load()), etcd: missing("—")},
 	}, nil
 }
+
+// contentionWindow is how long the agents contend.
+func contentionWindow(quick bool) time.Duration {
+	if quick {
+		return 2 * time.Second
+	}
+	return 5 * time.Second
+}
+
+// kib is a size for a row's label.
+func kib(n int) string { return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10)) }
