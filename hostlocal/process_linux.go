@@ -84,7 +84,7 @@ func parseStat(line string) (state, start string, err error) {
 
 func thisBoot(start string) bool {
 	boot, err := bootID()
-	return err == nil && strings.HasPrefix(start, boot+":")
+	return err == nil && len(start) > len(boot) && start[len(boot)] == ':' && strings.HasPrefix(start, boot)
 }
 
 // parentPID is the parent of pid (field 4 of /proc/<pid>/stat).

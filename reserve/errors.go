@@ -106,7 +106,7 @@ func heldError(space string, req *request, bs []blocker, d time.Time, waited boo
 		if !b.entry.Since.IsZero() && d.After(b.entry.Since) {
 			age = d.Sub(b.entry.Since)
 		}
-		he.Conflicts = append(he.Conflicts, Conflict{Pattern: req.pats[b.mine].String(), Theirs: b.entry.Patterns[b.theirs], Holder: *b.entry, Age: age})
+		he.Conflicts = append(he.Conflicts, Conflict{Pattern: req.pats[b.mine].String(), Theirs: b.entry.Patterns[b.theirs], Holder: b.entry.bare(), Age: age})
 	}
 	return he
 }

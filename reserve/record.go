@@ -66,6 +66,8 @@ type Entry struct {
 	Meta    map[string]string `json:"meta,omitempty"`
 
 	unknown jsonrec.Unknown
+	// memo is what a handle worked out from the entry (memo.go).
+	memo *memo
 }
 
 type recordFields Record

@@ -118,7 +118,7 @@ func (r *Reservation) TTL() time.Duration { return r.ttl }
 func (r *Reservation) Entry() Entry {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	e := r.entry
+	e := r.entry.bare()
 	e.Patterns = slices.Clone(e.Patterns)
 	return e
 }
@@ -193,7 +193,7 @@ func (r *Reservation) live() bool {
 func (r *Reservation) update(ctx context.Context, floor time.Time, f func(e *Entry)) error {
 	r.renewing.Lock()
 	defer r.renewing.Unlock()
-	st, err := r.s.change(ctx, r.space, r.id, floor, func(rec *Record, _ []compiled, _ time.Time) error {
+	st, err := r.s.changeWith(ctx, r.space, r.id, floor, false, func(rec *Record, _ []compiled, _ time.Time) error {
 		i := rec.find(r.id)
 		if i < 0 {
 			return &LostError{Space: r.space, ID: r.id, Cause: fmt.Errorf("%w: it expired, or its holder was found dead, or it was released", ErrNoReservation)}
@@ -228,7 +228,7 @@ func (r *Reservation) Release(ctx context.Context) error {
 	<-r.kept
 	r.renewing.Lock()
 	defer r.renewing.Unlock()
-	_, err := r.s.change(ctx, r.space, r.id, time.Time{}, func(rec *Record, _ []compiled, _ time.Time) error {
+	_, err := r.s.changeWith(ctx, r.space, r.id, time.Time{}, false, func(rec *Record, _ []compiled, _ time.Time) error {
 		i := rec.find(r.id)
 		if i < 0 {
 			return &LostError{Space: r.space, ID: r.id, Cause: fmt.Errorf("%w: it expired, or its holder was found dead, or it was released", ErrNoReservation)}

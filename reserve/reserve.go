@@ -166,8 +166,12 @@ func (s *Spaces) TryReserve(ctx context.Context, space string, patterns []string
 		return nil, err
 	}
 	try := func(floor time.Time) (*state, error) {
-		return s.change(ctx, space, req.entry.ID, floor, func(r *Record, cs []compiled, d time.Time) error {
-			if bs := blockers(cs, req.pats, req.cfg.shared, len(cs), ""); len(bs) > 0 {
+		return s.changeWith(ctx, space, req.entry.ID, floor, false, func(r *Record, _ []compiled, d time.Time) error {
+			bs, err := s.blockersIn(r, req.pats, req.cfg.shared)
+			if err != nil {
+				return err
+			}
+			if len(bs) > 0 {
 				return heldError(space, req, bs, d, false)
 			}
 			r.Entries = append(r.Entries, req.entry)

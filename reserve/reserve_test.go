@@ -3,6 +3,7 @@ package reserve_test
 import (
 	"context"
 	"errors"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -271,6 +272,42 @@ func TestCheck_OthersReservationsAreInTheWay(t *testing.T) {
 	got, _ = c.Check(ctxT(t), "repo", []string{"docs/api.md"}, reserve.ForReading())
 	if len(got) != 0 {
 		t.Fatalf("reading a path reserved shared: %+v, want none", got)
+	}
+}
+
+// Paths found free cost check one read; a reservation in the way whose
+// TTL ran out after the record's last write is not reported, however old
+// the record (nobody writes when a holder merely expires); the caller's
+// lineage is looked up only for one of this host in the way.
+func TestCheck_OneReadWhenFreeAndNoneExpired(t *testing.T) {
+	e := newEnv(t)
+	_, p := child(t)
+	mustReserve(t, e.spaces("h2"), "repo", []string{"src/**"}, reserve.WithTTL(time.Second), reserve.WithoutKeepAlive())
+	mustReserve(t, e.spaces("h1", reserve.WithProcess(p)), "repo", []string{"docs/**"}, reserve.WithoutKeepAlive())
+	c := e.spaces("h1")
+	sent := func() uint64 { return e.client.Conn().Stats().OutMsgs }
+	before := sent()
+	got, err := c.Check(ctxT(t), "repo", []string{"README.md", "web/x.ts"})
+	if err != nil || len(got) != 0 {
+		t.Fatalf("free paths: %+v, %v", got, err)
+	}
+	if n := sent() - before; n != 1 {
+		t.Errorf("a check of free paths sent %d messages, want 1 (the read)", n)
+	}
+	if got, _ := c.Check(ctxT(t), "repo", []string{"src/a.go"}); len(got) != 1 {
+		t.Fatalf("src/a.go while held: %+v", got)
+	}
+	// docs/** is held by p, which the caller's lineage (its own, here)
+	// does not hold: in the way; with p's lineage it is the caller's own.
+	if got, _ := c.Check(ctxT(t), "repo", []string{"docs/x.md"}, reserve.AsLineageOf(os.Getpid())); len(got) != 1 {
+		t.Fatalf("docs/x.md, held by another process of this host: %+v", got)
+	}
+	if got, _ := c.Check(ctxT(t), "repo", []string{"docs/x.md"}, reserve.AsLineageOf(p.PID)); len(got) != 0 {
+		t.Fatalf("docs/x.md from the holder's lineage: %+v, want none", got)
+	}
+	time.Sleep(1200 * time.Millisecond) // src/** expires; the record is not written
+	if got, err := c.Check(ctxT(t), "repo", []string{"src/a.go"}); err != nil || len(got) != 0 {
+		t.Fatalf("src/a.go past its holder's TTL: %+v, %v; want free", got, err)
 	}
 }
 

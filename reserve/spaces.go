@@ -56,6 +56,10 @@ type Spaces struct {
 	// look up each holder each time; a process found gone stays gone.
 	seenAlive map[hostlocal.Process]time.Time
 	gone      map[hostlocal.Process]bool
+
+	// bufs are buffers a write's record is encoded into, and compiled
+	// those its entries are compiled into.
+	bufs, compiled sync.Pool
 }
 
 // aliveFor is how long a process found running counts as running without
@@ -176,6 +180,7 @@ type state struct {
 	live  bool
 	at    time.Time
 	exact bool
+	size  int // the record's bytes
 }
 
 // clone is a deep copy of st's entries, for a change to work on.
@@ -186,9 +191,27 @@ func (st *state) clone() Record {
 	return r
 }
 
+// kept is a copy of st's record for a change to work on, without the
+// entries prune drops at d.
+func (st *state) kept(d time.Time, dead func(*Entry) bool) Record {
+	r := st.rec
+	r.Entries = keep(make([]Entry, 0, len(st.rec.Entries)+1), st.rec.Entries, d, dead)
+	return r
+}
+
+// waits reports whether an entry of r waits.
+func (r *Record) waits() bool {
+	for i := range r.Entries {
+		if r.Entries[i].Waiting {
+			return true
+		}
+	}
+	return false
+}
+
 // find is the index of entry id, or -1.
 func (r *Record) find(id string) int {
-	for i := range r.Entries {
+	for i := len(r.Entries) - 1; i >= 0; i-- { // the latest come last
 		if r.Entries[i].ID == id {
 			return i
 		}
@@ -196,15 +219,21 @@ func (r *Record) find(id string) int {
 	return -1
 }
 
-// stateOf turns a read of the space's key into a state.
-func stateOf(space string, e kv.Entry) (*state, error) {
-	st := &state{rev: e.Revision, at: e.Created, exact: true}
+// stateOf turns a read of the space's key into a state, each entry's
+// bytes memoised for the writes it starts.
+func stateOf(space string, e kv.Entry) (*state, error) { return decodeState(space, e, true) }
+
+// decodeState is stateOf, the entries memoised or not.
+func decodeState(space string, e kv.Entry, memoise bool) (*state, error) {
+	st := &state{rev: e.Revision, at: e.Created, exact: true, size: len(e.Value)}
 	if !e.Live() {
 		st.rec.Space = space
 		return st, nil
 	}
 	st.live = true
-	if err := st.rec.UnmarshalJSON(e.Value); err != nil {
+	if rec, ok := decodeRecord(e.Value, memoise); ok {
+		st.rec = rec
+	} else if err := st.rec.UnmarshalJSON(e.Value); err != nil {
 		return nil, fmt.Errorf("%w: space %s, revision %d: %w", ErrUndecodable, space, e.Revision, err)
 	}
 	if st.rec.Space != space {
@@ -255,49 +284,113 @@ func (s *Spaces) remember(space string, st *state) {
 	}
 }
 
-// compile parses the patterns of each entry (cached: the same ones recur
-// in every revision of a space).
-func (s *Spaces) compile(r *Record) ([]compiled, error) {
+// compile parses the patterns of each entry of r, a record no other
+// goroutine sees, appending them to dst[:0]: from the entry's memo when it
+// has them, else parsed and memoised.
+func (s *Spaces) compile(dst []compiled, r *Record) ([]compiled, error) {
+	return s.compileAs(dst, r, true)
+}
+
+// compiledBuf is a buffer for compile, empty.
+func (s *Spaces) compiledBuf() []compiled {
+	if b, ok := s.compiled.Get().(*[]compiled); ok {
+		return (*b)[:0]
+	}
+	return nil
+}
+
+// keepCompiledBuf keeps cs's array for the next compile, holding nothing.
+func (s *Spaces) keepCompiledBuf(cs []compiled) {
+	clear(cs)
+	s.compiled.Put(&cs)
+}
+
+// compileShared is compile for a record others may be reading (a state
+// this handle knows): it memoises nothing.
+func (s *Spaces) compileShared(r *Record) ([]compiled, error) {
+	return s.compileAs(nil, r, false)
+}
+
+func (s *Spaces) compileAs(dst []compiled, r *Record, keep bool) ([]compiled, error) {
+	out := dst[:0]
+	if cap(out) < len(r.Entries) {
+		out = make([]compiled, 0, len(r.Entries)+1)
+	}
+	for i := range r.Entries {
+		e := &r.Entries[i]
+		pats, pres, err := e.compiledPatterns(s.parse, keep)
+		if err != nil {
+			return nil, fmt.Errorf("%w: space %s, reservation %s: %w", ErrUndecodable, r.Space, e.ID, err)
+		}
+		out = append(out, compiled{e: e, pats: pats, pres: pres})
+	}
+	return out, nil
+}
+
+// parse parses a pattern (cached: the same ones recur in every revision of
+// a space, and in entries this handle has not seen).
+func (s *Spaces) parse(p string) (pattern.Pattern, error) {
+	s.mu.Lock()
+	c, ok := s.parsed[p]
+	s.mu.Unlock()
+	if ok {
+		return c, nil
+	}
+	c, err := pattern.Parse(p)
+	if err != nil {
+		return pattern.Pattern{}, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.parsed) > 1<<16 {
 		clear(s.parsed)
 	}
-	out := make([]compiled, len(r.Entries))
-	for i := range r.Entries {
-		e := &r.Entries[i]
-		out[i] = compiled{e: e, pats: make([]pattern.Pattern, len(e.Patterns))}
-		for j, p := range e.Patterns {
-			c, ok := s.parsed[p]
-			if !ok {
-				var err error
-				if c, err = pattern.Parse(p); err != nil {
-					return nil, fmt.Errorf("%w: space %s, reservation %s: %w", ErrUndecodable, r.Space, e.ID, err)
-				}
-				s.parsed[p] = c
-			}
-			out[i].pats[j] = c
-		}
-	}
-	return out, nil
+	s.parsed[p] = c
+	return c, nil
 }
 
 // deadHere reports whether e's holder is a process of this host that is
 // gone (its pid and start token, this boot), with its command's process
 // group if it named one.
-func (s *Spaces) deadHere(e *Entry) bool {
+func (s *Spaces) deadHere(e *Entry) bool { return s.deadBy(e, s.runs) }
+
+// deadNow is deadHere for the entries of one write: each process is
+// looked up once.
+func (s *Spaces) deadNow() func(*Entry) bool {
+	var seen map[hostlocal.Process]bool
+	var last hostlocal.Process // and whether it runs: a holder's entries often come together
+	var lastRuns bool
+	runs := func(p hostlocal.Process) bool {
+		if p == last {
+			return lastRuns
+		}
+		r, ok := seen[p]
+		if !ok {
+			if seen == nil {
+				seen = map[hostlocal.Process]bool{}
+			}
+			r = s.runs(p)
+			seen[p] = r
+		}
+		last, lastRuns = p, r
+		return r
+	}
+	return func(e *Entry) bool { return s.deadBy(e, runs) }
+}
+
+// runs reports whether p may be running: a process of another boot (or
+// of a platform that cannot tell) may be, as far as this host can say.
+func (s *Spaces) runs(p hostlocal.Process) bool { return !p.ThisBoot() || s.alive(p) }
+
+func (s *Spaces) deadBy(e *Entry, runs func(hostlocal.Process) bool) bool {
 	if e.Host != s.host || e.PID <= 0 {
 		return false
 	}
-	p := hostlocal.Process{PID: e.PID, Start: e.PIDStart}
-	if !p.ThisBoot() || s.alive(p) {
+	if runs(hostlocal.Process{PID: e.PID, Start: e.PIDStart}) {
 		return false
 	}
-	if e.ChildPID > 0 {
-		c := hostlocal.Process{PID: e.ChildPID, Start: e.ChildPIDStart}
-		if !c.ThisBoot() || s.alive(c) || hostlocal.GroupRunning(e.ChildPID) {
-			return false
-		}
+	if e.ChildPID > 0 && (runs(hostlocal.Process{PID: e.ChildPID, Start: e.ChildPIDStart}) || hostlocal.GroupRunning(e.ChildPID)) {
+		return false
 	}
 	return true
 }
@@ -358,6 +451,15 @@ var errUnchanged = errors.New("unchanged")
 // floor if later: a reading of the server's clock, for a decision that
 // the age of the record may have made wrong.
 func (s *Spaces) change(ctx context.Context, space, writer string, floor time.Time, f func(r *Record, cs []compiled, d time.Time) error) (*state, error) {
+	return s.changeWith(ctx, space, writer, floor, true, f)
+}
+
+// changeWith is change, f given the entries compiled (cs) only if
+// precompile: a change of one's own entry (a renewal, a release) decides
+// nothing against the others, and one that does may compile as it goes
+// (blockersIn). The entries are compiled after f all the same when some
+// entry waits, to promote those now free.
+func (s *Spaces) changeWith(ctx context.Context, space, writer string, floor time.Time, precompile bool, f func(r *Record, cs []compiled, d time.Time) error) (*state, error) {
 	st, err := s.last(ctx, space)
 	if err != nil {
 		return nil, err
@@ -368,12 +470,14 @@ func (s *Spaces) change(ctx context.Context, space, writer string, floor time.Ti
 		if floor.After(d) {
 			d = floor
 		}
-		next := st.clone()
+		next := st.kept(d, s.deadNow())
 		next.Space = space
-		next.Entries = prune(next.Entries, d, s.deadHere)
-		cs, err := s.compile(&next)
-		if err != nil {
-			return nil, err
+		var cs []compiled
+		if precompile {
+			if cs, err = s.compile(s.compiledBuf(), &next); err != nil {
+				return nil, err
+			}
+			defer s.keepCompiledBuf(cs)
 		}
 		if err := f(&next, cs, d); err != nil {
 			if errors.Is(err, errUnchanged) {
@@ -381,11 +485,12 @@ func (s *Spaces) change(ctx context.Context, space, writer string, floor time.Ti
 			}
 			return st, err
 		}
-		cs, err = s.compile(&next)
-		if err != nil {
-			return nil, err
+		if next.waits() {
+			if cs, err = s.compile(cs, &next); err != nil {
+				return nil, err
+			}
+			promote(cs)
 		}
-		promote(cs)
 		next.Writer, next.WrittenAt = writer, s.now()
 		written, err := s.put(ctx, st, &next, d)
 		var ce *kv.ConflictError
@@ -398,7 +503,7 @@ func (s *Spaces) change(ctx context.Context, space, writer string, floor time.Ti
 				return nil, err
 			}
 			lost++
-			if err := backoff(ctx, lost); err != nil {
+			if err := backoff(ctx, lost, st.size); err != nil {
 				return nil, err
 			}
 		default:
@@ -437,10 +542,19 @@ func (s *Spaces) put(ctx context.Context, st *state, next *Record, d time.Time) 
 		out.rev = tomb
 		return out, nil
 	}
-	data, err := next.MarshalJSON()
+	buf, _ := s.bufs.Get().(*[]byte)
+	if buf == nil {
+		buf = new([]byte)
+	}
+	data, err := next.encode(*buf)
 	if err != nil {
 		return nil, err
 	}
+	defer func() {
+		// The write is sent and answered: nothing holds data now.
+		*buf = data[:0]
+		s.bufs.Put(buf)
+	}()
 	ttl := recordTTL(next, d)
 	var rev uint64
 	switch {
@@ -458,7 +572,7 @@ func (s *Spaces) put(ctx context.Context, st *state, next *Record, d time.Time) 
 	if err != nil {
 		return nil, err
 	}
-	out := &state{rec: *next, rev: rev, live: true, at: d}
+	out := &state{rec: *next, rev: rev, live: true, at: d, size: len(data)}
 	resolve(&out.rec, rev, time.Time{}, false)
 	return out, nil
 }
@@ -472,17 +586,24 @@ func recordTTL(r *Record, d time.Time) time.Duration {
 		e := &r.Entries[i]
 		left := e.ttl()
 		if !e.Renewed.IsZero() {
-			left = e.Renewed.Add(e.ttl()).Sub(d)
+			left += e.Renewed.Sub(d)
 		}
 		longest = max(longest, left)
 	}
 	return (longest + 2*time.Second).Truncate(time.Second)
 }
 
-// backoff sleeps a random time up to 100 us times 2^(lost-1), at most 5 ms.
-func backoff(ctx context.Context, lost int) error {
-	ceiling := min(100*time.Microsecond<<min(lost-1, 6), 5*time.Millisecond)
-	t := time.NewTimer(rand.N(ceiling))
+// backoff sleeps after the lost-th compare-and-set lost in a row, a
+// random time up to 100 µs times 2^(lost-1), at most a ceiling that grows
+// with the record's size: 100 ms per 32 KiB of it, from 100 ms to 2 s.
+// Every loser reads the record again (the conflict carries it), so the
+// writers of a busy space spread their attempts over what that many
+// writes and reads of its record cost the server; a short ceiling left
+// many writers retrying faster than the server could answer
+// (adr/0056, Bounds).
+func backoff(ctx context.Context, lost, size int) error {
+	ceiling := min(max(time.Duration(size)*100*time.Millisecond/(32<<10), 100*time.Millisecond), 2*time.Second)
+	t := time.NewTimer(rand.N(min(100*time.Microsecond<<min(lost-1, 20), ceiling)))
 	defer t.Stop()
 	select {
 	case <-t.C:

@@ -117,7 +117,7 @@ func StatusOf(space string, e kv.Entry, now time.Time) (Status, error) {
 }
 
 func statusOf(space string, e kv.Entry, now time.Time) (Status, error) {
-	st, err := stateOf(space, e)
+	st, err := decodeState(space, e, false)
 	if err != nil {
 		return Status{}, err
 	}
@@ -190,9 +190,10 @@ func (s *Spaces) List(ctx context.Context) ([]Status, error) {
 type CheckOption func(*checkConfig)
 
 type checkConfig struct {
-	shared bool
-	mine   []string
-	as     []hostlocal.Process
+	shared    bool
+	mine      []string
+	as        []hostlocal.Process
+	lineageOf func() ([]hostlocal.Process, error)
 }
 
 // ForReading checks paths for reading: only exclusive reservations of
@@ -213,11 +214,27 @@ func As(lineage []hostlocal.Process) CheckOption {
 	return func(c *checkConfig) { c.as = append(c.as, lineage...) }
 }
 
+// AsLineageOf is As(hostlocal.Lineage(pid)), looked up only when a
+// reservation of this host is in the way of the paths checked: a check
+// that finds them free, or held on other hosts only, reads nothing of
+// this host's processes. A process it cannot look up owns nothing.
+func AsLineageOf(pid int) CheckOption {
+	return func(c *checkConfig) {
+		c.lineageOf = func() ([]hostlocal.Process, error) { return hostlocal.Lineage(pid) }
+	}
+}
+
 // Check reports the reservations of others in the way of writing (or
 // reading) paths, each a plain path of the space (a file or a directory,
 // taken literally): every held reservation whose patterns cover a path or
 // something beneath it. Waiting reservations hold nothing and are not
 // reported. No conflicts and a nil error mean the paths are free.
+//
+// It reads the space, and decides at the time of the record's revision:
+// a reservation expired then is expired now. When one alive then is in
+// the way, it reads the server's clock too and decides again, so that a
+// reservation whose TTL has run out since is not reported: paths found
+// free cost one round trip.
 func (s *Spaces) Check(ctx context.Context, space string, paths []string, opts ...CheckOption) ([]Conflict, error) {
 	var cfg checkConfig
 	for _, o := range opts {
@@ -234,24 +251,89 @@ func (s *Spaces) Check(ctx context.Context, space string, paths []string, opts .
 		}
 		lits[i] = l
 	}
-	st, err := s.Status(ctx, space)
+	if err := ValidSpace(space); err != nil {
+		return nil, err
+	}
+	e, err := s.bucket.Latest(ctx, Key(space))
+	if errors.Is(err, kv.ErrNotFound) {
+		return nil, nil // never written
+	}
+	if err != nil {
+		return nil, err
+	}
+	st, err := decodeState(space, e, false)
+	if err != nil {
+		return nil, err
+	}
+	in, err := s.inTheWayOf(st, lits, &cfg, e.Created)
+	if err != nil || len(in) == 0 {
+		return nil, err
+	}
+	now, err := s.bucket.ServerTime(ctx)
 	if err != nil {
 		return nil, err
 	}
 	var out []Conflict
-	for _, r := range st.Reservations {
-		if r.State != "held" || slices.Contains(cfg.mine, r.ID) || s.OwnedBy(&r.Entry, cfg.as) {
+	for _, b := range in {
+		if b.entry.expired(now) {
 			continue
 		}
-		cs, err := s.compile(&Record{Space: space, Entries: []Entry{r.Entry}})
-		if err != nil {
-			return nil, err
+		var age time.Duration
+		if since := b.entry.Since; !since.IsZero() && now.After(since) {
+			age = now.Sub(since).Truncate(time.Millisecond)
 		}
-		if c, ok := clash(lits, cfg.shared, cs[0].pats, r.Shared); ok {
-			out = append(out, Conflict{Pattern: lits[c.mine].String(), Theirs: r.Patterns[c.theirs], Holder: r.Entry, Age: time.Duration(r.AgeMS) * time.Millisecond})
-		}
+		out = append(out, Conflict{Pattern: lits[b.mine].String(), Theirs: b.entry.Patterns[b.theirs], Holder: b.entry.bare(), Age: age})
 	}
 	return out, nil
+}
+
+// inTheWayOf are the held entries of st, alive at d, not the caller's,
+// that clash with lits: for each, the first pair of patterns in the way.
+// Only the entries whose patterns may meet a path (pattern.Apart) are
+// parsed, and the caller's lineage is looked up only for one of this
+// host in the way.
+func (s *Spaces) inTheWayOf(st *state, lits []pattern.Pattern, cfg *checkConfig, d time.Time) ([]blocker, error) {
+	var out []blocker
+	for i := range st.rec.Entries {
+		e := &st.rec.Entries[i]
+		if e.Waiting || e.expired(d) || slices.Contains(cfg.mine, e.ID) || apart(e.Patterns, lits) {
+			continue
+		}
+		pats, _, err := e.compiledPatterns(s.parse, false)
+		if err != nil {
+			return nil, fmt.Errorf("%w: space %s, reservation %s: %w", ErrUndecodable, st.rec.Space, e.ID, err)
+		}
+		c, ok := clash(lits, cfg.shared, pats, e.Shared)
+		if !ok {
+			continue
+		}
+		if e.Host == s.host {
+			if cfg.lineageOf != nil {
+				if lineage, err := cfg.lineageOf(); err == nil {
+					cfg.as = append(cfg.as, lineage...)
+				}
+				cfg.lineageOf = nil
+			}
+			if s.OwnedBy(e, cfg.as) {
+				continue
+			}
+		}
+		out = append(out, blocker{entry: e, conflict: c})
+	}
+	return out, nil
+}
+
+// apart reports whether no pattern of pats can overlap any of lits, as
+// written (pattern.Apart), without parsing them.
+func apart(pats []string, lits []pattern.Pattern) bool {
+	for _, p := range pats {
+		for _, l := range lits {
+			if !pattern.Apart(p, l.String()) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // OwnedBy reports whether e is held on this host by one of the processes

@@ -165,7 +165,7 @@ func (s *Spaces) await(ctx context.Context, res *Reservation, req *request, w *k
 // inTheWay is what is in the way of res's entry in st: every held entry
 // its patterns clash with, and every waiting one before it.
 func (s *Spaces) inTheWay(st *state, req *request, id string) []blocker {
-	cs, err := s.compile(&st.rec)
+	cs, err := s.compileShared(&st.rec)
 	if err != nil {
 		return nil
 	}

@@ -243,6 +243,7 @@ func (b *bench) runAll(ctx context.Context, etcdBin string) (rows []row, info ru
 		{"acquire, renew, release", func(ctx context.Context) ([]row, error) { return b.opsRows(ctx, b.nats, "") }},
 		{"semaphore", b.semRows},
 		{"rate limiter", b.rateRows},
+		{"reservations", b.reserveRows},
 		{"cold CLI processes", b.cliRows},
 		{"contended join of 50", b.contendedRows},
 		{"renewal throughput", func(ctx context.Context) ([]row, error) { return b.throughputRows(ctx, b.nats, "") }},

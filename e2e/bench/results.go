@@ -119,9 +119,9 @@ func writeResults(path string, rows []row, info runInfo, b *bench) error {
 	writeTable(&w, rows)
 	fmt.Fprintf(&w, "\nbench: %d of %d goals met\n\n", met, goals)
 	w.WriteString(columnsDoc)
-	fmt.Fprintf(&w, "\n## Sizes\n\n%d ops per side for acquire/renew/release and the joins beside %s; %d cold processes per verb and side; %d rounds of 50 contenders; %d × %s slices per side of renewal throughput; listings at 1k/10k/%s: %d/%d/%d per side; %d remote crashes per side, %d same-host crashes for baton and %d for etcd; %d graceful handovers per side; queue: %d adds and %d dispatches per side (%d each after idle, and through baton queue work), %d tasks of throughput, %d waiting tasks, %d statuses of them per side; %d dashboard pages per side.\n",
+	fmt.Fprintf(&w, "\n## Sizes\n\n%d ops per side for acquire/renew/release and the joins beside %s; %d cold processes per verb and side; %d rounds of 50 contenders; %d × %s slices per side of renewal throughput; listings at 1k/10k/%s: %d/%d/%d per side; %d remote crashes per side, %d same-host crashes for baton and %d for etcd; %d graceful handovers per side; reservations: %d reserves and releases per side beside 1,000, %d checks per side, 200 agents for %s; queue: %d adds and %d dispatches per side (%d each after idle, and through baton queue work), %d tasks of throughput, %d waiting tasks, %d statuses of them per side; %d dashboard pages per side.\n",
 		b.ops, kilo(b.scaleMax), b.cli, b.contendRounds, b.throughputRounds, b.throughputSlice, kilo(b.scaleMax), b.statusReps[1000], b.statusReps[10000], b.statusReps[b.scaleMax],
-		b.failoverRemote, b.failoverSameHost, b.etcdSameHost, b.handovers,
+		b.failoverRemote, b.failoverSameHost, b.etcdSameHost, b.handovers, b.ops, b.cli, contentionWindow(b.quick),
 		b.ops, b.dispatches, b.cliDispatches, b.queueTasks, b.pending, b.statusQReps, b.pageReps)
 	for _, s := range []struct {
 		title string
@@ -153,6 +153,21 @@ longer). Medians and p99s are nearest-rank.
   write it to its WAL, where baton's renewal is a compare-and-set write).
 - **round_trips_***: messages the client sent per op, from the NATS
   connection's counters and, for etcd, from a gRPC stats handler.
+- **reservations** (adr/0056): a space holding 1,000 live reservations of
+  a pattern or two each (src/pkgN/**, docs/fileN.md, internal/modN/*.go,
+  web/pageN/**), made up front by 32 handles on four hosts, a quarter on
+  the benchmark's host held by eight live processes. A reserve of 5
+  patterns (` + "`Spaces.TryReserve`" + `) and its release on a handle that knows the
+  space, each beside the floor: one compare-and-set of a record of the
+  same size with its TTL, nats.go's publish. ` + "`baton reserve check`" + ` of a
+  free path as a process beside ` + "`kvfloor get`" + `, which reads the record as
+  baton does (STREAM.MSG.GET) and decodes the answer. 200 agents (handles
+  on four connections) reserving and releasing a path of their own over
+  and over in a space of their own: changes a second, latency and the
+  share of compare-and-sets lost (from the client's KV trace), beside as
+  many goroutines doing a raw get and compare-and-set of one key of the
+  record's size, without backoff. ` + "`-only \"reservations contention beside\"`" + `
+  runs the agents beside the 1,000 instead (a minute; not in ` + "`make bench`" + `).
 - **cli_*_cold**: whole processes, from fork to exit. baton: ` + "`baton join/commit/close`" + `.
   Floor: ` + "`kvfloor`" + `, a Go program that connects and does one compare-and-set
   KV write, built as baton is (static, ` + "`CGO_ENABLED=0`" + `). etcd: ` + "`etcdctl txn`" + ` with the equivalent compare (create = 0,

@@ -54,6 +54,7 @@ const (
 	unitRate                 // operations per second
 	unitBytes                // bytes, printed in MiB
 	unitRatio                // a ratio of two measurements
+	unitKiB                  // bytes, printed in KiB (a record's size)
 )
 
 // value is one cell: a measurement, or why there is none.
@@ -94,6 +95,8 @@ func formatValue(v value, u unit) string {
 		return fmt.Sprintf("%.0f ops/s", v.x)
 	case unitBytes:
 		return fmt.Sprintf("%.1f MiB", v.x/(1<<20))
+	case unitKiB:
+		return fmt.Sprintf("%.1f KiB", v.x/(1<<10))
 	default:
 		return fmt.Sprintf("%.3f", v.x)
 	}

@@ -21,6 +21,8 @@ import (
 // that they share: a listing of 100k records made one per string before.
 type Scanner struct {
 	b     []byte
+	src   string // NewScannerIn's copy of the data: the strings read are parts of it
+	n     int    // the data's capacity, where src is
 	strs  [scanStrings]pendingStr
 	nstrs int
 	size  int      // bytes of the pending strings
@@ -47,6 +49,30 @@ type Ref int
 
 // NewScanner scans data.
 func NewScanner(data []byte) *Scanner { return &Scanner{b: data} }
+
+// NewScannerIn scans data, of which src is a copy (string(data)): every
+// string it reads (Str, Strings, StringMap's) is a part of src, stored at
+// once, and none is a copy of its own. For a record of many strings (a
+// reservation space's thousands): one copy of the record instead of one
+// per string, and the strings keep all of src alive.
+func NewScannerIn(data []byte, src string) *Scanner {
+	if len(src) != len(data) {
+		panic("jsonrec: NewScannerIn: src is not a copy of data")
+	}
+	return &Scanner{b: data, src: src, n: cap(data)}
+}
+
+// str is v, a part of the data, as a string.
+func (s *Scanner) str(v []byte) string {
+	if s.src == "" || len(v) == 0 {
+		return string(v)
+	}
+	off := s.n - cap(v) // v is data[off:off+len(v)]
+	return s.src[off : off+len(v)]
+}
+
+// Len is how many bytes of the data are left to read.
+func (s *Scanner) Len() int { return len(s.b) }
 
 // Done reports whether everything was read and, if so, makes the strings
 // Str and StrRef read and stores Str's.
@@ -153,15 +179,18 @@ func special(w uint64) bool {
 	return ((w-ones*0x20)&^w|(quote-ones)&^quote|(backslash-ones)&^backslash|w)&highs != 0
 }
 
-// Str reads a string into dst, which Done sets: dst must outlive the scan
-// (a field of what the decoder returns), and is read only once Done has
-// returned true. A string needed before that (to parse it) is Raw's.
+// Str reads a string into dst, which Done sets (a scanner of NewScannerIn
+// sets it at once): dst must outlive the scan (a field of what the
+// decoder returns), and is read only once Done has returned true. A
+// string needed before that (to parse it) is Raw's.
 func (s *Scanner) Str(dst *string) bool {
 	v, ok := s.raw()
 	switch {
 	case !ok:
 	case len(v) == 0:
 		*dst = ""
+	case s.src != "":
+		*dst = s.str(v)
 	case s.nstrs == len(s.strs):
 		*dst = string(v)
 	default:
@@ -335,7 +364,7 @@ func (s *Scanner) StringMap(dst *map[string]string, null bool) bool {
 		return true
 	}
 	m := map[string]string{}
-	if !s.stringMap(func(k, v []byte) { m[string(k)] = string(v) }) {
+	if !s.stringMap(func(k, v []byte) { m[s.str(k)] = s.str(v) }) {
 		return false
 	}
 	*dst = m
@@ -480,7 +509,7 @@ func (s *Scanner) Strings(dst *[]string) bool {
 		return true
 	}
 	v := []string{}
-	if !s.strings(func(b []byte) { v = append(v, string(b)) }) {
+	if !s.strings(func(b []byte) { v = append(v, s.str(b)) }) {
 		return false
 	}
 	*dst = v
@@ -515,7 +544,7 @@ func (s *Scanner) Duration(dst *Duration) bool {
 	if !ok {
 		return false
 	}
-	d, err := time.ParseDuration(string(raw))
+	d, err := time.ParseDuration(s.str(raw))
 	if err != nil {
 		return false
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // The scanner's times are time.Time's UnmarshalText's, representation
@@ -86,6 +87,43 @@ func TestScannerStrings_SetByDone(t *testing.T) {
 		_ = s.Str(&dst[0]) && s.Lit(",") && s.Str(&dst[1]) && s.Lit(",") && s.Str(&dst[2]) && s.Done()
 	}); allocs > 1 || *dst != [3]string{"abc", "de", "f"} {
 		t.Errorf("three strings took %v allocations, want one (%q)", allocs, *dst)
+	}
+}
+
+// A scanner of NewScannerIn reads every string as a part of its copy of
+// the data, at once, past sixteen too, and makes none of its own.
+func TestScannerIn_StringsArePartsOfSrc(t *testing.T) {
+	data := []byte(`{"a":["x","yz"],"b":{"k":"v"},"c":"` + strings.Repeat("s", 20) + `"}`)
+	src := string(data)
+	var strs []string
+	var m map[string]string
+	var c string
+	read := func() bool {
+		s := NewScannerIn(data, src)
+		return s.Lit(`{"a":`) && s.Strings(&strs) && s.Lit(`,"b":`) && s.StringMap(&m, false) &&
+			s.Lit(`,"c":`) && s.Str(&c) && s.Lit(`}`) && s.Len() == 0 && s.Done()
+	}
+	if !read() {
+		t.Fatal("not read")
+	}
+	within := func(v string) bool {
+		p, base := uintptr(unsafe.Pointer(unsafe.StringData(v))), uintptr(unsafe.Pointer(unsafe.StringData(src)))
+		return p >= base && p+uintptr(len(v)) <= base+uintptr(len(src))
+	}
+	if strs[0] != "x" || strs[1] != "yz" || m["k"] != "v" || c != strings.Repeat("s", 20) {
+		t.Fatalf("read %q %q %q", strs, m, c)
+	}
+	for k, v := range m {
+		if !within(k) || !within(v) {
+			t.Errorf("map member %q: %q not a part of src", k, v)
+		}
+	}
+	if !within(strs[0]) || !within(strs[1]) || !within(c) {
+		t.Errorf("strings %q, %q not parts of src", strs, c)
+	}
+	// The strings slice and the map are allocated; the strings are not.
+	if allocs := testing.AllocsPerRun(100, func() { _ = read() }); allocs > 6 {
+		t.Errorf("%v allocations, want the slice's, the map's and the scanner's only", allocs)
 	}
 }
 

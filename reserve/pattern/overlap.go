@@ -246,3 +246,54 @@ func tokMatch(g, f []int32) bool {
 	}
 	return gi == len(g)
 }
+
+// Apart reports, from two patterns as written and without parsing them,
+// that they do not overlap: at some place both have a plain segment (a
+// name without '*', '?' or anything Parse would change or refuse), the
+// two differ, and every segment before it is plain and the same in both.
+// False says nothing: they may overlap, or not parse. It is for a reader
+// that would otherwise parse many patterns to meet a few paths.
+func Apart(p, q string) bool {
+	if len(p) > MaxLen || len(q) > MaxLen {
+		return false
+	}
+	for {
+		a, pRest, pMore := cutSlash(p)
+		b, qRest, qMore := cutSlash(q)
+		if !plainName(a) || !plainName(b) {
+			return false
+		}
+		if a != b {
+			return true
+		}
+		if !pMore || !qMore {
+			return false // one covers what is beneath the other
+		}
+		p, q = pRest, qRest
+	}
+}
+
+// cutSlash is s's first segment, what follows its slash, and whether a
+// slash was there.
+func cutSlash(s string) (string, string, bool) {
+	for i := 0; i < len(s); i++ {
+		if s[i] == '/' {
+			return s[:i], s[i+1:], true
+		}
+	}
+	return s, "", false
+}
+
+// plainName reports whether a segment, as written, is a name Parse keeps
+// as it is and reads literally.
+func plainName(s string) bool {
+	if s == "" || s == "." || s == ".." {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == '*' || c == '?' || c == '\\' || c < 0x20 || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}

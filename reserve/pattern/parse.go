@@ -163,6 +163,22 @@ func join(segs []seg) string {
 // String is the pattern in its normalised form.
 func (p Pattern) String() string { return p.src }
 
+// Plain is the pattern's i-th segment (from 0) when it and every one
+// before it have no wildcard, and false otherwise. Every path the pattern
+// covers has those segments: two patterns whose plain segments differ at
+// some place never overlap.
+func (p Pattern) Plain(i int) (string, bool) {
+	if i < 0 || i >= len(p.segs) {
+		return "", false
+	}
+	for k := range i + 1 {
+		if !p.segs[k].lit {
+			return "", false
+		}
+	}
+	return p.segs[i].text, true
+}
+
 // IsLiteral reports whether the pattern has no wildcard: it names one
 // path (and covers what is beneath it).
 func (p Pattern) IsLiteral() bool {

@@ -284,6 +284,72 @@ func TestOverlaps_AgreesWithBruteForce(t *testing.T) {
 	t.Logf("%d patterns, %d pairs, %d paths", len(pats), len(pats)*(len(pats)+1)/2, len(o.paths))
 }
 
+// Apart never says two patterns that overlap are apart, and says so of
+// those whose plain segments differ before any wildcard.
+func TestApart(t *testing.T) {
+	pats := append(smallPatterns(), "a/b/c", "a/b/**", "a/c", "./a/b", "a//b", "a/", "/a", "a/../b", "a\\b", "**", ".", "a/b/c/*.go")
+	for _, p := range pats {
+		for _, q := range pats {
+			if !Apart(p, q) {
+				continue
+			}
+			pp, err1 := Parse(p)
+			qq, err2 := Parse(q)
+			if err1 == nil && err2 == nil && pp.Overlaps(qq) {
+				t.Fatalf("Apart(%q, %q), yet they overlap", p, q)
+			}
+		}
+	}
+	for _, c := range []struct {
+		p, q  string
+		apart bool
+	}{
+		{"src/pkg1/**", "src/free/x.go", true},
+		{"docs/file2.md", "src/free/x.go", true},
+		{"src/pkg1/**", "src/pkg1/x.go", false},
+		{"src", "src/x.go", false},
+		{"src/*.go", "src/x.go", false},
+		{"*/x", "src/x", false},
+		{"src/**", "docs", true},
+		{"./src", "docs", false},
+		{"a//b", "a/c", false},
+		{"", "a", false},
+	} {
+		if got := Apart(c.p, c.q); got != c.apart {
+			t.Errorf("Apart(%q, %q) = %v, want %v", c.p, c.q, got, c.apart)
+		}
+	}
+}
+
+// Patterns whose plain segments differ at some place never overlap.
+func TestPlain(t *testing.T) {
+	pats := append(smallPatterns(), "a/b/c", "ab/**", "b", "a/a/**", "a/b")
+	for _, p := range pats {
+		for _, q := range pats {
+			pp, qq := MustParse(p), MustParse(q)
+			for i := range 3 {
+				sp, okp := pp.Plain(i)
+				sq, okq := qq.Plain(i)
+				if okp && okq && sp != sq && pp.Overlaps(qq) {
+					t.Fatalf("%q and %q differ in plain segment %d (%q, %q), yet overlap", p, q, i, sp, sq)
+				}
+			}
+		}
+	}
+	for _, c := range []struct {
+		p    string
+		i    int
+		want string
+	}{{"src/**", 0, "src"}, {"./src//a", 1, "a"}, {"**", 0, ""}, {"*.go", 0, ""}, {"s?c/x", 1, ""}, {"a/*/c", 2, ""}, {"a", 1, ""}, {"a", -1, ""}} {
+		if got, ok := MustParse(c.p).Plain(c.i); got != c.want || ok != (c.want != "") {
+			t.Errorf("%q: plain %d %q, %v; want %q", c.p, c.i, got, ok, c.want)
+		}
+	}
+	if _, ok := (Pattern{}).Plain(0); ok {
+		t.Error("the zero Pattern has a plain segment")
+	}
+}
+
 func BenchmarkOverlaps(b *testing.B) {
 	for _, c := range [][2]string{
 		{"src/parser/**", "docs/api.md"},

@@ -290,10 +290,7 @@ func checkRun(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
-	var opts []reserve.CheckOption
-	if lineage, err := hostlocal.Lineage(os.Getpid()); err == nil {
-		opts = append(opts, reserve.As(lineage))
-	}
+	opts := []reserve.CheckOption{reserve.AsLineageOf(os.Getpid())}
 	if env := strings.Fields(strings.ReplaceAll(o.F.Getenv("BATON_RESERVATION"), ",", " ")); len(env) > 0 {
 		opts = append(opts, reserve.Mine(env...))
 	}

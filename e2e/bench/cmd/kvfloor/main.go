@@ -9,6 +9,12 @@
 // asynchronously and awaited, printing each revision:
 //
 //	kvfloor URL batch SUBJECT_PREFIX < lines
+//
+// For a verb that reads one record (baton reserve check), it reads the
+// last message of SUBJECT from the stream leader (STREAM.MSG.GET, as
+// baton reads), decodes the answer and prints the value's size:
+//
+//	kvfloor URL get STREAM SUBJECT
 package main
 
 import (
@@ -37,8 +43,14 @@ func run(args []string) error {
 		return fmt.Errorf("usage: kvfloor URL create|update|purge SUBJECT [REVISION] < value")
 	}
 	url, op, subject := args[0], args[1], args[2]
-	if op == "batch" {
+	switch op {
+	case "batch":
 		return batch(url, subject)
+	case "get":
+		if len(args) != 4 {
+			return fmt.Errorf("usage: kvfloor URL get STREAM SUBJECT")
+		}
+		return get(url, args[2], args[3])
 	}
 	expect := "0"
 	if op != "create" {
@@ -132,5 +144,42 @@ func batch(url, prefix string) error {
 			return fmt.Errorf("no answer within a minute")
 		}
 	}
+	return nil
+}
+
+// get reads the last message of subject in stream and prints its size.
+func get(url, stream, subject string) error {
+	req, err := json.Marshal(map[string]string{"last_by_subj": subject})
+	if err != nil {
+		return err
+	}
+	nc, err := nats.Connect(url)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	resp, err := nc.Request("$JS.API.STREAM.MSG.GET."+stream, req, 5*time.Second)
+	if err != nil {
+		return err
+	}
+	var ans struct {
+		Message *struct {
+			Seq  uint64 `json:"seq"`
+			Data []byte `json:"data"`
+		} `json:"message"`
+		Error *struct {
+			Description string `json:"description"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(resp.Data, &ans); err != nil {
+		return err
+	}
+	if ans.Error != nil {
+		return fmt.Errorf("%s", ans.Error.Description)
+	}
+	if ans.Message == nil {
+		return fmt.Errorf("no message for %s", subject)
+	}
+	fmt.Printf("revision %d, %d bytes\n", ans.Message.Seq, len(ans.Message.Data))
 	return nil
 }
